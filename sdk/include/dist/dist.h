@@ -1,0 +1,166 @@
+/* dist: the host API. Link with -ldist (pkg-config --libs dist).
+ *
+ *   dist_process_group_t* pg = NULL;
+ *   dist_error_t* err = dist_init(NULL, &pg);   // env://, DIST_BACKEND
+ *   if (err) { fprintf(stderr, "%s\n", dist_error_message(err)); ... }
+ *   float x[4] = {...};
+ *   dist_buffer_t b = dist_make_buffer(x, 4, DIST_FLOAT32, dist_cpu());
+ *   err = dist_all_reduce(pg, &b, &b, DIST_SUM, NULL);  // blocking
+ *   dist_destroy(pg);
+ *
+ * Every operation takes an optional `work` out-parameter: NULL makes the
+ * call blocking (bounded by the group's timeout); non-NULL makes it
+ * asynchronous and hands back a work handle the caller owns. Operations on a
+ * group complete in the order they were issued. Buffer shapes per operation
+ * are those of dist/backend_plugin.h. All functions are thread-safe. */
+#ifndef DIST_DIST_H_
+#define DIST_DIST_H_
+
+#include <string.h>
+
+#include "dist/error.h"
+#include "dist/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DIST_VERSION_MAJOR 1
+#define DIST_VERSION_MINOR 0
+#define DIST_VERSION_PATCH 0
+
+typedef struct dist_process_group dist_process_group_t;
+typedef struct dist_work dist_work_t;
+
+/* Options for dist_init. Every field may be left 0/NULL to fall back, in
+ * order, to the environment (DIST_*), the config file, and the default.
+ * Borrowed for the call. */
+typedef struct dist_init_options {
+  size_t struct_size;       /* sizeof(dist_init_options_t) */
+  const char* backend;      /* "gloo", "mpi", "nccl", a path to a .so, or a
+                               device map "cpu:gloo,cuda:nccl" */
+  const char* init_method;  /* "env://", "tcp://h:p?...", "file:///path?..." */
+  int32_t rank;             /* used only when world_size > 0; otherwise */
+  int32_t world_size;       /* both come from the init method/launcher */
+  int64_t timeout_ms;       /* 0: DIST_TIMEOUT, config, or 300000 */
+  const char* config_file;  /* TOML; NULL: DIST_CONFIG */
+  const dist_kv_t* options; /* backend/rendezvous options, highest
+                               precedence */
+  size_t num_options;
+  const char* group_name;   /* for logs; NULL: "default" */
+} dist_init_options_t;
+
+/* Returns options with struct_size set and everything else "unset". */
+static inline dist_init_options_t dist_init_options_default(void) {
+  dist_init_options_t o;
+  memset(&o, 0, sizeof(o));
+  o.struct_size = sizeof(o);
+  o.rank = -1;
+  return o;
+}
+
+/* Creates the process group: loads the backend(s), runs the rendezvous and
+ * the join check, creates the communicators. Collective over all ranks.
+ * `options` may be NULL. On success the caller owns *group (dist_destroy). */
+DIST_EXPORT dist_error_t* dist_init(const dist_init_options_t* options,
+                                    dist_process_group_t** group);
+
+/* Waits for outstanding work (bounded by the timeout) and frees the group.
+ * Subgroups must be destroyed first. NULL is a no-op. */
+DIST_EXPORT void dist_destroy(dist_process_group_t* group);
+
+/* This process's rank in the group, or -1 if it is not a member. */
+DIST_EXPORT int32_t dist_rank(const dist_process_group_t* group);
+DIST_EXPORT int32_t dist_world_size(const dist_process_group_t* group);
+
+/* Name of the backend serving `device_type` in this group ("gloo"), or NULL
+ * if none does. Static string. */
+DIST_EXPORT const char* dist_backend_name(const dist_process_group_t* group,
+                                          dist_device_type_t device_type);
+
+/* The group's default timeout in milliseconds. */
+DIST_EXPORT int64_t dist_timeout_ms(const dist_process_group_t* group);
+
+/* ---- Collectives ----------------------------------------------------- */
+
+DIST_EXPORT dist_error_t* dist_all_reduce(dist_process_group_t* group,
+                                          const dist_buffer_t* send,
+                                          const dist_buffer_t* recv,
+                                          dist_reduce_op_t op,
+                                          dist_work_t** work);
+DIST_EXPORT dist_error_t* dist_broadcast(dist_process_group_t* group,
+                                         const dist_buffer_t* send,
+                                         const dist_buffer_t* recv,
+                                         int32_t root, dist_work_t** work);
+DIST_EXPORT dist_error_t* dist_reduce(dist_process_group_t* group,
+                                      const dist_buffer_t* send,
+                                      const dist_buffer_t* recv,
+                                      dist_reduce_op_t op, int32_t root,
+                                      dist_work_t** work);
+DIST_EXPORT dist_error_t* dist_all_gather(dist_process_group_t* group,
+                                          const dist_buffer_t* send,
+                                          const dist_buffer_t* recv,
+                                          dist_work_t** work);
+DIST_EXPORT dist_error_t* dist_gather(dist_process_group_t* group,
+                                      const dist_buffer_t* send,
+                                      const dist_buffer_t* recv,
+                                      int32_t root, dist_work_t** work);
+DIST_EXPORT dist_error_t* dist_scatter(dist_process_group_t* group,
+                                       const dist_buffer_t* send,
+                                       const dist_buffer_t* recv,
+                                       int32_t root, dist_work_t** work);
+DIST_EXPORT dist_error_t* dist_reduce_scatter(dist_process_group_t* group,
+                                              const dist_buffer_t* send,
+                                              const dist_buffer_t* recv,
+                                              dist_reduce_op_t op,
+                                              dist_work_t** work);
+DIST_EXPORT dist_error_t* dist_all_to_all(dist_process_group_t* group,
+                                          const dist_buffer_t* send,
+                                          const dist_buffer_t* recv,
+                                          dist_work_t** work);
+DIST_EXPORT dist_error_t* dist_barrier(dist_process_group_t* group,
+                                       dist_work_t** work);
+DIST_EXPORT dist_error_t* dist_send(dist_process_group_t* group,
+                                    const dist_buffer_t* buffer, int32_t peer,
+                                    int64_t tag, dist_work_t** work);
+DIST_EXPORT dist_error_t* dist_recv(dist_process_group_t* group,
+                                    const dist_buffer_t* buffer, int32_t peer,
+                                    int64_t tag, dist_work_t** work);
+
+/* ---- Work handles ---------------------------------------------------- */
+
+/* Waits up to timeout_ms (< 0: the group's timeout). Returns the
+ * operation's error, DIST_DEADLINE_EXCEEDED if still running, or NULL. */
+DIST_EXPORT dist_error_t* dist_work_wait(dist_work_t* work, int64_t timeout_ms);
+/* *done = 1 once complete; returns the operation's error when done. */
+DIST_EXPORT dist_error_t* dist_work_test(dist_work_t* work, int* done);
+/* Makes a CUDA stream wait for the work without blocking the host, where
+ * the backend supports it (DIST_UNIMPLEMENTED otherwise). */
+DIST_EXPORT dist_error_t* dist_work_wait_stream(dist_work_t* work,
+                                                void* stream);
+/* Frees the handle; the operation itself still completes. NULL: no-op. */
+DIST_EXPORT void dist_work_destroy(dist_work_t* work);
+
+/* ---- Process management ---------------------------------------------- */
+
+/* Creates a subgroup of `ranks` (ranks of `parent`, any order, unique).
+ * Collective: every rank of the parent calls it, in the same order. Every
+ * caller gets a group; on non-members dist_rank() is -1 and each operation
+ * fails with DIST_FAILED_PRECONDITION naming the members. */
+DIST_EXPORT dist_error_t* dist_new_group(dist_process_group_t* parent,
+                                         const int32_t* ranks,
+                                         size_t num_ranks,
+                                         dist_process_group_t** group);
+
+/* Aborts the group's communicators: pending and later operations fail with
+ * DIST_ABORTED carrying `reason`. */
+DIST_EXPORT void dist_abort(dist_process_group_t* group, const char* reason);
+
+/* "1.0.0": the core's version. */
+DIST_EXPORT const char* dist_version(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* DIST_DIST_H_ */

@@ -1,0 +1,89 @@
+// Checks the SDK's C++ helpers against values computed independently.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "dist/cpp/half.hpp"
+#include "dist/cpp/reduce.hpp"
+#include "dist/cpp/status.hpp"
+#include "gtest/gtest.h"
+
+namespace dist {
+namespace {
+
+TEST(Half, Float16KnownBitPatterns) {
+  EXPECT_EQ(ToFloat16(1.0f).bits, 0x3c00);
+  EXPECT_EQ(ToFloat16(-2.0f).bits, 0xc000);
+  EXPECT_EQ(ToFloat16(65504.0f).bits, 0x7bff);
+  EXPECT_EQ(ToFloat16(1e6f).bits, 0x7c00);  // overflow to inf
+  EXPECT_EQ(ToFloat16(5.9604645e-8f).bits, 0x0001);  // smallest subnormal
+  EXPECT_EQ(ToFloat16(0.0f).bits, 0x0000);
+  EXPECT_TRUE(std::isnan(ToFloat(ToFloat16(std::numeric_limits<float>::quiet_NaN()))));
+  // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: ties to even (1.0).
+  EXPECT_EQ(ToFloat16(1.0f + 1.0f / 2048).bits, 0x3c00);
+  EXPECT_EQ(ToFloat16(1.0f + 3.0f / 2048).bits, 0x3c02);
+}
+
+TEST(Half, Float16RoundTripsEveryFiniteValue) {
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    Float16 h{static_cast<uint16_t>(bits)};
+    const float f = ToFloat(h);
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(ToFloat16(f).bits, h.bits) << bits;
+  }
+}
+
+TEST(Half, BFloat16RoundsToNearestEven) {
+  EXPECT_EQ(ToBFloat16(1.0f).bits, 0x3f80);
+  EXPECT_EQ(ToFloat(BFloat16{0x4049}), 3.140625f);
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    BFloat16 b{static_cast<uint16_t>(bits)};
+    const float f = ToFloat(b);
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(ToBFloat16(f).bits, b.bits) << bits;
+  }
+}
+
+TEST(Reduce, IntegerOps) {
+  int32_t acc[3] = {6, -3, 12};
+  const int32_t in[3] = {3, 5, 10};
+  ReduceInto(DIST_INT32, DIST_BAND, acc, in, 3);
+  EXPECT_EQ(acc[0], 6 & 3);
+  EXPECT_EQ(acc[1], -3 & 5);
+  EXPECT_EQ(acc[2], 12 & 10);
+  int64_t sum[2] = {7, -7};
+  const int64_t more[2] = {2, -2};
+  ReduceInto(DIST_INT64, DIST_AVG, sum, more, 2);
+  FinishAverage(DIST_INT64, sum, 2, 2);
+  EXPECT_EQ(sum[0], 4);
+  EXPECT_EQ(sum[1], -4);
+}
+
+TEST(Reduce, BitwiseOnFloatIsAClearError) {
+  absl::Status status = ValidateReduceOp(DIST_FLOAT32, DIST_BXOR);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("bitwise"), absl::string_view::npos);
+  EXPECT_TRUE(ValidateReduceOp(DIST_UINT8, DIST_BXOR).ok());
+}
+
+TEST(Reduce, HalfAccumulatesInFloat) {
+  Float16 acc[1] = {ToFloat16(0.5f)};
+  const Float16 in[1] = {ToFloat16(0.25f)};
+  ReduceInto(DIST_FLOAT16, DIST_MAX, acc, in, 1);
+  EXPECT_EQ(ToFloat(acc[0]), 0.5f);
+  ReduceInto(DIST_FLOAT16, DIST_SUM, acc, in, 1);
+  EXPECT_EQ(ToFloat(acc[0]), 0.75f);
+}
+
+TEST(Status, RoundTripThroughTheAbi) {
+  dist_error_t* error = ToError(absl::DeadlineExceededError("peer 3 silent"));
+  ASSERT_NE(error, nullptr);
+  EXPECT_EQ(error->code, DIST_DEADLINE_EXCEEDED);
+  absl::Status back = TakeError(error);
+  EXPECT_EQ(back.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(back.message(), "peer 3 silent");
+  EXPECT_EQ(ToError(absl::OkStatus()), nullptr);
+}
+
+}  // namespace
+}  // namespace dist
