@@ -3,6 +3,7 @@
 #include "dist/dist.h"
 #include "dist/error.h"
 #include "dist/host.h"
+#include "dist/registry.h"
 #include "dist/rendezvous_plugin.h"
 #include "dist/store.h"
 #include "dist/types.h"
