@@ -39,7 +39,7 @@ extern "C" {
 #endif
 
 #define DIST_BACKEND_ABI_MAJOR 1
-#define DIST_BACKEND_ABI_MINOR 0
+#define DIST_BACKEND_ABI_MINOR 1
 #define DIST_BACKEND_ENTRY_SYMBOL "dist_backend_plugin_v1"
 
 typedef struct dist_backend_comm dist_backend_comm_t; /* plugin-defined */
@@ -178,6 +178,8 @@ typedef struct dist_backend_plugin {
   /* Releases the handle. Safe before completion: the operation still runs to
    * its end, only the handle goes. NULL is a no-op. */
   void (*work_destroy)(dist_backend_work_t* work);
+
+  /* ---- Appended in ABI 1.1 (read only when struct_size covers it) ---- */
 
   /* Optional (NULL if not DIST_CAP_STREAM_WAIT): makes `stream` wait for the
    * work without blocking the host (CUDA). */

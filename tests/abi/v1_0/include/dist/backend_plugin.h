@@ -1,0 +1,194 @@
+/* FROZEN COPY of the backend plugin ABI 1.0 (dist 1.0.0). Never edit: it is
+ * what old plugins were built against; tests build fixtures with it.
+ *
+ * dist SDK: the backend plugin ABI, version 1.
+ *
+ * A backend plugin is a shared object named libdist-backend-<name>.so that
+ * exports exactly one symbol:
+ *
+ *     DIST_EXPORT const dist_backend_plugin_t* dist_backend_plugin_v1(void);
+ *
+ * It returns a table that lives as long as the process (the core never
+ * unloads plugins). The core reads the table only as far as its struct_size
+ * covers, so a plugin built against an older minor version keeps working,
+ * and requires abi_major == DIST_BACKEND_ABI_MAJOR. See sdk/ABI.md.
+ *
+ * Buffers per operation (n = count of the smaller buffer, W = world size):
+ *   all_reduce      send[n] -> recv[n] on every rank
+ *   broadcast       send[n] on root -> recv[n] on every rank
+ *   reduce          send[n] on every rank -> recv[n] on root
+ *   all_gather      send[n] -> recv[n*W], rank r's block at r*n
+ *   gather          send[n] -> recv[n*W] on root
+ *   scatter         send[n*W] on root -> recv[n]
+ *   reduce_scatter  send[n*W] -> recv[n], block r of the reduction
+ *   all_to_all      send[n*W] -> recv[n*W], block j goes to rank j
+ *   barrier         no buffers
+ *   send / recv     send[n] to peer / recv[n] from peer, matched by tag
+ * In-place: recv.data == send.data is allowed where the shapes agree
+ * (all_reduce, broadcast, reduce); for all_gather and reduce_scatter,
+ * send may point at this rank's block inside recv (NCCL's convention).
+ * Buffers that are unused on a rank (recv of reduce off root) may have
+ * data == NULL. Counts and dtypes must agree between ranks. */
+#ifndef DIST_BACKEND_PLUGIN_H_
+#define DIST_BACKEND_PLUGIN_H_
+
+#include "dist/error.h"
+#include "dist/host.h"
+#include "dist/store.h"
+#include "dist/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DIST_BACKEND_ABI_MAJOR 1
+#define DIST_BACKEND_ABI_MINOR 0
+#define DIST_BACKEND_ENTRY_SYMBOL "dist_backend_plugin_v1"
+
+typedef struct dist_backend_comm dist_backend_comm_t; /* plugin-defined */
+typedef struct dist_backend_work dist_backend_work_t; /* plugin-defined */
+
+/* What a backend supports. Masks are bit sets: bit (1u << DIST_FLOAT32) in
+ * `dtypes`, bit (1u << DIST_SUM) in `all_reduce_ops`, and so on. */
+typedef struct dist_backend_capabilities {
+  size_t struct_size;      /* set by the CALLER to its sizeof */
+  uint32_t device_types;   /* 1u << DIST_DEVICE_CPU | 1u << DIST_DEVICE_CUDA */
+  uint32_t dtypes;         /* 1u << dist_dtype_t */
+  uint32_t collectives;    /* 1u << dist_collective_t */
+  uint32_t all_reduce_ops; /* 1u << dist_reduce_op_t */
+  uint32_t reduce_ops;
+  uint32_t reduce_scatter_ops;
+  /* Bitwise ops (band/bor/bxor) apply to integer dtypes only, whatever the
+   * masks say; a floating dtype with them is DIST_INVALID_ARGUMENT. */
+  uint32_t flags;          /* DIST_CAP_* below */
+  const char* notes;       /* static one-line remark (e.g. thread level), or
+                              NULL */
+} dist_backend_capabilities_t;
+
+#define DIST_CAP_SUBGROUPS (1u << 0)        /* comm_split works */
+#define DIST_CAP_STREAM_WAIT (1u << 1)      /* work_wait_stream works */
+#define DIST_CAP_THREAD_MULTIPLE (1u << 2)  /* ops from many threads at once */
+#define DIST_CAP_NEEDS_LAUNCHER (1u << 3)   /* ranks must come from a launcher
+                                               (e.g. mpirun) */
+#define DIST_CAP_CUDA_AWARE (1u << 4)       /* takes CUDA pointers directly */
+
+/* Everything a communicator is created from. Borrowed for the duration of
+ * comm_create/comm_split, except `store`, which stays valid until
+ * comm_destroy returns. */
+typedef struct dist_comm_config {
+  size_t struct_size;
+  int32_t rank;        /* 0 <= rank < world_size */
+  int32_t world_size;
+  int32_t local_rank;  /* rank on this host, -1 if unknown */
+  int32_t local_world_size; /* ranks on this host, -1 if unknown */
+  dist_store_t* store; /* namespaced for this communicator */
+  int64_t timeout_ms;  /* default for every blocking step, > 0 */
+  const dist_kv_t* options; /* backend options ("gloo.ifname" = "lo") */
+  size_t num_options;
+  const char* group_name;   /* for messages, e.g. "default" or "group1" */
+  int32_t device_index;     /* CUDA device to use, -1: choose (LOCAL_RANK) */
+} dist_comm_config_t;
+
+/* Arguments of one operation; see the table at the top for the buffers.
+ * Borrowed for the duration of the call that takes them (the plugin copies
+ * what it keeps); the memory the buffers point to must stay valid until the
+ * work completes. */
+typedef struct dist_op_args {
+  size_t struct_size;
+  dist_buffer_t send;
+  dist_buffer_t recv;
+  dist_reduce_op_t op; /* reducing operations only */
+  int32_t root;        /* broadcast, reduce, gather, scatter */
+  int32_t peer;        /* send, recv */
+  int64_t tag;         /* send, recv */
+  int64_t timeout_ms;  /* <= 0: the communicator's timeout */
+} dist_op_args_t;
+
+/* Starts one operation. On success *work is a handle the caller owns
+ * (work_destroy); the operation runs asynchronously and completes in issue
+ * order with the other operations of the communicator. Errors that can be
+ * seen at once (bad arguments, an aborted communicator) are returned here. */
+typedef dist_error_t* (*dist_backend_op_fn)(dist_backend_comm_t* comm,
+                                            const dist_op_args_t* args,
+                                            dist_backend_work_t** work);
+
+typedef struct dist_backend_plugin {
+  size_t struct_size;
+  uint32_t abi_major; /* DIST_BACKEND_ABI_MAJOR the plugin was built with */
+  uint32_t abi_minor;
+  const char* name;    /* static, [a-z0-9_]+, e.g. "gloo" */
+  const char* version; /* static, the plugin's own version, e.g. "1.0.0" */
+
+  /* Called once, before anything else. `host` lives forever. */
+  dist_error_t* (*initialize)(const dist_host_api_t* host);
+
+  /* Static description of the library under the plugin, e.g.
+   * "Open MPI v4.1.4". Valid for the process. */
+  const char* (*library_version)(void);
+
+  /* NULL when the backend can run here; otherwise DIST_UNAVAILABLE with the
+   * reason, e.g. "no CUDA device: CUDA driver version is insufficient". */
+  dist_error_t* (*probe)(void);
+
+  /* Fills *caps; the caller sets caps->struct_size first. */
+  void (*get_capabilities)(dist_backend_capabilities_t* caps);
+
+  /* Collective over every rank of the config: makes a communicator. */
+  dist_error_t* (*comm_create)(const dist_comm_config_t* config,
+                               dist_backend_comm_t** comm);
+
+  /* Makes a subgroup communicator. Called on EVERY rank of `parent` in the
+   * same order; `ranks` (parent ranks, ascending, unique) lists the members.
+   * On members, config describes the new communicator (its rank, size and a
+   * fresh store namespace) and *comm receives it; on non-members
+   * config->rank is -1 and *comm must be set to NULL. May be NULL in the
+   * table: the core then calls comm_create on the members only. */
+  dist_error_t* (*comm_split)(dist_backend_comm_t* parent,
+                              const int32_t* ranks, size_t num_ranks,
+                              const dist_comm_config_t* config,
+                              dist_backend_comm_t** comm);
+
+  /* Fails every pending and future operation with DIST_ABORTED carrying
+   * `reason`, and unblocks every waiter. Thread-safe; idempotent. */
+  void (*comm_abort)(dist_backend_comm_t* comm, const char* reason);
+
+  /* Waits for outstanding work (up to the timeout), then frees. NULL: no-op. */
+  void (*comm_destroy)(dist_backend_comm_t* comm);
+
+  /* Operations; NULL for an operation the backend does not support. */
+  dist_backend_op_fn all_reduce;
+  dist_backend_op_fn broadcast;
+  dist_backend_op_fn reduce;
+  dist_backend_op_fn all_gather;
+  dist_backend_op_fn gather;
+  dist_backend_op_fn scatter;
+  dist_backend_op_fn reduce_scatter;
+  dist_backend_op_fn all_to_all;
+  dist_backend_op_fn barrier;
+  dist_backend_op_fn send;
+  dist_backend_op_fn recv;
+
+  /* Blocks until the work completes or timeout_ms passes (< 0: forever is
+   * NOT allowed; the core always passes a bound). Returns the operation's
+   * error, DIST_DEADLINE_EXCEEDED on timeout (the work stays pending), or
+   * NULL. May be called again after a timeout. */
+  dist_error_t* (*work_wait)(dist_backend_work_t* work, int64_t timeout_ms);
+
+  /* Non-blocking: *done = 1 when complete. Returns the operation's error
+   * once done, else NULL. */
+  dist_error_t* (*work_test)(dist_backend_work_t* work, int* done);
+
+  /* Releases the handle. Safe before completion: the operation still runs to
+   * its end, only the handle goes. NULL is a no-op. */
+  void (*work_destroy)(dist_backend_work_t* work);
+
+} dist_backend_plugin_t;
+
+/* The entry symbol's type. */
+typedef const dist_backend_plugin_t* (*dist_backend_plugin_entry_fn)(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* DIST_BACKEND_PLUGIN_H_ */
