@@ -1,0 +1,364 @@
+// The C entry points of dist.h and registry.h. Each converts at the
+// boundary: absl::Status inside, dist_error_t outside, nothing thrown.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/config.h"
+#include "core/host_api.h"
+#include "core/plugin_loader.h"
+#include "core/process_group.h"
+#include "core/rendezvous.h"
+#include "core/version.h"
+#include "dist/cpp/status.hpp"
+#include "dist/dist.h"
+#include "dist/registry.h"
+
+using dist::ProcessGroup;
+using dist::ToError;
+
+namespace {
+
+dist_error_t* NullArgument(const char* function, const char* argument) {
+  return dist_error_new(DIST_INVALID_ARGUMENT, "%s: %s is NULL", function, argument);
+}
+
+dist_buffer_t EmptyBuffer() {
+  dist_buffer_t buffer{};
+  buffer.device = dist_cpu();
+  return buffer;
+}
+
+// Runs or submits one operation, depending on whether `work` is wanted.
+dist_error_t* Dispatch(const char* function, dist_process_group_t* group, dist_collective_t kind,
+                       const dist_op_args_t& args, dist_work_t** work) {
+  if (group == nullptr || !group->group) return NullArgument(function, "group");
+  try {
+    if (work == nullptr) return ToError(group->group->Run(kind, args));
+    *work = nullptr;
+    absl::StatusOr<dist_work_t*> submitted = group->group->Submit(kind, args);
+    if (!submitted.ok()) return ToError(submitted.status());
+    *work = *submitted;
+    return nullptr;
+  } catch (const std::exception& e) {
+    return dist_error_new(DIST_INTERNAL, "%s: %s", function, e.what());
+  }
+}
+
+dist_op_args_t MakeArgs(const dist_buffer_t* send, const dist_buffer_t* recv) {
+  dist_op_args_t args{};
+  args.struct_size = sizeof(args);
+  args.send = send != nullptr ? *send : EmptyBuffer();
+  args.recv = recv != nullptr ? *recv : EmptyBuffer();
+  return args;
+}
+
+}  // namespace
+
+extern "C" {
+
+DIST_EXPORT dist_error_t* dist_init(const dist_init_options_t* options,
+                                    dist_process_group_t** group) {
+  if (group == nullptr) return NullArgument("dist_init", "group");
+  *group = nullptr;
+  try {
+    absl::StatusOr<std::unique_ptr<ProcessGroup>> created = ProcessGroup::Create(options);
+    if (!created.ok()) return ToError(created.status());
+    *group = new dist_process_group{*std::move(created)};
+    return nullptr;
+  } catch (const std::exception& e) {
+    return dist_error_new(DIST_INTERNAL, "dist_init: %s", e.what());
+  }
+}
+
+DIST_EXPORT void dist_destroy(dist_process_group_t* group) { delete group; }
+
+DIST_EXPORT int32_t dist_rank(const dist_process_group_t* group) {
+  return group == nullptr ? -1 : group->group->rank();
+}
+
+DIST_EXPORT int32_t dist_world_size(const dist_process_group_t* group) {
+  return group == nullptr ? 0 : group->group->world_size();
+}
+
+DIST_EXPORT const char* dist_backend_name(const dist_process_group_t* group,
+                                          dist_device_type_t device_type) {
+  return group == nullptr ? nullptr : group->group->BackendName(device_type);
+}
+
+DIST_EXPORT int64_t dist_timeout_ms(const dist_process_group_t* group) {
+  return group == nullptr ? 0 : absl::ToInt64Milliseconds(group->group->timeout());
+}
+
+DIST_EXPORT dist_error_t* dist_all_reduce(dist_process_group_t* group, const dist_buffer_t* send,
+                                          const dist_buffer_t* recv, dist_reduce_op_t op,
+                                          dist_work_t** work) {
+  if (send == nullptr || recv == nullptr) return NullArgument("dist_all_reduce", "buffer");
+  dist_op_args_t args = MakeArgs(send, recv);
+  args.op = op;
+  return Dispatch("dist_all_reduce", group, DIST_COLL_ALL_REDUCE, args, work);
+}
+
+DIST_EXPORT dist_error_t* dist_broadcast(dist_process_group_t* group, const dist_buffer_t* send,
+                                         const dist_buffer_t* recv, int32_t root,
+                                         dist_work_t** work) {
+  if (recv == nullptr) return NullArgument("dist_broadcast", "recv");
+  dist_op_args_t args = MakeArgs(send != nullptr ? send : recv, recv);
+  args.root = root;
+  return Dispatch("dist_broadcast", group, DIST_COLL_BROADCAST, args, work);
+}
+
+DIST_EXPORT dist_error_t* dist_reduce(dist_process_group_t* group, const dist_buffer_t* send,
+                                      const dist_buffer_t* recv, dist_reduce_op_t op, int32_t root,
+                                      dist_work_t** work) {
+  if (send == nullptr) return NullArgument("dist_reduce", "send");
+  dist_op_args_t args = MakeArgs(send, recv);
+  args.op = op;
+  args.root = root;
+  return Dispatch("dist_reduce", group, DIST_COLL_REDUCE, args, work);
+}
+
+DIST_EXPORT dist_error_t* dist_all_gather(dist_process_group_t* group, const dist_buffer_t* send,
+                                          const dist_buffer_t* recv, dist_work_t** work) {
+  if (send == nullptr || recv == nullptr) return NullArgument("dist_all_gather", "buffer");
+  return Dispatch("dist_all_gather", group, DIST_COLL_ALL_GATHER, MakeArgs(send, recv), work);
+}
+
+DIST_EXPORT dist_error_t* dist_gather(dist_process_group_t* group, const dist_buffer_t* send,
+                                      const dist_buffer_t* recv, int32_t root,
+                                      dist_work_t** work) {
+  if (send == nullptr) return NullArgument("dist_gather", "send");
+  dist_op_args_t args = MakeArgs(send, recv);
+  args.root = root;
+  return Dispatch("dist_gather", group, DIST_COLL_GATHER, args, work);
+}
+
+DIST_EXPORT dist_error_t* dist_scatter(dist_process_group_t* group, const dist_buffer_t* send,
+                                       const dist_buffer_t* recv, int32_t root,
+                                       dist_work_t** work) {
+  if (recv == nullptr) return NullArgument("dist_scatter", "recv");
+  dist_op_args_t args = MakeArgs(send, recv);
+  args.root = root;
+  return Dispatch("dist_scatter", group, DIST_COLL_SCATTER, args, work);
+}
+
+DIST_EXPORT dist_error_t* dist_reduce_scatter(dist_process_group_t* group,
+                                              const dist_buffer_t* send, const dist_buffer_t* recv,
+                                              dist_reduce_op_t op, dist_work_t** work) {
+  if (send == nullptr || recv == nullptr) return NullArgument("dist_reduce_scatter", "buffer");
+  dist_op_args_t args = MakeArgs(send, recv);
+  args.op = op;
+  return Dispatch("dist_reduce_scatter", group, DIST_COLL_REDUCE_SCATTER, args, work);
+}
+
+DIST_EXPORT dist_error_t* dist_all_to_all(dist_process_group_t* group, const dist_buffer_t* send,
+                                          const dist_buffer_t* recv, dist_work_t** work) {
+  if (send == nullptr || recv == nullptr) return NullArgument("dist_all_to_all", "buffer");
+  return Dispatch("dist_all_to_all", group, DIST_COLL_ALL_TO_ALL, MakeArgs(send, recv), work);
+}
+
+DIST_EXPORT dist_error_t* dist_barrier(dist_process_group_t* group, dist_work_t** work) {
+  return Dispatch("dist_barrier", group, DIST_COLL_BARRIER, MakeArgs(nullptr, nullptr), work);
+}
+
+DIST_EXPORT dist_error_t* dist_send(dist_process_group_t* group, const dist_buffer_t* buffer,
+                                    int32_t peer, int64_t tag, dist_work_t** work) {
+  if (buffer == nullptr) return NullArgument("dist_send", "buffer");
+  dist_op_args_t args = MakeArgs(buffer, nullptr);
+  args.peer = peer;
+  args.tag = tag;
+  return Dispatch("dist_send", group, DIST_COLL_SEND, args, work);
+}
+
+DIST_EXPORT dist_error_t* dist_recv(dist_process_group_t* group, const dist_buffer_t* buffer,
+                                    int32_t peer, int64_t tag, dist_work_t** work) {
+  if (buffer == nullptr) return NullArgument("dist_recv", "buffer");
+  dist_op_args_t args = MakeArgs(nullptr, buffer);
+  args.peer = peer;
+  args.tag = tag;
+  return Dispatch("dist_recv", group, DIST_COLL_RECV, args, work);
+}
+
+DIST_EXPORT dist_error_t* dist_work_wait(dist_work_t* work, int64_t timeout_ms) {
+  if (work == nullptr) return NullArgument("dist_work_wait", "work");
+  return work->plugin->work_wait(work->work, timeout_ms < 0 ? work->default_timeout_ms : timeout_ms);
+}
+
+DIST_EXPORT dist_error_t* dist_work_test(dist_work_t* work, int* done) {
+  if (work == nullptr) return NullArgument("dist_work_test", "work");
+  if (done == nullptr) return NullArgument("dist_work_test", "done");
+  if (work->plugin->work_test == nullptr) {
+    return dist_error_new(DIST_UNIMPLEMENTED, "dist_work_test: the backend has no work_test");
+  }
+  return work->plugin->work_test(work->work, done);
+}
+
+DIST_EXPORT dist_error_t* dist_work_wait_stream(dist_work_t* work, void* stream) {
+  if (work == nullptr) return NullArgument("dist_work_wait_stream", "work");
+  if (work->plugin->work_wait_stream == nullptr) {
+    return dist_error_new(DIST_UNIMPLEMENTED,
+                          "dist_work_wait_stream: this backend has no stream-ordered wait; "
+                          "use dist_work_wait");
+  }
+  return work->plugin->work_wait_stream(work->work, stream);
+}
+
+DIST_EXPORT void dist_work_destroy(dist_work_t* work) {
+  if (work == nullptr) return;
+  work->plugin->work_destroy(work->work);
+  delete work;
+}
+
+DIST_EXPORT dist_error_t* dist_new_group(dist_process_group_t* parent, const int32_t* ranks,
+                                         size_t num_ranks, dist_process_group_t** group) {
+  if (parent == nullptr) return NullArgument("dist_new_group", "parent");
+  if (group == nullptr) return NullArgument("dist_new_group", "group");
+  if (ranks == nullptr && num_ranks > 0) return NullArgument("dist_new_group", "ranks");
+  *group = nullptr;
+  try {
+    absl::StatusOr<std::unique_ptr<ProcessGroup>> made =
+        parent->group->NewGroup(std::vector<int32_t>(ranks, ranks + num_ranks));
+    if (!made.ok()) return ToError(made.status());
+    *group = new dist_process_group{*std::move(made)};
+    return nullptr;
+  } catch (const std::exception& e) {
+    return dist_error_new(DIST_INTERNAL, "dist_new_group: %s", e.what());
+  }
+}
+
+DIST_EXPORT void dist_abort(dist_process_group_t* group, const char* reason) {
+  if (group == nullptr) return;
+  group->group->Abort(reason != nullptr ? reason : "aborted by the application");
+}
+
+DIST_EXPORT const char* dist_version(void) { return dist::kCoreVersion; }
+
+// ---- registry.h ---------------------------------------------------------
+
+DIST_EXPORT dist_error_t* dist_list_plugins(const dist_plugin_info_t** infos, size_t* count) {
+  if (infos == nullptr || count == nullptr) return NullArgument("dist_list_plugins", "output");
+  static absl::Mutex mu;
+  static std::vector<dist_plugin_info_t>* list = nullptr;
+  absl::MutexLock lock(&mu);
+  if (list == nullptr) {
+    list = new std::vector<dist_plugin_info_t>();  // lives until exit, as documented
+    for (const dist::PluginRecord* record : dist::PluginRegistry::Get().ListAll()) {
+      dist_plugin_info_t info{};
+      info.struct_size = sizeof(info);
+      info.kind = record->kind;
+      info.name = record->name.c_str();
+      info.path = record->path.c_str();
+      info.status = record->shadowed_by.empty() ? record->status : DIST_PLUGIN_SHADOWED;
+      if (!record->shadowed_by.empty()) {
+        auto* reason = new std::string(absl::StrCat("shadowed by ", record->shadowed_by,
+                                                    " (earlier in the search path)"));
+        info.reason = reason->c_str();
+      } else {
+        info.reason = record->reason.empty() ? nullptr : record->reason.c_str();
+      }
+      info.abi_major = record->abi_major;
+      info.abi_minor = record->abi_minor;
+      info.version = record->version.empty() ? nullptr : record->version.c_str();
+      info.library_version =
+          record->library_version.empty() ? nullptr : record->library_version.c_str();
+      info.capabilities = record->capabilities;
+      info.schemes = record->scheme_pointers.data();
+      list->push_back(info);
+    }
+  }
+  *infos = list->data();
+  *count = list->size();
+  return nullptr;
+}
+
+DIST_EXPORT const char* const* dist_plugin_search_path(void) {
+  static std::vector<std::string>* dirs =
+      new std::vector<std::string>(dist::PluginRegistry::Get().SearchPath());
+  static std::vector<const char*>* pointers = [] {
+    auto* p = new std::vector<const char*>();
+    for (const std::string& dir : *dirs) p->push_back(dir.c_str());
+    p->push_back(nullptr);
+    return p;
+  }();
+  return pointers->data();
+}
+
+DIST_EXPORT dist_error_t* dist_load_backend(const char* name_or_path,
+                                            const dist_backend_plugin_t** plugin) {
+  if (name_or_path == nullptr) return NullArgument("dist_load_backend", "name_or_path");
+  if (plugin == nullptr) return NullArgument("dist_load_backend", "plugin");
+  absl::StatusOr<const dist::PluginRecord*> record =
+      dist::PluginRegistry::Get().LoadBackend(name_or_path);
+  if (!record.ok()) return ToError(record.status());
+  *plugin = &(*record)->backend;
+  return nullptr;
+}
+
+DIST_EXPORT dist_error_t* dist_load_rendezvous(const char* scheme,
+                                               const dist_rendezvous_plugin_t** plugin) {
+  if (scheme == nullptr) return NullArgument("dist_load_rendezvous", "scheme");
+  if (plugin == nullptr) return NullArgument("dist_load_rendezvous", "plugin");
+  absl::StatusOr<const dist::PluginRecord*> record =
+      dist::PluginRegistry::Get().LoadRendezvous(scheme);
+  if (!record.ok()) return ToError(record.status());
+  *plugin = &(*record)->rendezvous;
+  return nullptr;
+}
+
+DIST_EXPORT const dist_host_api_t* dist_host_api(void) { return dist::HostApi(); }
+
+DIST_EXPORT dist_error_t* dist_rendezvous(const char* url, const dist_rendezvous_hints_t* hints,
+                                          int64_t timeout_ms, dist_rendezvous_result_t* result) {
+  if (url == nullptr) return NullArgument("dist_rendezvous", "url");
+  if (result == nullptr) return NullArgument("dist_rendezvous", "result");
+  if (timeout_ms <= 0) {
+    return dist_error_new(DIST_INVALID_ARGUMENT, "dist_rendezvous: timeout_ms must be positive");
+  }
+  dist_rendezvous_hints_t none{};
+  none.struct_size = sizeof(none);
+  none.rank = -1;
+  none.world_size = -1;
+  absl::StatusOr<dist_rendezvous_result_t> joined =
+      dist::Rendezvous(url, hints != nullptr ? *hints : none, absl::Milliseconds(timeout_ms));
+  if (!joined.ok()) return ToError(joined.status());
+  const size_t caller_size = result->struct_size;
+  std::memcpy(result, &*joined,
+              caller_size != 0 && caller_size < sizeof(*result) ? caller_size : sizeof(*result));
+  result->struct_size = caller_size != 0 ? caller_size : sizeof(*result);
+  return nullptr;
+}
+
+DIST_EXPORT dist_error_t* dist_resolve_config(const dist_init_options_t* options,
+                                              dist_config_entry_t** entries, size_t* count) {
+  if (entries == nullptr || count == nullptr) return NullArgument("dist_resolve_config", "output");
+  *entries = nullptr;
+  *count = 0;
+  absl::StatusOr<dist::ResolvedConfig> config = dist::ResolveConfig(options);
+  if (!config.ok()) return ToError(config.status());
+  std::vector<dist::ConfigOption> rows = dist::ConfigRows(*config);
+  auto* out = static_cast<dist_config_entry_t*>(calloc(rows.size(), sizeof(dist_config_entry_t)));
+  if (out == nullptr) return dist_error_new(DIST_RESOURCE_EXHAUSTED, "dist_resolve_config: out of memory");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    out[i].struct_size = sizeof(dist_config_entry_t);
+    out[i].key = strdup(rows[i].key.c_str());
+    out[i].value = strdup(rows[i].value.c_str());
+    out[i].source = strdup(rows[i].source.c_str());
+  }
+  *entries = out;
+  *count = rows.size();
+  return nullptr;
+}
+
+DIST_EXPORT void dist_config_entries_free(dist_config_entry_t* entries, size_t count) {
+  if (entries == nullptr) return;
+  for (size_t i = 0; i < count; ++i) {
+    free(const_cast<char*>(entries[i].key));
+    free(const_cast<char*>(entries[i].value));
+    free(const_cast<char*>(entries[i].source));
+  }
+  free(entries);
+}
+
+}  // extern "C"

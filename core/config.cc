@@ -1,0 +1,304 @@
+#include "core/config.h"
+
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "core/logging.h"
+#include "toml++/toml.h"
+
+namespace dist {
+namespace {
+
+// What the config file said, before precedence is applied.
+struct FileConfig {
+  std::string path;
+  std::map<std::string, std::string> values;            // top-level keys
+  std::vector<std::pair<std::string, std::string>> options;  // "gloo.ifname" -> value
+};
+
+const char* Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
+std::string EnvSource(const char* name) { return absl::StrCat("environment (", name, ")"); }
+
+bool IsPluginName(absl::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    if (!(absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '_' || c == '-')) return false;
+  }
+  return true;
+}
+
+std::string TomlScalarToString(const toml::node& node) {
+  if (auto s = node.value<std::string>()) return *s;
+  if (auto b = node.value_exact<bool>()) return *b ? "true" : "false";
+  if (auto i = node.value_exact<int64_t>()) return absl::StrCat(*i);
+  if (auto d = node.value_exact<double>()) return absl::StrCat(*d);
+  return "";
+}
+
+absl::StatusOr<FileConfig> LoadConfigFile(const std::string& path) {
+  FileConfig file;
+  file.path = path;
+  toml::table table;
+  try {
+    table = toml::parse_file(path);
+  } catch (const toml::parse_error& error) {
+    const auto& where = error.source().begin;
+    std::string description(error.description());
+    if (description.find("File could not be opened") != std::string::npos ||
+        description.find("could not be opened") != std::string::npos) {
+      return absl::NotFoundError(absl::StrCat("config file ", path,
+                                              " cannot be opened; check DIST_CONFIG or the path"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("config file ", path, " line ", where.line,
+                                                   " column ", where.column,
+                                                   ": invalid TOML: ", description));
+  }
+  const std::string usage =
+      "known keys: backend, init_method, timeout, log_level, and tables [options] or "
+      "[<plugin>] for backend and rendezvous options";
+  for (const auto& [key, node] : table) {
+    const std::string name(key.str());
+    const auto line = node.source().begin.line;
+    if (name == "backend" || name == "init_method" || name == "log_level" || name == "timeout") {
+      if (!node.is_value() || node.is_array()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("config file ", path, " line ", line, ": '", name, "' must be a value"));
+      }
+      const bool ok = node.is_string() || (name == "timeout" && node.is_number());
+      if (!ok) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "config file ", path, " line ", line, ": '", name, "' must be a string",
+            name == "timeout" ? " or a number of seconds" : ""));
+      }
+      file.values[name] = TomlScalarToString(node);
+    } else if (const toml::table* section = node.as_table()) {
+      const std::string prefix = name == "options" ? "" : absl::StrCat(name, ".");
+      for (const auto& [option_key, option_node] : *section) {
+        if (!option_node.is_value()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "config file ", path, " line ", option_node.source().begin.line, ": option '",
+              prefix, std::string(option_key.str()), "' must be a string, number or boolean"));
+        }
+        file.options.emplace_back(absl::StrCat(prefix, std::string(option_key.str())),
+                                  TomlScalarToString(option_node));
+      }
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("config file ", path, " line ", line,
+                                                     ": unknown key '", name, "'; ", usage));
+    }
+  }
+  return file;
+}
+
+// Picks the value of highest precedence.
+ConfigValue Pick(const char* argument, const char* env_name, const FileConfig& file,
+                 const std::string& file_key, const std::string& fallback) {
+  if (argument != nullptr && *argument != '\0') return {argument, "argument"};
+  if (const char* env = Env(env_name)) return {env, EnvSource(env_name)};
+  auto it = file.values.find(file_key);
+  if (it != file.values.end()) return {it->second, absl::StrCat("config file (", file.path, ")")};
+  return {fallback, "default"};
+}
+
+}  // namespace
+
+absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text, absl::string_view source) {
+  const std::string trimmed(absl::StripAsciiWhitespace(text));
+  absl::Duration duration;
+  double seconds = 0;
+  bool parsed = false;
+  if (absl::SimpleAtod(trimmed, &seconds)) {
+    duration = absl::Seconds(seconds);
+    parsed = true;
+  } else {
+    parsed = absl::ParseDuration(trimmed, &duration);
+  }
+  if (!parsed || duration <= absl::ZeroDuration() || duration == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": timeout '", text,
+        "' is not a positive duration; use seconds (30) or a unit (500ms, 30s, 2m)"));
+  }
+  return duration;
+}
+
+absl::StatusOr<std::vector<DeviceAssignment>> ParseDeviceMap(absl::string_view text,
+                                                              absl::string_view source) {
+  const std::string usage =
+      "use a backend name (gloo), a path to a .so, or a device map (cpu:gloo,cuda:nccl)";
+  const absl::string_view trimmed = absl::StripAsciiWhitespace(text);
+  if (trimmed.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": backend is empty; ", usage));
+  }
+  std::vector<DeviceAssignment> map;
+  const std::vector<std::string> entries = absl::StrSplit(trimmed, ',');
+  for (const std::string& raw_entry : entries) {
+    const std::string entry(absl::StripAsciiWhitespace(raw_entry));
+    DeviceAssignment assignment;
+    const size_t colon = entry.find(':');
+    if (colon == std::string::npos) {
+      if (entries.size() > 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            source, ": '", entry, "' in device map '", text,
+            "' has no device; write device:backend for every entry (cpu:gloo,cuda:nccl)"));
+      }
+      assignment.backend = entry;
+    } else {
+      const std::string device = absl::AsciiStrToLower(entry.substr(0, colon));
+      assignment.backend = std::string(absl::StripAsciiWhitespace(entry.substr(colon + 1)));
+      if (device == "cpu") {
+        assignment.device = DIST_DEVICE_CPU;
+      } else if (device == "cuda" || device == "gpu") {
+        assignment.device = DIST_DEVICE_CUDA;
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(source, ": unknown device '", device,
+                                                       "' in '", text,
+                                                       "'; devices are cpu and cuda"));
+      }
+      for (const DeviceAssignment& earlier : map) {
+        if (earlier.device == assignment.device) {
+          return absl::InvalidArgumentError(absl::StrCat(source, ": device '", device,
+                                                         "' appears twice in '", text,
+                                                         "'; give each device one backend"));
+        }
+      }
+    }
+    const bool is_path = assignment.backend.find('/') != std::string::npos ||
+                         absl::EndsWith(assignment.backend, ".so");
+    if (!is_path && !IsPluginName(assignment.backend)) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": '", assignment.backend,
+                                                     "' is not a backend name; ", usage));
+    }
+    map.push_back(std::move(assignment));
+  }
+  return map;
+}
+
+absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options) {
+  dist_init_options_t defaults = dist_init_options_default();
+  if (options == nullptr) options = &defaults;
+  if (options->struct_size < offsetof(dist_init_options_t, options)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dist_init_options_t.struct_size is ", options->struct_size,
+        "; start from dist_init_options_default()"));
+  }
+  // Fields appended later would be read only when struct_size covers them.
+  auto has = [&](size_t offset_end) { return options->struct_size >= offset_end; };
+
+  ResolvedConfig config;
+  // The config file itself: argument > DIST_CONFIG > none.
+  if (options->config_file != nullptr && *options->config_file != '\0') {
+    config.config_file = {options->config_file, "argument"};
+  } else if (const char* env = Env("DIST_CONFIG")) {
+    config.config_file = {env, EnvSource("DIST_CONFIG")};
+  } else {
+    config.config_file = {"", "default"};
+  }
+  FileConfig file;
+  if (!config.config_file.value.empty()) {
+    absl::StatusOr<FileConfig> loaded = LoadConfigFile(config.config_file.value);
+    if (!loaded.ok()) return loaded.status();
+    file = *std::move(loaded);
+  }
+
+  config.backend = Pick(options->backend, "DIST_BACKEND", file, "backend", kDefaultBackend);
+  config.init_method =
+      Pick(options->init_method, "DIST_INIT_METHOD", file, "init_method", kDefaultInitMethod);
+  config.log_level = Pick(nullptr, "DIST_LOG_LEVEL", file, "log_level", "warn");
+
+  // Timeout: the argument is already in milliseconds.
+  if (options->timeout_ms > 0) {
+    config.timeout = {absl::StrCat(options->timeout_ms), "argument"};
+    config.timeout_duration = absl::Milliseconds(options->timeout_ms);
+  } else {
+    ConfigValue raw = Pick(nullptr, "DIST_TIMEOUT", file, "timeout",
+                           absl::StrCat(absl::ToInt64Seconds(kDefaultTimeout)));
+    absl::StatusOr<absl::Duration> parsed = ParseTimeout(raw.value, raw.source);
+    if (!parsed.ok()) return parsed.status();
+    config.timeout_duration = *parsed;
+    config.timeout = {absl::StrCat(absl::ToInt64Milliseconds(*parsed)), raw.source};
+  }
+  if (options->timeout_ms < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "argument: timeout_ms ", options->timeout_ms, " is negative; pass 0 for the default"));
+  }
+
+  absl::StatusOr<dist_log_level_t> level = ParseLogLevel(config.log_level.value);
+  if (!level.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(config.log_level.source, ": ",
+                                                   level.status().message()));
+  }
+  config.log_level_value = *level;
+
+  absl::StatusOr<std::vector<DeviceAssignment>> map =
+      ParseDeviceMap(config.backend.value, config.backend.source);
+  if (!map.ok()) return map.status();
+  config.device_map = *std::move(map);
+
+  const std::string& url = config.init_method.value;
+  if (url.find("://") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        config.init_method.source, ": init method '", url,
+        "' is not a URL; use env://, tcp://host:port or file:///path"));
+  }
+
+  if (options->world_size > 0) {
+    if (options->rank < 0 || options->rank >= options->world_size) {
+      return absl::InvalidArgumentError(absl::StrCat("argument: rank ", options->rank,
+                                                     " is outside [0, world_size ",
+                                                     options->world_size, ")"));
+    }
+    config.rank = options->rank;
+    config.world_size = options->world_size;
+  } else if (options->world_size < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "argument: world_size ", options->world_size, " is negative; pass 0 to take it from the "
+        "init method"));
+  }
+
+  for (const auto& [key, value] : file.options) {
+    config.options.push_back({key, value, absl::StrCat("config file (", file.path, ")")});
+  }
+  if (has(offsetof(dist_init_options_t, num_options) + sizeof(size_t))) {
+    for (size_t i = 0; i < options->num_options; ++i) {
+      const dist_kv_t& kv = options->options[i];
+      if (kv.key == nullptr || kv.value == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("argument: option ", i, " has a NULL key or value"));
+      }
+      config.options.push_back({kv.key, kv.value, "argument"});
+    }
+  }
+  if (has(offsetof(dist_init_options_t, group_name) + sizeof(const char*)) &&
+      options->group_name != nullptr && *options->group_name != '\0') {
+    config.group_name = options->group_name;
+  }
+  return config;
+}
+
+std::vector<ConfigOption> ConfigRows(const ResolvedConfig& config) {
+  std::vector<ConfigOption> rows = {
+      {"backend", config.backend.value, config.backend.source},
+      {"init_method", config.init_method.value, config.init_method.source},
+      {"timeout_ms", config.timeout.value, config.timeout.source},
+      {"log_level", config.log_level.value, config.log_level.source},
+      {"config_file", config.config_file.value.empty() ? "(none)" : config.config_file.value,
+       config.config_file.source},
+  };
+  for (const ConfigOption& option : config.options) {
+    rows.push_back({absl::StrCat("option.", option.key), option.value, option.source});
+  }
+  return rows;
+}
+
+}  // namespace dist

@@ -1,0 +1,76 @@
+// The effective configuration of dist_init and where each value came from.
+//
+// Precedence, highest first: explicit argument (dist_init_options_t) >
+// environment (DIST_*) > config file (TOML, DIST_CONFIG) > default. Every
+// bad value is an error naming the variable or file line and the fix.
+#ifndef DIST_CORE_CONFIG_H_
+#define DIST_CORE_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "dist/dist.h"
+#include "dist/types.h"
+
+namespace dist {
+
+struct ConfigValue {
+  std::string value;
+  std::string source;  // "argument", "environment (DIST_BACKEND)", ...
+};
+
+// One entry of a device map: which backend serves which device type.
+// `device` is empty for a bare backend name: it then serves every device
+// type it declares.
+struct DeviceAssignment {
+  std::optional<dist_device_type_t> device;
+  std::string backend;  // a name or a path to a .so
+};
+
+struct ConfigOption {
+  std::string key;
+  std::string value;
+  std::string source;
+};
+
+struct ResolvedConfig {
+  ConfigValue backend;
+  ConfigValue init_method;
+  ConfigValue timeout;  // value in milliseconds, as text
+  ConfigValue log_level;
+  ConfigValue config_file;  // value empty when none
+  std::vector<ConfigOption> options;
+
+  // Parsed forms.
+  std::vector<DeviceAssignment> device_map;
+  absl::Duration timeout_duration;
+  dist_log_level_t log_level_value = DIST_LOG_WARN;
+  int32_t rank = -1;        // explicit only; -1: from the init method
+  int32_t world_size = -1;  // explicit only
+  std::string group_name = "default";
+};
+
+inline constexpr char kDefaultBackend[] = "gloo";
+inline constexpr char kDefaultInitMethod[] = "env://";
+inline constexpr absl::Duration kDefaultTimeout = absl::Minutes(5);
+
+absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options);
+
+// "gloo", "/path/libdist-backend-x.so", "cpu:gloo,cuda:nccl".
+absl::StatusOr<std::vector<DeviceAssignment>> ParseDeviceMap(absl::string_view text,
+                                                              absl::string_view source);
+
+// "30" (seconds), "30s", "500ms", "2m", "1h"; must be positive.
+absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text, absl::string_view source);
+
+// Flattens the configuration into (key, value, source) rows for distinfo.
+std::vector<ConfigOption> ConfigRows(const ResolvedConfig& config);
+
+}  // namespace dist
+
+#endif  // DIST_CORE_CONFIG_H_

@@ -1,0 +1,349 @@
+#include "core/process_group.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/config.h"
+#include "core/logging.h"
+#include "core/prefix_store.h"
+#include "core/rendezvous.h"
+#include "dist/cpp/status.hpp"
+#include "dist/cpp/validate.hpp"
+
+namespace dist {
+namespace {
+
+dist_backend_op_fn OpFunction(const dist_backend_plugin_t& plugin, dist_collective_t kind) {
+  switch (kind) {
+    case DIST_COLL_ALL_REDUCE: return plugin.all_reduce;
+    case DIST_COLL_BROADCAST: return plugin.broadcast;
+    case DIST_COLL_REDUCE: return plugin.reduce;
+    case DIST_COLL_ALL_GATHER: return plugin.all_gather;
+    case DIST_COLL_GATHER: return plugin.gather;
+    case DIST_COLL_SCATTER: return plugin.scatter;
+    case DIST_COLL_REDUCE_SCATTER: return plugin.reduce_scatter;
+    case DIST_COLL_ALL_TO_ALL: return plugin.all_to_all;
+    case DIST_COLL_BARRIER: return plugin.barrier;
+    case DIST_COLL_SEND: return plugin.send;
+    case DIST_COLL_RECV: return plugin.recv;
+    default: return nullptr;
+  }
+}
+
+uint32_t OpsMask(const dist_backend_capabilities_t& caps, dist_collective_t kind) {
+  switch (kind) {
+    case DIST_COLL_ALL_REDUCE: return caps.all_reduce_ops;
+    case DIST_COLL_REDUCE: return caps.reduce_ops;
+    case DIST_COLL_REDUCE_SCATTER: return caps.reduce_scatter_ops;
+    default: return ~0u;
+  }
+}
+
+// The device whose backend runs the operation on this rank.
+dist_device_type_t OpDevice(dist_collective_t kind, const dist_op_args_t& args, int rank) {
+  switch (kind) {
+    case DIST_COLL_RECV:
+      return args.recv.device.type;
+    case DIST_COLL_BROADCAST:
+    case DIST_COLL_SCATTER:
+      return args.root == rank ? args.send.device.type : args.recv.device.type;
+    default:
+      return args.send.device.type;
+  }
+}
+
+std::string SupportedDevices(uint32_t mask) {
+  std::vector<std::string> names;
+  for (int d = 0; d < DIST_DEVICE_TYPE_COUNT; ++d) {
+    if (mask & (1u << d)) names.push_back(dist_device_type_name(static_cast<dist_device_type_t>(d)));
+  }
+  return names.empty() ? "none" : absl::StrJoin(names, ", ");
+}
+
+dist_comm_config_t MakeCommConfig(int32_t rank, int32_t world_size, int32_t local_rank,
+                                  int32_t local_world_size, dist_store_t* store,
+                                  absl::Duration timeout, const std::vector<dist_kv_t>& options,
+                                  const std::string& group_name) {
+  dist_comm_config_t config{};
+  config.struct_size = sizeof(config);
+  config.rank = rank;
+  config.world_size = world_size;
+  config.local_rank = local_rank;
+  config.local_world_size = local_world_size;
+  config.store = store;
+  config.timeout_ms = absl::ToInt64Milliseconds(timeout);
+  config.options = options.empty() ? nullptr : options.data();
+  config.num_options = options.size();
+  config.group_name = group_name.c_str();
+  config.device_index = -1;
+  return config;
+}
+
+}  // namespace
+
+StoreOwner::~StoreOwner() {
+  if (store_ != nullptr) store_->release(store_->ctx);
+}
+
+absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
+    const dist_init_options_t* options) {
+  absl::StatusOr<ResolvedConfig> config = ResolveConfig(options);
+  if (!config.ok()) return config.status();
+  SetLogLevel(config->log_level_value);
+
+  std::unique_ptr<ProcessGroup> group(new ProcessGroup());
+  group->name_ = config->group_name;
+  group->timeout_ = config->timeout_duration;
+  group->comm_for_device_.fill(-1);
+  for (const ConfigOption& option : config->options) {
+    group->options_.emplace_back(option.key, option.value);
+  }
+  for (const auto& [key, value] : group->options_) {
+    group->option_views_.push_back({key.c_str(), value.c_str()});
+  }
+
+  // Backends first: a missing or unusable backend should fail before the
+  // rendezvous makes other ranks wait.
+  for (const DeviceAssignment& assignment : config->device_map) {
+    absl::StatusOr<const PluginRecord*> plugin = PluginRegistry::Get().LoadBackend(assignment.backend);
+    if (!plugin.ok()) {
+      return absl::Status(plugin.status().code(),
+                          absl::StrCat(plugin.status().message(), " [backend from ",
+                                       config->backend.source, "]"));
+    }
+    const uint32_t devices = (*plugin)->capabilities.device_types;
+    int index = -1;
+    for (size_t i = 0; i < group->comms_.size(); ++i) {
+      if (group->comms_[i].plugin == *plugin) index = static_cast<int>(i);
+    }
+    if (index < 0) {
+      group->comms_.push_back(BackendComm{*plugin, nullptr, nullptr});
+      index = static_cast<int>(group->comms_.size() - 1);
+    }
+    if (assignment.device.has_value()) {
+      if ((devices & (1u << *assignment.device)) == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "backend '", (*plugin)->name, "' does not take ",
+            dist_device_type_name(*assignment.device), " buffers (it takes: ",
+            SupportedDevices(devices), "); fix the device map '", config->backend.value, "' (",
+            config->backend.source, ")"));
+      }
+      group->comm_for_device_[*assignment.device] = index;
+    } else {
+      for (int d = 0; d < DIST_DEVICE_TYPE_COUNT; ++d) {
+        if ((devices & (1u << d)) && group->comm_for_device_[d] < 0) group->comm_for_device_[d] = index;
+      }
+    }
+  }
+
+  dist_rendezvous_hints_t hints{};
+  hints.struct_size = sizeof(hints);
+  hints.rank = config->rank;
+  hints.world_size = config->world_size;
+  hints.options = group->option_views_.empty() ? nullptr : group->option_views_.data();
+  hints.num_options = group->option_views_.size();
+  absl::StatusOr<dist_rendezvous_result_t> joined =
+      Rendezvous(config->init_method.value, hints, group->timeout_);
+  if (!joined.ok()) return joined.status();
+  group->store_ = std::make_shared<StoreOwner>(joined->store);
+  group->rank_ = joined->rank;
+  group->world_size_ = joined->world_size;
+  group->local_rank_ = joined->local_rank;
+  group->local_world_size_ = joined->local_world_size;
+  group->parent_rank_ = joined->rank;
+  group->store_prefix_ = absl::StrCat("dist/", group->name_, "/");
+  SetLogRank(group->rank_);
+
+  for (BackendComm& comm : group->comms_) {
+    absl::StatusOr<dist_store_t*> store = MakePrefixStore(
+        group->store_->get(), absl::StrCat(group->store_prefix_, comm.plugin->name, "/"));
+    if (!store.ok()) return store.status();
+    comm.store = *store;
+    const dist_comm_config_t comm_config = MakeCommConfig(
+        group->rank_, group->world_size_, group->local_rank_, group->local_world_size_,
+        comm.store, group->timeout_, group->option_views_, group->name_);
+    absl::Status created = TakeError(comm.plugin->backend.comm_create(&comm_config, &comm.comm));
+    if (!created.ok()) {
+      return absl::Status(created.code(), absl::StrCat("backend '", comm.plugin->name,
+                                                       "': ", created.message()));
+    }
+  }
+  LogLine(DIST_LOG_INFO, "core",
+          absl::StrCat("group '", group->name_, "' ready: rank ", group->rank_, " of ",
+                       group->world_size_, " via ", config->init_method.value));
+  return group;
+}
+
+ProcessGroup::~ProcessGroup() {
+  for (BackendComm& comm : comms_) {
+    if (comm.comm != nullptr) comm.plugin->backend.comm_destroy(comm.comm);
+    if (comm.store != nullptr) comm.store->release(comm.store->ctx);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::NewGroup(std::vector<int32_t> ranks) {
+  if (rank_ < 0) return NotMemberError();
+  if (ranks.empty()) return absl::InvalidArgumentError("new_group: the rank list is empty");
+  std::sort(ranks.begin(), ranks.end());
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= world_size_) {
+      return absl::InvalidArgumentError(absl::StrCat("new_group: rank ", ranks[i],
+                                                     " is outside [0, ", world_size_, ")"));
+    }
+    if (i > 0 && ranks[i] == ranks[i - 1]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("new_group: rank ", ranks[i], " is listed twice"));
+    }
+  }
+  const int id = ++subgroup_counter_;
+  std::unique_ptr<ProcessGroup> group(new ProcessGroup());
+  group->name_ = absl::StrCat(name_, ".", id);
+  group->timeout_ = timeout_;
+  group->store_ = store_;
+  group->store_prefix_ = absl::StrCat(store_prefix_, "sub", id, "/");
+  group->options_ = options_;
+  for (const auto& [key, value] : group->options_) {
+    group->option_views_.push_back({key.c_str(), value.c_str()});
+  }
+  group->comm_for_device_ = comm_for_device_;
+  group->parent_ranks_ = ranks;
+  group->parent_rank_ = rank_;
+  const auto me = std::find(ranks.begin(), ranks.end(), rank_);
+  group->rank_ = me == ranks.end() ? -1 : static_cast<int32_t>(me - ranks.begin());
+  group->world_size_ = static_cast<int32_t>(ranks.size());
+  for (const BackendComm& parent : comms_) {
+    BackendComm comm{parent.plugin, nullptr, nullptr};
+    absl::StatusOr<dist_store_t*> store = MakePrefixStore(
+        store_->get(), absl::StrCat(group->store_prefix_, parent.plugin->name, "/"));
+    if (!store.ok()) return store.status();
+    comm.store = *store;
+    group->comms_.push_back(comm);
+    BackendComm& made = group->comms_.back();
+    const dist_comm_config_t config =
+        MakeCommConfig(group->rank_, group->world_size_, -1, -1, made.store, timeout_,
+                       group->option_views_, group->name_);
+    absl::Status status;
+    if (parent.plugin->backend.comm_split != nullptr) {
+      status = TakeError(parent.plugin->backend.comm_split(parent.comm, ranks.data(), ranks.size(),
+                                                           &config, &made.comm));
+    } else if (group->rank_ >= 0) {
+      status = TakeError(parent.plugin->backend.comm_create(&config, &made.comm));
+    }
+    if (!status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("new_group [", absl::StrJoin(ranks, ","),
+                                                      "] on backend '", parent.plugin->name,
+                                                      "': ", status.message()));
+    }
+  }
+  return group;
+}
+
+absl::Status ProcessGroup::NotMemberError() const {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "this process (rank ", parent_rank_, " of the parent group) is not a member of group '",
+      name_, "' (ranks ", absl::StrJoin(parent_ranks_, ","),
+      "); only members may use it"));
+}
+
+const char* ProcessGroup::BackendName(dist_device_type_t device) const {
+  if (static_cast<int>(device) < 0 || device >= DIST_DEVICE_TYPE_COUNT) return nullptr;
+  const int index = comm_for_device_[device];
+  return index < 0 ? nullptr : comms_[index].plugin->name.c_str();
+}
+
+absl::StatusOr<const BackendComm*> ProcessGroup::CommFor(dist_collective_t kind,
+                                                         const dist_op_args_t& args) const {
+  int index = -1;
+  if (kind == DIST_COLL_BARRIER) {
+    index = comm_for_device_[DIST_DEVICE_CPU] >= 0 ? comm_for_device_[DIST_DEVICE_CPU] : 0;
+  } else {
+    const dist_device_type_t device = OpDevice(kind, args, rank_);
+    if (static_cast<int>(device) < 0 || device >= DIST_DEVICE_TYPE_COUNT) {
+      return absl::InvalidArgumentError(absl::StrCat(dist_collective_name(kind),
+                                                     ": unknown device type ",
+                                                     static_cast<int>(device)));
+    }
+    index = comm_for_device_[device];
+    if (index < 0) {
+      std::vector<std::string> served;
+      for (const BackendComm& comm : comms_) served.push_back(comm.plugin->name);
+      return absl::UnimplementedError(absl::StrCat(
+          dist_collective_name(kind), ": no backend of group '", name_, "' takes ",
+          dist_device_type_name(device), " buffers (backends: ", absl::StrJoin(served, ", "),
+          "); add one with a device map, e.g. DIST_BACKEND=cpu:gloo,cuda:nccl"));
+    }
+  }
+  return &comms_[index];
+}
+
+absl::StatusOr<dist_work_t*> ProcessGroup::Submit(dist_collective_t kind,
+                                                  const dist_op_args_t& args) {
+  if (rank_ < 0) return NotMemberError();
+  absl::StatusOr<const BackendComm*> comm = CommFor(kind, args);
+  if (!comm.ok()) return comm.status();
+  DIST_RETURN_IF_ERROR(ValidateOpArgs(kind, args, rank_, world_size_));
+  const PluginRecord& plugin = *(*comm)->plugin;
+  dist_backend_op_fn fn = OpFunction(plugin.backend, kind);
+  if (fn == nullptr || (plugin.capabilities.collectives != 0 &&
+                        (plugin.capabilities.collectives & (1u << kind)) == 0)) {
+    return absl::UnimplementedError(absl::StrCat("backend '", plugin.name, "' does not implement ",
+                                                 dist_collective_name(kind)));
+  }
+  if (kind != DIST_COLL_BARRIER) {
+    const dist_dtype_t dtype = kind == DIST_COLL_RECV ? args.recv.dtype : args.send.dtype;
+    if (plugin.capabilities.dtypes != 0 && (plugin.capabilities.dtypes & (1u << dtype)) == 0) {
+      return absl::UnimplementedError(absl::StrCat("backend '", plugin.name, "' does not support ",
+                                                   dist_dtype_name(dtype), " for ",
+                                                   dist_collective_name(kind)));
+    }
+  }
+  if (IsReducing(kind) && (OpsMask(plugin.capabilities, kind) & (1u << args.op)) == 0) {
+    return absl::UnimplementedError(absl::StrCat("backend '", plugin.name, "' does not support ",
+                                                 "reduce op ", dist_reduce_op_name(args.op),
+                                                 " for ", dist_collective_name(kind)));
+  }
+  dist_backend_work_t* work = nullptr;
+  DIST_RETURN_IF_ERROR(TakeError(fn((*comm)->comm, &args, &work)));
+  if (work == nullptr) {
+    return absl::InternalError(absl::StrCat("backend '", plugin.name, "' returned no work for ",
+                                            dist_collective_name(kind)));
+  }
+  auto* handle = new dist_work();
+  handle->plugin = &plugin.backend;
+  handle->work = work;
+  handle->default_timeout_ms = absl::ToInt64Milliseconds(timeout_);
+  handle->kind = kind;
+  return handle;
+}
+
+absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& args) {
+  absl::StatusOr<dist_work_t*> work = Submit(kind, args);
+  if (!work.ok()) return work.status();
+  absl::Status status =
+      TakeError((*work)->plugin->work_wait((*work)->work, (*work)->default_timeout_ms));
+  (*work)->plugin->work_destroy((*work)->work);
+  delete *work;
+  if (status.code() == absl::StatusCode::kDeadlineExceeded) {
+    // The operation is stuck somewhere in the group: abort so that this
+    // rank's later calls fail at once instead of queueing behind it.
+    const std::string reason = absl::StrCat(dist_collective_name(kind), " on rank ", rank_,
+                                            " did not finish within ",
+                                            absl::FormatDuration(timeout_), ": ", status.message());
+    Abort(reason);
+    return absl::DeadlineExceededError(absl::StrCat(reason, "; group '", name_, "' aborted"));
+  }
+  return status;
+}
+
+void ProcessGroup::Abort(const std::string& reason) {
+  for (BackendComm& comm : comms_) {
+    if (comm.comm != nullptr && comm.plugin->backend.comm_abort != nullptr) {
+      comm.plugin->backend.comm_abort(comm.comm, reason.c_str());
+    }
+  }
+}
+
+}  // namespace dist

@@ -1,0 +1,99 @@
+// A process group: one communicator per backend of the device map, over one
+// shared store, plus the bookkeeping for subgroups.
+#ifndef DIST_CORE_PROCESS_GROUP_H_
+#define DIST_CORE_PROCESS_GROUP_H_
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/plugin_loader.h"
+#include "dist/backend_plugin.h"
+#include "dist/dist.h"
+
+namespace dist {
+
+// Owns the store the rendezvous returned; shared by a group and its
+// subgroups so that the store outlives all of them.
+class StoreOwner {
+ public:
+  explicit StoreOwner(dist_store_t* store) : store_(store) {}
+  ~StoreOwner();
+  StoreOwner(const StoreOwner&) = delete;
+  StoreOwner& operator=(const StoreOwner&) = delete;
+  const dist_store_t* get() const { return store_; }
+
+ private:
+  dist_store_t* store_;
+};
+
+// One backend's communicator within a group.
+struct BackendComm {
+  const PluginRecord* plugin = nullptr;
+  dist_backend_comm_t* comm = nullptr;  // NULL on non-members
+  dist_store_t* store = nullptr;        // owned prefixed namespace
+};
+
+class ProcessGroup {
+ public:
+  // dist_init.
+  static absl::StatusOr<std::unique_ptr<ProcessGroup>> Create(const dist_init_options_t* options);
+  ~ProcessGroup();
+
+  // dist_new_group: collective over this group.
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> NewGroup(std::vector<int32_t> ranks);
+
+  // Starts one operation; `device` selects the backend.
+  absl::StatusOr<dist_work_t*> Submit(dist_collective_t kind, const dist_op_args_t& args);
+
+  // Submits and waits (the blocking form of every operation).
+  absl::Status Run(dist_collective_t kind, const dist_op_args_t& args);
+
+  void Abort(const std::string& reason);
+
+  int32_t rank() const { return rank_; }
+  int32_t world_size() const { return world_size_; }
+  absl::Duration timeout() const { return timeout_; }
+  const char* BackendName(dist_device_type_t device) const;
+
+ private:
+  ProcessGroup() = default;
+  absl::StatusOr<const BackendComm*> CommFor(dist_collective_t kind,
+                                             const dist_op_args_t& args) const;
+  absl::Status NotMemberError() const;
+
+  std::string name_;
+  int32_t rank_ = -1;
+  int32_t world_size_ = 0;
+  int32_t local_rank_ = -1;
+  int32_t local_world_size_ = -1;
+  absl::Duration timeout_;
+  std::vector<int32_t> parent_ranks_;  // members, for non-member messages
+  int32_t parent_rank_ = -1;
+  std::string store_prefix_;  // this group's namespace in the shared store
+  std::shared_ptr<StoreOwner> store_;
+  std::vector<BackendComm> comms_;
+  std::array<int, DIST_DEVICE_TYPE_COUNT> comm_for_device_{};  // index into comms_, -1 none
+  std::vector<dist_kv_t> option_views_;
+  std::vector<std::pair<std::string, std::string>> options_;
+  int subgroup_counter_ = 0;
+};
+
+}  // namespace dist
+
+// The opaque handles of dist.h.
+struct dist_process_group {
+  std::unique_ptr<dist::ProcessGroup> group;
+};
+
+struct dist_work {
+  const dist_backend_plugin_t* plugin = nullptr;
+  dist_backend_work_t* work = nullptr;
+  int64_t default_timeout_ms = 0;
+  dist_collective_t kind = DIST_COLL_BARRIER;
+};
+
+#endif  // DIST_CORE_PROCESS_GROUP_H_

@@ -1,0 +1,57 @@
+#include "core/rendezvous.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "core/join_check.h"
+#include "core/logging.h"
+#include "core/plugin_loader.h"
+#include "dist/cpp/status.hpp"
+
+namespace dist {
+
+absl::StatusOr<std::string> UrlScheme(const std::string& url) {
+  const size_t separator = url.find("://");
+  std::string scheme = separator == std::string::npos ? "" : url.substr(0, separator);
+  bool valid = !scheme.empty();
+  for (char c : scheme) valid = valid && (absl::ascii_isalnum(c) || c == '+' || c == '-');
+  if (!valid) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "init method '", url, "' is not a URL; use env://, tcp://host:port or file:///path"));
+  }
+  return absl::AsciiStrToLower(scheme);
+}
+
+absl::StatusOr<dist_rendezvous_result_t> Rendezvous(const std::string& url,
+                                                    const dist_rendezvous_hints_t& hints,
+                                                    absl::Duration timeout) {
+  absl::StatusOr<std::string> scheme = UrlScheme(url);
+  if (!scheme.ok()) return scheme.status();
+  absl::StatusOr<const PluginRecord*> plugin = PluginRegistry::Get().LoadRendezvous(*scheme);
+  if (!plugin.ok()) return plugin.status();
+  dist_rendezvous_result_t result{};
+  result.struct_size = sizeof(result);
+  result.local_rank = -1;
+  result.local_world_size = -1;
+  LogLine(DIST_LOG_DEBUG, "core", absl::StrCat("rendezvous ", url, " via ", (*plugin)->path));
+  DIST_RETURN_IF_ERROR(TakeError((*plugin)->rendezvous.resolve(
+      url.c_str(), &hints, absl::ToInt64Milliseconds(timeout), &result)));
+  if (result.store == nullptr) {
+    return absl::InternalError(absl::StrCat("rendezvous plugin ", (*plugin)->path,
+                                            " returned no store for ", url));
+  }
+  if (result.world_size <= 0 || result.rank < 0 || result.rank >= result.world_size) {
+    result.store->release(result.store->ctx);
+    return absl::InvalidArgumentError(absl::StrCat("rendezvous ", url, " gave rank ", result.rank,
+                                                   " of world size ", result.world_size,
+                                                   "; rank must be in [0, world_size)"));
+  }
+  absl::Status joined =
+      RunJoinCheck(result.store, result.rank, result.world_size, url, timeout);
+  if (!joined.ok()) {
+    result.store->release(result.store->ctx);
+    return joined;
+  }
+  return result;
+}
+
+}  // namespace dist

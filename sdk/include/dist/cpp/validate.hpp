@@ -1,0 +1,142 @@
+// dist SDK, C++ side: checks an operation's arguments against the buffer
+// shapes of backend_plugin.h, so that the core and every plugin give the same
+// one-line errors for the same mistakes.
+#ifndef DIST_CPP_VALIDATE_HPP_
+#define DIST_CPP_VALIDATE_HPP_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "dist/backend_plugin.h"
+#include "dist/cpp/reduce.hpp"
+#include "dist/cpp/status.hpp"
+#include "dist/types.h"
+
+namespace dist {
+
+inline bool IsReducing(dist_collective_t kind) {
+  return kind == DIST_COLL_ALL_REDUCE || kind == DIST_COLL_REDUCE ||
+         kind == DIST_COLL_REDUCE_SCATTER;
+}
+
+inline bool HasRoot(dist_collective_t kind) {
+  return kind == DIST_COLL_BROADCAST || kind == DIST_COLL_REDUCE || kind == DIST_COLL_GATHER ||
+         kind == DIST_COLL_SCATTER;
+}
+
+namespace internal {
+
+inline absl::Status CheckBuffer(const char* op, const char* which, const dist_buffer_t& buffer) {
+  if (dist_dtype_size(buffer.dtype) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", which, " buffer has unknown dtype ",
+                                                   static_cast<int>(buffer.dtype)));
+  }
+  if (buffer.count > 0 && buffer.data == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", which, " buffer is NULL with count ",
+                                                   buffer.count));
+  }
+  if (static_cast<int>(buffer.device.type) < 0 || buffer.device.type >= DIST_DEVICE_TYPE_COUNT) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", which, " buffer has unknown device ",
+                                                   static_cast<int>(buffer.device.type)));
+  }
+  return absl::OkStatus();
+}
+
+inline absl::Status CheckCount(const char* op, const char* which, uint64_t actual,
+                               uint64_t expected, const char* rule) {
+  if (actual == expected) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(op, ": ", which, " count is ", actual,
+                                                 " but must be ", expected, " (", rule, ")"));
+}
+
+}  // namespace internal
+
+// Validates `args` for `kind` on a rank of a communicator of `world_size`.
+inline absl::Status ValidateOpArgs(dist_collective_t kind, const dist_op_args_t& args, int rank,
+                                   int world_size) {
+  const char* op = dist_collective_name(kind);
+  const uint64_t w = static_cast<uint64_t>(world_size);
+  if (HasRoot(kind) && (args.root < 0 || args.root >= world_size)) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": root ", args.root,
+                                                   " is outside [0, ", world_size, ")"));
+  }
+  if ((kind == DIST_COLL_SEND || kind == DIST_COLL_RECV) &&
+      (args.peer < 0 || args.peer >= world_size || args.peer == rank)) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": peer ", args.peer,
+                                                   " must be another rank in [0, ", world_size,
+                                                   ") (this is rank ", rank, ")"));
+  }
+  if (kind == DIST_COLL_BARRIER) return absl::OkStatus();
+  const bool is_root = args.root == rank;
+  // Which buffers this rank actually uses.
+  const bool uses_send = kind != DIST_COLL_RECV && !(kind == DIST_COLL_BROADCAST && !is_root) &&
+                         !(kind == DIST_COLL_SCATTER && !is_root);
+  const bool uses_recv = kind != DIST_COLL_SEND && !(kind == DIST_COLL_REDUCE && !is_root) &&
+                         !(kind == DIST_COLL_GATHER && !is_root);
+  if (uses_send) DIST_RETURN_IF_ERROR(internal::CheckBuffer(op, "send", args.send));
+  if (uses_recv) DIST_RETURN_IF_ERROR(internal::CheckBuffer(op, "recv", args.recv));
+  if (uses_send && uses_recv) {
+    if (args.send.dtype != args.recv.dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": send dtype ", dist_dtype_name(args.send.dtype), " differs from recv dtype ",
+          dist_dtype_name(args.recv.dtype)));
+    }
+    if (args.send.device.type != args.recv.device.type ||
+        args.send.device.index != args.recv.device.index) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": send and recv buffers are on different devices"));
+    }
+  }
+  if (IsReducing(kind)) {
+    DIST_RETURN_IF_ERROR(ValidateReduceOp(uses_send ? args.send.dtype : args.recv.dtype, args.op));
+  }
+  switch (kind) {
+    case DIST_COLL_ALL_REDUCE:
+      return internal::CheckCount(op, "recv", args.recv.count, args.send.count, "equal to send");
+    case DIST_COLL_BROADCAST:
+      if (is_root) {
+        return internal::CheckCount(op, "recv", args.recv.count, args.send.count,
+                                    "equal to send on the root");
+      }
+      return absl::OkStatus();
+    case DIST_COLL_REDUCE:
+      if (is_root) {
+        return internal::CheckCount(op, "recv", args.recv.count, args.send.count,
+                                    "equal to send on the root");
+      }
+      return absl::OkStatus();
+    case DIST_COLL_ALL_GATHER:
+      return internal::CheckCount(op, "recv", args.recv.count, args.send.count * w,
+                                  "send count x world size");
+    case DIST_COLL_GATHER:
+      if (is_root) {
+        return internal::CheckCount(op, "recv", args.recv.count, args.send.count * w,
+                                    "send count x world size on the root");
+      }
+      return absl::OkStatus();
+    case DIST_COLL_SCATTER:
+      if (is_root) {
+        return internal::CheckCount(op, "send", args.send.count, args.recv.count * w,
+                                    "recv count x world size on the root");
+      }
+      return absl::OkStatus();
+    case DIST_COLL_REDUCE_SCATTER:
+      return internal::CheckCount(op, "send", args.send.count, args.recv.count * w,
+                                  "recv count x world size");
+    case DIST_COLL_ALL_TO_ALL:
+      if (args.send.count % w != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            op, ": send count ", args.send.count, " is not a multiple of the world size ", w));
+      }
+      return internal::CheckCount(op, "recv", args.recv.count, args.send.count,
+                                  "equal to send");
+    default:
+      return absl::OkStatus();
+  }
+}
+
+}  // namespace dist
+
+#endif  // DIST_CPP_VALIDATE_HPP_
