@@ -1,0 +1,76 @@
+#include "tools/distrun/job.h"
+
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace dist::distrun {
+
+absl::Status ValidateJob(const Job& job) {
+  if (job.argv.empty()) {
+    return absl::InvalidArgumentError(
+        "no program given: usage is distrun -n N [flags] PROGRAM [ARGS...]");
+  }
+  if (job.nproc_per_node < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "-n/--nproc_per_node is ", job.nproc_per_node,
+        "; give the number of ranks to start on this node (>= 1)"));
+  }
+  if (job.nnodes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nnodes is ", job.nnodes, "; it must be >= 1"));
+  }
+  if (job.node_rank < 0 || job.node_rank >= job.nnodes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--node_rank is ", job.node_rank, " but --nnodes is ",
+                     job.nnodes, "; give a node rank in [0, ",
+                     job.nnodes - 1, "]"));
+  }
+  if (job.master_port < 0 || job.master_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--master_port is ", job.master_port, "; give a TCP port in 1..65535"));
+  }
+  if (job.nnodes > 1 && job.master_port == 0) {
+    return absl::InvalidArgumentError(
+        "--nnodes > 1 needs --master_port (the same on every node) and "
+        "--master_addr (the address of node 0)");
+  }
+  if (job.master_addr.empty()) {
+    return absl::InvalidArgumentError(
+        "--master_addr is empty; give the host name or address of node 0");
+  }
+  if (job.grace < absl::ZeroDuration() || job.timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--grace and --timeout must not be negative (e.g. --grace=5s)");
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> RankEnvironment(
+    const Job& job, int local_rank, const std::vector<std::string>& base) {
+  std::vector<std::pair<std::string, std::string>> ours = {
+      {"RANK", absl::StrCat(job.global_rank(local_rank))},
+      {"WORLD_SIZE", absl::StrCat(job.world_size())},
+      {"LOCAL_RANK", absl::StrCat(local_rank)},
+      {"LOCAL_WORLD_SIZE", absl::StrCat(job.nproc_per_node)},
+      {"MASTER_ADDR", job.master_addr},
+      {"MASTER_PORT", absl::StrCat(job.master_port)},
+      {"DIST_INIT_METHOD", "env://"},
+  };
+  if (!job.backend.empty()) ours.emplace_back("DIST_BACKEND", job.backend);
+
+  absl::flat_hash_map<std::string, bool> replaced;
+  for (const auto& [key, value] : ours) replaced[key] = true;
+  std::vector<std::string> env;
+  for (const std::string& entry : base) {
+    absl::string_view key(entry);
+    key = key.substr(0, key.find('='));
+    if (!replaced.contains(key)) env.push_back(entry);
+  }
+  for (const auto& [key, value] : ours) env.push_back(absl::StrCat(key, "=", value));
+  return env;
+}
+
+}  // namespace dist::distrun

@@ -1,0 +1,45 @@
+// What distrun is asked to run: the program and how its ranks are laid out.
+#ifndef DIST_TOOLS_DISTRUN_JOB_H_
+#define DIST_TOOLS_DISTRUN_JOB_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace dist::distrun {
+
+struct Job {
+  std::vector<std::string> argv;  // program and its arguments
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: pick a free one (single node only)
+  std::string backend;  // empty: leave DIST_BACKEND alone
+  // After the first failure the others get `grace` to end by themselves,
+  // then SIGTERM, then after another `grace` SIGKILL.
+  absl::Duration grace = absl::Seconds(3);
+  absl::Duration timeout = absl::ZeroDuration();  // whole job; 0: none
+  bool prefix = true;
+
+  int world_size() const { return nproc_per_node * nnodes; }
+  int global_rank(int local_rank) const {
+    return node_rank * nproc_per_node + local_rank;
+  }
+};
+
+// Checks the layout; errors name the flag and the fix.
+absl::Status ValidateJob(const Job& job);
+
+// The environment of local rank `local_rank`: `base` (KEY=VALUE strings)
+// with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT, DIST_INIT_METHOD=env:// and, with a backend, DIST_BACKEND
+// replaced. job.master_port must be resolved (non-zero) by now.
+std::vector<std::string> RankEnvironment(const Job& job, int local_rank,
+                                         const std::vector<std::string>& base);
+
+}  // namespace dist::distrun
+
+#endif  // DIST_TOOLS_DISTRUN_JOB_H_

@@ -1,0 +1,116 @@
+// distrun: starts the ranks of a dist job on one node, like torchrun.
+//
+//   distrun -n 4 [--backend gloo] PROGRAM [ARGS...]
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "dist/dist.h"
+#include "tools/distrun/command_line.h"
+#include "tools/distrun/free_port.h"
+#include "tools/distrun/job.h"
+#include "tools/distrun/launcher.h"
+
+ABSL_FLAG(int, nproc_per_node, 1,
+          "Ranks to start on this node (short: -n; also --nproc-per-node).");
+ABSL_FLAG(std::string, backend, "",
+          "Sets DIST_BACKEND for the ranks (gloo, mpi, nccl, shm, a device "
+          "map like cpu:gloo,cuda:nccl); empty leaves it as it is.");
+ABSL_FLAG(int, nnodes, 1, "Number of nodes in the job.");
+ABSL_FLAG(int, node_rank, 0,
+          "This node's index in [0, nnodes); global RANK = node_rank * "
+          "nproc_per_node + LOCAL_RANK.");
+ABSL_FLAG(std::string, master_addr, "127.0.0.1",
+          "MASTER_ADDR: the address of node 0, where rank 0 listens.");
+ABSL_FLAG(int, master_port, 0,
+          "MASTER_PORT; 0 picks a free port (one node only).");
+ABSL_FLAG(absl::Duration, grace, absl::Seconds(3),
+          "After the first rank fails, the others get this long to end by "
+          "themselves, then SIGTERM, then after as long again SIGKILL. Also "
+          "the time between a forwarded SIGINT/SIGTERM and SIGKILL.");
+ABSL_FLAG(absl::Duration, timeout, absl::ZeroDuration(),
+          "Limit for the whole job (e.g. 10m); when it passes every rank is "
+          "stopped and distrun exits with 124. 0: no limit.");
+ABSL_FLAG(bool, prefix, true, "Prefix every output line with \"[RANK] \".");
+
+namespace {
+
+std::vector<std::string> Args(int argc, char** argv) {
+  return std::vector<std::string>(argv, argv + argc);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "starts the ranks of a dist job on this node.\n\n"
+      "  distrun -n N [--backend NAME] [flags] PROGRAM [ARGS...]\n\n"
+      "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
+      "MASTER_ADDR, MASTER_PORT and DIST_INIT_METHOD=env:// (and DIST_BACKEND\n"
+      "with --backend). Output lines are prefixed with \"[RANK] \". SIGINT and\n"
+      "SIGTERM are forwarded. When a rank fails the others are stopped and\n"
+      "distrun exits with the first failure's code (128+N for signal N).\n"
+      "Several nodes: run distrun on each with --nnodes, --node_rank,\n"
+      "--master_addr and --master_port. Flags go before PROGRAM (or end\n"
+      "them with --); dashes in flag names work too (--node-rank).");
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "distrun");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  usage.version_string = [] {
+    return absl::StrCat("distrun (dist ", DIST_VERSION_MAJOR, ".",
+                        DIST_VERSION_MINOR, ".", DIST_VERSION_PATCH, ")\n");
+  };
+  absl::SetFlagsUsageConfig(usage);
+
+  dist::distrun::SplitCommandLine split =
+      dist::distrun::SplitArgs(Args(argc, argv), [](absl::string_view name) {
+        absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+        return flag != nullptr && !flag->IsOfType<bool>();
+      });
+  std::vector<char*> own;
+  for (std::string& arg : split.own) own.push_back(arg.data());
+  absl::ParseCommandLine(static_cast<int>(own.size()), own.data());
+
+  dist::distrun::Job job;
+  job.argv = split.program;
+  job.nproc_per_node = absl::GetFlag(FLAGS_nproc_per_node);
+  job.nnodes = absl::GetFlag(FLAGS_nnodes);
+  job.node_rank = absl::GetFlag(FLAGS_node_rank);
+  job.master_addr = absl::GetFlag(FLAGS_master_addr);
+  job.master_port = absl::GetFlag(FLAGS_master_port);
+  job.backend = absl::GetFlag(FLAGS_backend);
+  job.grace = absl::GetFlag(FLAGS_grace);
+  job.timeout = absl::GetFlag(FLAGS_timeout);
+  job.prefix = absl::GetFlag(FLAGS_prefix);
+  if (absl::Status valid = dist::distrun::ValidateJob(job); !valid.ok()) {
+    std::fprintf(stderr, "distrun: %s\n", std::string(valid.message()).c_str());
+    return 2;
+  }
+  if (job.master_port == 0) {
+    absl::StatusOr<int> port = dist::distrun::PickFreePort(job.master_addr);
+    if (!port.ok()) {
+      std::fprintf(stderr, "distrun: %s\n",
+                   std::string(port.status().message()).c_str());
+      return 2;
+    }
+    job.master_port = *port;
+  }
+  // A reader of our output that goes away must not kill us before the
+  // ranks are stopped; the ranks get default signal handling back (libuv
+  // resets dispositions in the child).
+  signal(SIGPIPE, SIG_IGN);
+  dist::distrun::Launcher launcher(job);
+  return launcher.Run();
+}
