@@ -1,0 +1,170 @@
+// Configuration precedence and every bad value of every variable.
+#include "core/config.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace dist {
+namespace {
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name : {"DIST_BACKEND", "DIST_INIT_METHOD", "DIST_TIMEOUT", "DIST_CONFIG",
+                             "DIST_LOG_LEVEL"}) {
+      unsetenv(name);
+    }
+  }
+
+  std::string WriteConfig(const std::string& name, const std::string& text) {
+    const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+};
+
+TEST_F(ConfigTest, DefaultsWhenNothingIsSet) {
+  absl::StatusOr<ResolvedConfig> config = ResolveConfig(nullptr);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->backend.value, "gloo");
+  EXPECT_EQ(config->backend.source, "default");
+  EXPECT_EQ(config->init_method.value, "env://");
+  EXPECT_EQ(config->timeout_duration, absl::Minutes(5));
+  EXPECT_EQ(config->log_level_value, DIST_LOG_WARN);
+  ASSERT_EQ(config->device_map.size(), 1u);
+  EXPECT_FALSE(config->device_map[0].device.has_value());
+}
+
+TEST_F(ConfigTest, ArgumentBeatsEnvironmentBeatsFileBeatsDefault) {
+  const std::string file = WriteConfig("precedence.toml",
+                                       "backend = \"mpi\"\n"
+                                       "init_method = \"file:///tmp/x\"\n"
+                                       "timeout = 45\n"
+                                       "log_level = \"debug\"\n"
+                                       "[gloo]\nifname = \"lo\"\n");
+  setenv("DIST_CONFIG", file.c_str(), 1);
+  setenv("DIST_INIT_METHOD", "tcp://127.0.0.1:29500", 1);
+  dist_init_options_t options = dist_init_options_default();
+  options.backend = "shm";
+  absl::StatusOr<ResolvedConfig> config = ResolveConfig(&options);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->backend.value, "shm");
+  EXPECT_EQ(config->backend.source, "argument");
+  EXPECT_EQ(config->init_method.value, "tcp://127.0.0.1:29500");
+  EXPECT_EQ(config->init_method.source, "environment (DIST_INIT_METHOD)");
+  EXPECT_EQ(config->timeout_duration, absl::Seconds(45));
+  EXPECT_EQ(config->timeout.source, "config file (" + file + ")");
+  EXPECT_EQ(config->log_level_value, DIST_LOG_DEBUG);
+  ASSERT_EQ(config->options.size(), 1u);
+  EXPECT_EQ(config->options[0].key, "gloo.ifname");
+  EXPECT_EQ(config->options[0].value, "lo");
+}
+
+TEST_F(ConfigTest, TimeoutForms) {
+  EXPECT_EQ(*ParseTimeout("30", "x"), absl::Seconds(30));
+  EXPECT_EQ(*ParseTimeout("500ms", "x"), absl::Milliseconds(500));
+  EXPECT_EQ(*ParseTimeout("2m", "x"), absl::Minutes(2));
+  EXPECT_EQ(*ParseTimeout("1.5", "x"), absl::Milliseconds(1500));
+  for (const char* bad : {"", "abc", "-5", "0", "10 parsecs", "inf"}) {
+    absl::StatusOr<absl::Duration> parsed = ParseTimeout(bad, "environment (DIST_TIMEOUT)");
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_NE(parsed.status().message().find("DIST_TIMEOUT"), std::string::npos);
+    EXPECT_NE(parsed.status().message().find("30s"), std::string::npos) << "names the fix";
+  }
+}
+
+TEST_F(ConfigTest, BadEnvironmentValuesNameTheVariable) {
+  struct Case {
+    const char* variable;
+    const char* value;
+    const char* expected;
+  } cases[] = {
+      {"DIST_TIMEOUT", "soon", "DIST_TIMEOUT"},
+      {"DIST_LOG_LEVEL", "loud", "DIST_LOG_LEVEL"},
+      {"DIST_BACKEND", "cpu:gloo,nccl", "has no device"},
+      {"DIST_BACKEND", "tpu:xla", "unknown device 'tpu'"},
+      {"DIST_BACKEND", "cpu:gloo,cpu:mpi", "appears twice"},
+      {"DIST_BACKEND", "Gloo!", "not a backend name"},
+      {"DIST_BACKEND", "cpu:", "not a backend name"},
+      {"DIST_INIT_METHOD", "localhost:29500", "not a URL"},
+      {"DIST_CONFIG", "/nonexistent/dist.toml", "cannot be opened"},
+  };
+  for (const Case& c : cases) {
+    SetUp();
+    setenv(c.variable, c.value, 1);
+    absl::StatusOr<ResolvedConfig> config = ResolveConfig(nullptr);
+    ASSERT_FALSE(config.ok()) << c.variable << "=" << c.value;
+    EXPECT_NE(config.status().message().find(c.expected), std::string::npos)
+        << config.status().message();
+    if (std::string(c.variable) != "DIST_CONFIG") {
+      EXPECT_NE(config.status().message().find(c.variable), std::string::npos)
+          << config.status().message();
+    }
+    EXPECT_EQ(config.status().message().find('\n'), std::string::npos) << "one line";
+  }
+}
+
+TEST_F(ConfigTest, BadConfigFilesNameTheLine) {
+  struct Case {
+    const char* text;
+    const char* expected;
+  } cases[] = {
+      {"backend = \"gloo\"\nbakend = \"mpi\"\n", "line 2: unknown key 'bakend'"},
+      {"backend = 3\n", "'backend' must be a string"},
+      {"timeout = \"forever\"\n", "not a positive duration"},
+      {"backend = \"gloo\n", "invalid TOML"},
+      {"[gloo]\nifname = [1, 2]\n", "must be a string, number or boolean"},
+  };
+  int index = 0;
+  for (const Case& c : cases) {
+    const std::string path = WriteConfig("bad" + std::to_string(index++) + ".toml", c.text);
+    setenv("DIST_CONFIG", path.c_str(), 1);
+    absl::StatusOr<ResolvedConfig> config = ResolveConfig(nullptr);
+    ASSERT_FALSE(config.ok()) << c.text;
+    EXPECT_NE(config.status().message().find(c.expected), std::string::npos)
+        << config.status().message();
+    EXPECT_NE(config.status().message().find(path), std::string::npos);
+  }
+}
+
+TEST_F(ConfigTest, DeviceMaps) {
+  absl::StatusOr<std::vector<DeviceAssignment>> map = ParseDeviceMap("cpu:gloo, cuda:nccl", "x");
+  ASSERT_TRUE(map.ok()) << map.status();
+  ASSERT_EQ(map->size(), 2u);
+  EXPECT_EQ((*map)[0].device, DIST_DEVICE_CPU);
+  EXPECT_EQ((*map)[0].backend, "gloo");
+  EXPECT_EQ((*map)[1].device, DIST_DEVICE_CUDA);
+  EXPECT_EQ((*map)[1].backend, "nccl");
+  map = ParseDeviceMap("/opt/x/libdist-backend-y.so", "x");
+  ASSERT_TRUE(map.ok());
+  EXPECT_EQ((*map)[0].backend, "/opt/x/libdist-backend-y.so");
+  map = ParseDeviceMap("cpu:/opt/x/libdist-backend-y.so", "x");
+  ASSERT_TRUE(map.ok());
+  EXPECT_EQ((*map)[0].backend, "/opt/x/libdist-backend-y.so");
+  EXPECT_FALSE(ParseDeviceMap("", "x").ok());
+  EXPECT_FALSE(ParseDeviceMap(",", "x").ok());
+}
+
+TEST_F(ConfigTest, BadArguments) {
+  dist_init_options_t options = dist_init_options_default();
+  options.world_size = 4;
+  options.rank = 4;
+  absl::StatusOr<ResolvedConfig> config = ResolveConfig(&options);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("rank 4 is outside"), std::string::npos);
+  options = dist_init_options_default();
+  options.timeout_ms = -1;
+  EXPECT_FALSE(ResolveConfig(&options).ok());
+  options = dist_init_options_default();
+  options.struct_size = 4;
+  config = ResolveConfig(&options);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("dist_init_options_default"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dist
