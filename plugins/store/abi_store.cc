@@ -1,0 +1,204 @@
+#include "plugins/store/abi_store.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "dist/cpp/status.hpp"
+
+namespace dist::store {
+namespace {
+
+struct Holder {
+  dist_store_t table;
+  std::unique_ptr<Store> store;
+  absl::Duration default_timeout;
+  std::function<void()> after_release;
+};
+
+Holder* H(void* ctx) { return static_cast<Holder*>(ctx); }
+
+absl::Duration TimeoutOf(Holder* h, int64_t timeout_ms) {
+  return timeout_ms < 0 ? h->default_timeout : absl::Milliseconds(timeout_ms);
+}
+
+dist_error_t* Invalid(const char* what) {
+  return dist_error_new(DIST_INVALID_ARGUMENT, "store call with %s; pass a valid pointer",
+                        what);
+}
+
+// Copies a value into a malloc'ed buffer the caller frees with free_value.
+dist_error_t* GiveValue(const std::string& value, void** out, size_t* size) {
+  void* buffer = std::malloc(value.empty() ? 1 : value.size());
+  if (buffer == nullptr) {
+    return dist_error_new(DIST_RESOURCE_EXHAUSTED, "out of memory for a %zu-byte store value",
+                          value.size());
+  }
+  if (!value.empty()) std::memcpy(buffer, value.data(), value.size());
+  *out = buffer;
+  *size = value.size();
+  return nullptr;
+}
+
+// No C++ exception may cross the ABI (std::bad_alloc is the one we expect).
+template <typename F>
+dist_error_t* Guard(F&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return dist_error_new(DIST_INTERNAL, "store: unexpected exception: %s", e.what());
+  } catch (...) {
+    return dist_error_new(DIST_INTERNAL, "store: unexpected exception");
+  }
+}
+
+std::vector<std::string> KeyList(const char* const* keys, size_t count) {
+  std::vector<std::string> out;
+  out.reserve(count);
+  for (size_t i = 0; i < count; ++i) out.emplace_back(keys[i]);
+  return out;
+}
+
+bool AnyNull(const char* const* keys, size_t count) {
+  if (count > 0 && keys == nullptr) return true;
+  for (size_t i = 0; i < count; ++i) {
+    if (keys[i] == nullptr) return true;
+  }
+  return false;
+}
+
+dist_error_t* Set(void* ctx, const char* key, const void* value, size_t size) {
+  if (key == nullptr) return Invalid("a NULL key");
+  if (value == nullptr && size > 0) return Invalid("a NULL value of nonzero size");
+  return Guard([&] {
+    return ToError(H(ctx)->store->Set(
+        key, std::string(static_cast<const char*>(value), value ? size : 0)));
+  });
+}
+
+dist_error_t* Get(void* ctx, const char* key, int64_t timeout_ms, void** value,
+                  size_t* size) {
+  if (key == nullptr || value == nullptr || size == nullptr) {
+    return Invalid("a NULL key or output pointer");
+  }
+  return Guard([&]() -> dist_error_t* {
+    absl::StatusOr<std::string> got = H(ctx)->store->Get(key, TimeoutOf(H(ctx), timeout_ms));
+    if (!got.ok()) return ToError(got.status());
+    return GiveValue(*got, value, size);
+  });
+}
+
+void FreeValue(void*, void* value) { std::free(value); }
+
+dist_error_t* Add(void* ctx, const char* key, int64_t delta, int64_t* new_value) {
+  if (key == nullptr || new_value == nullptr) return Invalid("a NULL key or output pointer");
+  return Guard([&]() -> dist_error_t* {
+    absl::StatusOr<int64_t> result = H(ctx)->store->Add(key, delta);
+    if (!result.ok()) return ToError(result.status());
+    *new_value = *result;
+    return nullptr;
+  });
+}
+
+dist_error_t* CompareSet(void* ctx, const char* key, const void* expected,
+                         size_t expected_size, const void* desired, size_t desired_size,
+                         void** actual, size_t* actual_size) {
+  if (key == nullptr || actual == nullptr || actual_size == nullptr) {
+    return Invalid("a NULL key or output pointer");
+  }
+  if ((expected == nullptr && expected_size > 0) || (desired == nullptr && desired_size > 0)) {
+    return Invalid("a NULL value of nonzero size");
+  }
+  return Guard([&]() -> dist_error_t* {
+    std::optional<std::string> wanted;
+    // NULL with size 0 means "the key is missing" (see store.h).
+    if (expected != nullptr) {
+      wanted.emplace(static_cast<const char*>(expected), expected_size);
+    }
+    absl::StatusOr<std::string> now = H(ctx)->store->CompareSet(
+        key, wanted,
+        std::string(static_cast<const char*>(desired), desired ? desired_size : 0));
+    if (!now.ok()) return ToError(now.status());
+    return GiveValue(*now, actual, actual_size);
+  });
+}
+
+dist_error_t* Remove(void* ctx, const char* key, int* existed) {
+  if (key == nullptr) return Invalid("a NULL key");
+  return Guard([&]() -> dist_error_t* {
+    absl::StatusOr<bool> removed = H(ctx)->store->Remove(key);
+    if (!removed.ok()) return ToError(removed.status());
+    if (existed != nullptr) *existed = *removed ? 1 : 0;
+    return nullptr;
+  });
+}
+
+dist_error_t* Check(void* ctx, const char* const* keys, size_t num_keys, int* all_exist) {
+  if (AnyNull(keys, num_keys) || all_exist == nullptr) {
+    return Invalid("a NULL key list, key or output pointer");
+  }
+  return Guard([&]() -> dist_error_t* {
+    absl::StatusOr<bool> all = H(ctx)->store->Check(KeyList(keys, num_keys));
+    if (!all.ok()) return ToError(all.status());
+    *all_exist = *all ? 1 : 0;
+    return nullptr;
+  });
+}
+
+dist_error_t* Wait(void* ctx, const char* const* keys, size_t num_keys, int64_t timeout_ms) {
+  if (AnyNull(keys, num_keys)) return Invalid("a NULL key list or key");
+  return Guard([&] {
+    return ToError(H(ctx)->store->Wait(KeyList(keys, num_keys), TimeoutOf(H(ctx), timeout_ms)));
+  });
+}
+
+dist_error_t* NumKeys(void* ctx, int64_t* count) {
+  if (count == nullptr) return Invalid("a NULL output pointer");
+  return Guard([&]() -> dist_error_t* {
+    absl::StatusOr<int64_t> n = H(ctx)->store->NumKeys();
+    if (!n.ok()) return ToError(n.status());
+    *count = *n;
+    return nullptr;
+  });
+}
+
+void Release(void* ctx) {
+  Holder* h = H(ctx);
+  try {
+    h->store.reset();
+    if (h->after_release) h->after_release();
+  } catch (...) {
+    // Nothing can be reported from release; never let it escape the ABI.
+  }
+  delete h;
+}
+
+}  // namespace
+
+dist_store_t* MakeAbiStore(std::unique_ptr<Store> store, absl::Duration default_timeout,
+                           std::function<void()> after_release) {
+  auto* h = new Holder();
+  h->store = std::move(store);
+  h->default_timeout = default_timeout;
+  h->after_release = std::move(after_release);
+  dist_store_t& t = h->table;
+  t.struct_size = sizeof(dist_store_t);
+  t.ctx = h;
+  t.set = &Set;
+  t.get = &Get;
+  t.free_value = &FreeValue;
+  t.add = &Add;
+  t.compare_set = &CompareSet;
+  t.remove = &Remove;
+  t.check = &Check;
+  t.wait = &Wait;
+  t.num_keys = &NumKeys;
+  t.release = &Release;
+  return &h->table;
+}
+
+}  // namespace dist::store

@@ -1,0 +1,480 @@
+#include "plugins/store/file_store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "dist/cpp/status.hpp"
+#include "plugins/store/limits.h"
+#include "plugins/store/protocol.h"
+
+namespace dist::store {
+namespace {
+
+using protocol::Reader;
+using protocol::Writer;
+
+constexpr uint32_t kFileMagic = 0x53465344;  // "DSFS"
+constexpr uint16_t kFileVersion = 1;
+constexpr size_t kMaxRecordBytes = kMaxKeyBytes + kMaxValueBytes + 64;
+
+enum class Record : uint8_t {
+  kHeader = 1,  // magic, version, world_size, created_ms, creator
+  kSet = 2,     // key, value
+  kRemove = 3,  // key
+  kJoin = 4,    // rank, time_ms, who
+  kLeave = 5,   // rank
+};
+
+std::string Who() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return absl::StrCat(host, ":", getpid());
+}
+
+std::string ErrnoText(int error) { return strerror(error); }
+
+std::string FormatTime(int64_t unix_ms) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromUnixMillis(unix_ms),
+                          absl::UTCTimeZone());
+}
+
+}  // namespace
+
+// flock() held for one operation, taken with a deadline (LOCK_NB + polling,
+// so a wedged peer cannot hang us).
+class FileStore::Lock {
+ public:
+  static absl::StatusOr<Lock> Take(int fd, bool exclusive, absl::Time deadline,
+                                   const std::string& path) {
+    absl::Duration pause = absl::Microseconds(200);
+    while (true) {
+      if (flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0) return Lock(fd);
+      if (errno != EWOULDBLOCK && errno != EINTR) {
+        return absl::UnavailableError(absl::StrCat(
+            "cannot lock the store file ", path, ": ", ErrnoText(errno),
+            "; the filesystem must support flock (NFS needs its lock service)"));
+      }
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "timed out waiting for the lock on the store file ", path,
+            "; another process holds it"));
+      }
+      absl::SleepFor(pause);
+      pause = std::min(pause * 2, absl::Milliseconds(20));
+    }
+  }
+  Lock(Lock&& other) : fd_(std::exchange(other.fd_, -1)) {}
+  ~Lock() {
+    if (fd_ >= 0) flock(fd_, LOCK_UN);
+  }
+
+ private:
+  explicit Lock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
+absl::StatusOr<std::unique_ptr<FileStore>> FileStore::Open(FileStoreOptions options) {
+  std::unique_ptr<FileStore> store(new FileStore(std::move(options)));
+  DIST_RETURN_IF_ERROR(store->OpenAndJoin());
+  return store;
+}
+
+FileStore::~FileStore() {
+  if (joined_self_) Leave().IgnoreError();  // nothing to report to at release
+  absl::MutexLock lock(&mu_);
+  if (fd_ >= 0) close(fd_);
+}
+
+absl::Status FileStore::CheckSameFile() {
+  struct stat by_fd, by_path;
+  if (fstat(fd_, &by_fd) != 0) {
+    return absl::UnavailableError(absl::StrCat("fstat ", options_.path, ": ", ErrnoText(errno)));
+  }
+  if (stat(options_.path.c_str(), &by_path) != 0 || by_fd.st_ino != by_path.st_ino ||
+      by_fd.st_dev != by_path.st_dev) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the store file ", options_.path,
+        " was removed or replaced while in use; the job's ranks finished, or "
+        "another job uses the same path: give each job its own file"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FileStore::OpenAndJoin() {
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      fd_ = open(options_.path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (fd_ < 0) {
+        const int error = errno;
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cannot open the store file ", options_.path, ": ", ErrnoText(error),
+            error == ENOENT ? "; create its directory on a filesystem every rank shares"
+                            : "; check the path and its permissions"));
+      }
+    }
+    if (options_.world_size <= 0) return absl::OkStatus();
+    absl::Status joined = Join();
+    if (joined.ok()) return absl::OkStatus();
+    absl::MutexLock lock(&mu_);
+    close(fd_);
+    fd_ = -1;
+    // The last rank of the previous job removed the file between our open
+    // and our lock: open the new one.
+    if (!absl::IsAborted(joined) || absl::Now() >= deadline) return joined;
+    offset_ = 0;
+    table_ = KvTable();
+    has_header_ = false;
+    joined_.clear();
+    left_.clear();
+  }
+}
+
+std::string FileStore::StaleReason() const {
+  const std::string origin = absl::StrCat(
+      " (created ", FormatTime(header_.created_ms), " by ", header_.creator, ")");
+  if (header_.world_size != options_.world_size) {
+    return absl::StrCat("it holds a rendezvous for world_size=", header_.world_size, origin,
+                        " but this rank has world_size=", options_.world_size);
+  }
+  auto mine = joined_.find(options_.rank);
+  if (mine != joined_.end()) {
+    return absl::StrCat("rank ", options_.rank, " already joined it (", mine->second,
+                        "); either it is left over from an earlier job or two "
+                        "processes were given rank ", options_.rank);
+  }
+  if (!left_.empty()) {
+    return absl::StrCat("ranks of an earlier job already left it", origin);
+  }
+  const absl::Duration age =
+      absl::Now() - absl::FromUnixMillis(header_.created_ms);
+  if (age > options_.timeout) {
+    return absl::StrCat("its rendezvous started ", absl::ToInt64Seconds(age),
+                        " s ago", origin, ", longer than the timeout of ",
+                        absl::ToInt64Seconds(options_.timeout), " s, and only ",
+                        joined_.size(), " of ", header_.world_size,
+                        " ranks joined: it is left over from a crashed job");
+  }
+  return "";
+}
+
+absl::Status FileStore::Join() {
+  absl::MutexLock guard(&mu_);
+  absl::StatusOr<Lock> lock =
+      Lock::Take(fd_, /*exclusive=*/true, absl::Now() + options_.timeout, options_.path);
+  if (!lock.ok()) return lock.status();
+  absl::Status same = CheckSameFile();
+  if (!same.ok()) return absl::AbortedError(same.message());  // reopen
+  DIST_RETURN_IF_ERROR(CatchUp(/*exclusive=*/true));
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  if (!has_header_) {
+    if (offset_ != 0) {
+      return absl::DataLossError(absl::StrCat(
+          "the store file ", options_.path, " does not start with a dist header; "
+          "it is not a dist rendezvous file: delete it or use another path"));
+    }
+    Writer header;
+    header.U8(static_cast<uint8_t>(Record::kHeader));
+    header.U32(kFileMagic);
+    header.U16(kFileVersion);
+    header.I64(options_.world_size);
+    header.I64(now_ms);
+    header.Str(Who());
+    DIST_RETURN_IF_ERROR(Append(std::move(header).Finish()));
+  } else {
+    const std::string stale = StaleReason();
+    if (!stale.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "file://", options_.path, " is stale: ", stale,
+          "; delete the file (or use a fresh path) and start all ranks again"));
+    }
+  }
+  Writer join;
+  join.U8(static_cast<uint8_t>(Record::kJoin));
+  join.I64(options_.rank);
+  join.I64(now_ms);
+  join.Str(Who());
+  DIST_RETURN_IF_ERROR(Append(std::move(join).Finish()));
+  joined_self_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status FileStore::Leave() {
+  absl::MutexLock guard(&mu_);
+  absl::StatusOr<Lock> lock =
+      Lock::Take(fd_, /*exclusive=*/true, absl::Now() + options_.timeout, options_.path);
+  if (!lock.ok()) return lock.status();
+  DIST_RETURN_IF_ERROR(CheckSameFile());
+  DIST_RETURN_IF_ERROR(CatchUp(/*exclusive=*/true));
+  Writer leave;
+  leave.U8(static_cast<uint8_t>(Record::kLeave));
+  leave.I64(options_.rank);
+  DIST_RETURN_IF_ERROR(Append(std::move(leave).Finish()));
+  if (static_cast<int>(left_.size()) >= options_.world_size) {
+    // Last one out: unlinking under the lock means a rank of the next job
+    // that opened the old file sees it replaced and reopens.
+    unlink(options_.path.c_str());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FileStore::CatchUp(bool exclusive) {
+  struct stat info;
+  if (fstat(fd_, &info) != 0) {
+    return absl::UnavailableError(absl::StrCat("fstat ", options_.path, ": ", ErrnoText(errno)));
+  }
+  const int64_t size = info.st_size;
+  if (size < offset_) {
+    return absl::DataLossError(absl::StrCat(
+        "the store file ", options_.path, " shrank from ", offset_, " to ", size,
+        " bytes; something else writes to it: give the job its own file"));
+  }
+  if (size == offset_) return absl::OkStatus();
+  std::string bytes(static_cast<size_t>(size - offset_), '\0');
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = pread(fd_, bytes.data() + got, bytes.size() - got,
+                            static_cast<off_t>(offset_ + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return absl::UnavailableError(absl::StrCat("read ", options_.path, ": ",
+                                                 n < 0 ? ErrnoText(errno) : "short read"));
+    }
+    got += static_cast<size_t>(n);
+  }
+  size_t at = 0;
+  while (bytes.size() - at >= protocol::kFrameHeaderBytes) {
+    const uint32_t length = protocol::DecodeLength(bytes.data() + at);
+    if (length == 0 || length > kMaxRecordBytes) {
+      return absl::DataLossError(absl::StrCat(
+          "the store file ", options_.path, " is corrupt at offset ", offset_,
+          " (record of ", length, " bytes); delete it and restart the job"));
+    }
+    if (bytes.size() - at < protocol::kFrameHeaderBytes + length) break;
+    DIST_RETURN_IF_ERROR(ApplyRecord(
+        absl::string_view(bytes.data() + at + protocol::kFrameHeaderBytes, length), offset_));
+    at += protocol::kFrameHeaderBytes + length;
+    offset_ += protocol::kFrameHeaderBytes + length;
+  }
+  if (offset_ < size && exclusive) {
+    // A writer died mid-append (writers hold the exclusive lock, so nobody
+    // is writing now): cut the torn record off so later records parse.
+    if (ftruncate(fd_, offset_) != 0) {
+      return absl::UnavailableError(absl::StrCat("truncate ", options_.path, ": ",
+                                                 ErrnoText(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FileStore::ApplyRecord(absl::string_view payload, int64_t at) {
+  Reader reader(payload);
+  uint8_t type = 0;
+  reader.U8(&type);
+  bool ok = false;
+  switch (static_cast<Record>(type)) {
+    case Record::kHeader: {
+      uint32_t magic = 0;
+      uint16_t version = 0;
+      int64_t world_size = 0;
+      ok = reader.U32(&magic) && magic == kFileMagic && reader.U16(&version) &&
+           reader.I64(&world_size) && reader.I64(&header_.created_ms) &&
+           reader.Str(1024, &header_.creator) && at == 0;
+      if (ok && version != kFileVersion) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the store file ", options_.path, " has format version ", version,
+            " but this build reads version ", kFileVersion,
+            "; run the same dist release on every rank"));
+      }
+      header_.world_size = static_cast<int>(world_size);
+      has_header_ = ok;
+      break;
+    }
+    case Record::kSet: {
+      std::string key, value;
+      ok = reader.Str(kMaxKeyBytes, &key) && reader.Str(kMaxValueBytes, &value);
+      if (ok) table_.Set(key, std::move(value));
+      break;
+    }
+    case Record::kRemove: {
+      std::string key;
+      ok = reader.Str(kMaxKeyBytes, &key);
+      if (ok) table_.Remove(key);
+      break;
+    }
+    case Record::kJoin: {
+      int64_t rank = 0, time_ms = 0;
+      std::string who;
+      ok = reader.I64(&rank) && reader.I64(&time_ms) && reader.Str(1024, &who);
+      if (ok) joined_[static_cast<int>(rank)] = absl::StrCat(who, " at ", FormatTime(time_ms));
+      break;
+    }
+    case Record::kLeave: {
+      int64_t rank = 0;
+      ok = reader.I64(&rank);
+      if (ok) left_.insert(static_cast<int>(rank));
+      break;
+    }
+  }
+  if (!ok || !reader.done()) {
+    return absl::DataLossError(absl::StrCat(
+        "the store file ", options_.path, " has a malformed record at offset ", at,
+        at == 0 ? "; it is not a dist rendezvous file" : "",
+        ": delete it and restart the job"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FileStore::Append(const std::string& record) {
+  size_t written = 0;
+  while (written < record.size()) {
+    const ssize_t n = pwrite(fd_, record.data() + written, record.size() - written,
+                             static_cast<off_t>(offset_ + written));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "write to the store file ", options_.path, ": ", ErrnoText(errno),
+          "; is the filesystem full or read-only?"));
+    }
+    written += static_cast<size_t>(n);
+  }
+  // Replay our own record so local state matches the file.
+  return CatchUp(/*exclusive=*/true);
+}
+
+// ---- operations ------------------------------------------------------------
+
+#define DIST_LOCKED(exclusive)                                                   \
+  absl::MutexLock guard(&mu_);                                                   \
+  absl::StatusOr<Lock> file_lock =                                               \
+      Lock::Take(fd_, exclusive, absl::Now() + options_.timeout, options_.path); \
+  if (!file_lock.ok()) return file_lock.status();                                \
+  DIST_RETURN_IF_ERROR(CatchUp(exclusive))
+
+absl::Status FileStore::Set(const std::string& key, const std::string& value) {
+  DIST_RETURN_IF_ERROR(ValidateKey(key));
+  DIST_RETURN_IF_ERROR(ValidateValue(key, value.size()));
+  DIST_LOCKED(true);
+  Writer record;
+  record.U8(static_cast<uint8_t>(Record::kSet));
+  record.Str(key);
+  record.Str(value);
+  return Append(std::move(record).Finish());
+}
+
+absl::StatusOr<int64_t> FileStore::Add(const std::string& key, int64_t delta) {
+  DIST_RETURN_IF_ERROR(ValidateKey(key));
+  DIST_LOCKED(true);
+  KvTable scratch;  // compute on a copy of one entry, then log the result
+  if (const std::string* value = table_.Find(key)) scratch.Set(key, *value);
+  absl::StatusOr<int64_t> result = scratch.Add(key, delta);
+  if (!result.ok()) return result.status();
+  Writer record;
+  record.U8(static_cast<uint8_t>(Record::kSet));
+  record.Str(key);
+  record.Str(std::to_string(*result));
+  DIST_RETURN_IF_ERROR(Append(std::move(record).Finish()));
+  return *result;
+}
+
+absl::StatusOr<std::string> FileStore::CompareSet(const std::string& key,
+                                                  const std::optional<std::string>& expected,
+                                                  const std::string& desired) {
+  DIST_RETURN_IF_ERROR(ValidateKey(key));
+  if (expected) DIST_RETURN_IF_ERROR(ValidateValue(key, expected->size()));
+  DIST_RETURN_IF_ERROR(ValidateValue(key, desired.size()));
+  DIST_LOCKED(true);
+  const std::string* current = table_.Find(key);
+  const bool matches = expected ? (current != nullptr && *current == *expected)
+                                : current == nullptr;
+  if (!matches) return current == nullptr ? std::string() : *current;
+  Writer record;
+  record.U8(static_cast<uint8_t>(Record::kSet));
+  record.Str(key);
+  record.Str(desired);
+  DIST_RETURN_IF_ERROR(Append(std::move(record).Finish()));
+  return desired;
+}
+
+absl::StatusOr<bool> FileStore::Remove(const std::string& key) {
+  DIST_RETURN_IF_ERROR(ValidateKey(key));
+  DIST_LOCKED(true);
+  if (table_.Find(key) == nullptr) return false;
+  Writer record;
+  record.U8(static_cast<uint8_t>(Record::kRemove));
+  record.Str(key);
+  DIST_RETURN_IF_ERROR(Append(std::move(record).Finish()));
+  return true;
+}
+
+absl::StatusOr<bool> FileStore::Check(const std::vector<std::string>& keys) {
+  for (const std::string& key : keys) DIST_RETURN_IF_ERROR(ValidateKey(key));
+  DIST_LOCKED(false);
+  return table_.Missing(keys).empty();
+}
+
+absl::StatusOr<int64_t> FileStore::NumKeys() {
+  DIST_LOCKED(false);
+  return table_.size();
+}
+
+absl::StatusOr<std::vector<std::string>> FileStore::PollFor(
+    const std::vector<std::string>& keys, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::Duration pause = absl::Milliseconds(1);
+  while (true) {
+    std::vector<std::string> missing;
+    {
+      DIST_LOCKED(false);
+      missing = table_.Missing(keys);
+    }
+    if (missing.empty() || absl::Now() >= deadline) return missing;
+    absl::SleepFor(std::min(pause, deadline - absl::Now()));
+    pause = std::min(pause * 2, options_.max_poll_interval);
+  }
+}
+
+absl::StatusOr<std::string> FileStore::Get(const std::string& key, absl::Duration timeout) {
+  DIST_RETURN_IF_ERROR(ValidateKey(key));
+  absl::StatusOr<std::vector<std::string>> missing = PollFor({key}, timeout);
+  if (!missing.ok()) return missing.status();
+  if (!missing->empty()) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "timed out after ", absl::ToInt64Milliseconds(timeout),
+        " ms waiting for store key '", key, "' in ", options_.path,
+        " (not set by any rank yet)"));
+  }
+  absl::MutexLock guard(&mu_);
+  const std::string* value = table_.Find(key);
+  // Removed again between the poll and now: report it like a timeout.
+  if (value == nullptr) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "store key '", key, "' was removed while get() was reading it"));
+  }
+  return *value;
+}
+
+absl::Status FileStore::Wait(const std::vector<std::string>& keys, absl::Duration timeout) {
+  for (const std::string& key : keys) DIST_RETURN_IF_ERROR(ValidateKey(key));
+  absl::StatusOr<std::vector<std::string>> missing = PollFor(keys, timeout);
+  if (!missing.ok()) return missing.status();
+  if (!missing->empty()) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "timed out after ", absl::ToInt64Milliseconds(timeout), " ms waiting for store key",
+        missing->size() == 1 ? " " : "s ", DescribeKeys(*missing), " in ", options_.path,
+        " (not set by any rank yet)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dist::store

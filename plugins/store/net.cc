@@ -1,0 +1,179 @@
+#include "plugins/store/net.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "plugins/store/protocol.h"
+
+namespace dist::store {
+
+std::string FormatHostPort(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
+std::string SocketAddress::ToString() const {
+  char text[INET6_ADDRSTRLEN] = {0};
+  int port = 0;
+  if (storage.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&storage);
+    inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+    port = ntohs(in6->sin6_port);
+  } else {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&storage);
+    inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+    port = ntohs(in->sin_port);
+  }
+  return FormatHostPort(text, port);
+}
+
+absl::StatusOr<std::vector<SocketAddress>> Resolve(const std::string& host,
+                                                   int port, bool passive) {
+  addrinfo hints;
+  std::memset(&hints, 0, sizeof(hints));
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : AI_ADDRCONFIG);
+  addrinfo* list = nullptr;
+  const std::string service = std::to_string(port);
+  const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(),
+                             service.c_str(), &hints, &list);
+  if (rc != 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot resolve host '", host, "': ", gai_strerror(rc),
+        "; check the host name in the URL or MASTER_ADDR"));
+  }
+  std::vector<SocketAddress> out;
+  for (addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
+    SocketAddress address;
+    std::memset(&address.storage, 0, sizeof(address.storage));
+    std::memcpy(&address.storage, ai->ai_addr, ai->ai_addrlen);
+    address.length = ai->ai_addrlen;
+    out.push_back(address);
+  }
+  freeaddrinfo(list);
+  if (out.empty()) {
+    return absl::UnavailableError(
+        absl::StrCat("host '", host, "' has no IPv4 or IPv6 address"));
+  }
+  return out;
+}
+
+namespace {
+
+int RemainingMs(absl::Time deadline) {
+  const absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return 0;
+  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1,
+                                            1 << 30));
+}
+
+std::string ErrnoText(int error) { return strerror(error); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Connection>> Connection::Connect(
+    const SocketAddress& address, absl::Time deadline) {
+  const int fd = socket(address.storage.ss_family,
+                        SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return absl::UnavailableError(absl::StrCat("socket(): ", ErrnoText(errno)));
+  }
+  std::unique_ptr<Connection> connection(new Connection(fd));
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&address.storage),
+              address.length) != 0) {
+    if (errno != EINPROGRESS) {
+      return absl::UnavailableError(ErrnoText(errno));
+    }
+    absl::Status polled = connection->Poll(POLLOUT, deadline);
+    if (!polled.ok()) return polled;
+    int error = 0;
+    socklen_t length = sizeof(error);
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
+    if (error != 0) return absl::UnavailableError(ErrnoText(error));
+  }
+  return connection;
+}
+
+Connection::~Connection() { close(fd_); }
+
+absl::Status Connection::Poll(short events, absl::Time deadline) {
+  while (true) {
+    pollfd entry = {fd_, events, 0};
+    const int rc = poll(&entry, 1, RemainingMs(deadline));
+    if (rc > 0) return absl::OkStatus();  // errors surface in the next call
+    if (rc == 0) return absl::DeadlineExceededError("timed out");
+    if (errno != EINTR) return absl::UnavailableError(ErrnoText(errno));
+  }
+}
+
+absl::Status Connection::SendAll(const std::string& bytes, absl::Time deadline) {
+  size_t sent = 0;
+  while (sent < bytes.size()) {
+    const ssize_t n = send(fd_, bytes.data() + sent, bytes.size() - sent,
+                           MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      absl::Status polled = Poll(POLLOUT, deadline);
+      if (!polled.ok()) return polled;
+      continue;
+    }
+    return absl::UnavailableError(ErrnoText(errno));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Connection::ReceiveExact(char* out, size_t size,
+                                      absl::Time deadline) {
+  size_t got = 0;
+  while (got < size) {
+    const ssize_t n = recv(fd_, out + got, size - got, 0);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) return absl::UnavailableError("connection closed by the server");
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+      absl::Status polled = Poll(POLLIN, deadline);
+      if (!polled.ok()) return polled;
+      continue;
+    }
+    return absl::UnavailableError(ErrnoText(errno));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Connection::ReceiveFrame(size_t max_bytes,
+                                                     absl::Time deadline) {
+  char header[protocol::kFrameHeaderBytes];
+  absl::Status status = ReceiveExact(header, sizeof(header), deadline);
+  if (!status.ok()) return status;
+  const uint32_t length = protocol::DecodeLength(header);
+  if (length > max_bytes) {
+    return absl::DataLossError(absl::StrCat(
+        "server sent a frame of ", length, " bytes (limit ", max_bytes,
+        "); is this port really a dist store?"));
+  }
+  std::string payload(length, '\0');
+  status = ReceiveExact(payload.data(), length, deadline);
+  if (!status.ok()) return status;
+  return payload;
+}
+
+}  // namespace dist::store
