@@ -1,0 +1,196 @@
+#include "plugins/backends/shm/bootstrap.h"
+
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "dist/cpp/status.hpp"
+#include "dist/cpp/store.hpp"
+#include "plugins/backends/shm/abort_state.h"
+#include "plugins/backends/shm/process_identity.h"
+#include "plugins/backends/shm/waiter.h"
+
+namespace dist_shm {
+namespace {
+
+constexpr char kSegmentKey[] = "shm/segment";
+constexpr char kErrorPrefix[] = "error:";
+
+uint64_t RoundDown4K(uint64_t value) { return std::max<uint64_t>(4096, value / 4096 * 4096); }
+
+Geometry ChooseGeometry(int32_t world, const Tuning& tuning) {
+  const uint64_t w = static_cast<uint64_t>(world);
+  Geometry g;
+  g.world_size = world;
+  // Collective staging: 1 MiB per rank and half up to 8 ranks, then shrink
+  // so the two halves stay within 16 MiB.
+  g.slot_bytes = tuning.slot_bytes
+                     ? tuning.slot_bytes
+                     : RoundDown4K(std::clamp<uint64_t>((16u << 20) / (2 * w), 64u << 10, 1u << 20));
+  // Point-to-point rings: w*w of them, 16 MiB in all at most.
+  g.ring_bytes = tuning.ring_bytes
+                     ? tuning.ring_bytes
+                     : RoundDown4K(std::clamp<uint64_t>((16u << 20) / (w * w), 16u << 10, 1u << 20));
+  return g;
+}
+
+std::string RandomName() {
+  unsigned char bytes[12];
+  if (getrandom(bytes, sizeof(bytes), 0) != static_cast<ssize_t>(sizeof(bytes))) {
+    // Not secret, only unique: fall back to pid and time.
+    const uint64_t mix = static_cast<uint64_t>(getpid()) ^
+                         static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
+    std::memcpy(bytes, &mix, sizeof(mix));
+  }
+  return absl::StrCat("/dist-shm-", getpid(), "-",
+                      absl::BytesToHexString(absl::string_view(
+                          reinterpret_cast<const char*>(bytes), sizeof(bytes))));
+}
+
+std::string HostKey(int rank) { return absl::StrCat("shm/host/", rank); }
+
+// Rank 0: every rank's host identity must equal ours.
+absl::Status CheckHosts(const dist::StoreView& store, const dist_comm_config_t& config,
+                        const std::string& mine, absl::Duration timeout) {
+  for (int r = 1; r < config.world_size; ++r) {
+    absl::StatusOr<std::string> theirs = store.Get(HostKey(r), timeout);
+    if (!theirs.ok()) {
+      return absl::Status(theirs.status().code(),
+                          absl::StrCat("shm: rank ", r, " did not publish its host: ",
+                                       theirs.status().message()));
+    }
+    if (*theirs != mine) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shm: the shm backend needs every rank on one host with a shared /dev/shm, "
+          "but rank 0 runs on [", mine, "] and rank ", r, " on [", *theirs,
+          "]; use gloo (DIST_BACKEND=gloo) for ranks on several hosts"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Marks this rank attached and waits for the others.
+absl::Status Register(Segment& segment, const dist_comm_config_t& config,
+                      const std::string& group, absl::Time deadline) {
+  const ProcessIdentity self = SelfIdentity();
+  RankControl& me = segment.rank(config.rank);
+  me.pid = self.pid;
+  me.start_time = self.start_time;
+  me.state.store(kActive, std::memory_order_release);
+  segment.header().attached.fetch_add(1, std::memory_order_acq_rel);
+  AbortState never_aborted;
+  Waiter waiter(&segment, config.rank, group, &never_aborted, absl::ZeroDuration());
+  waiter.NotifyOthers();
+  auto ready = [&]() {
+    return segment.header().attached.load(std::memory_order_acquire) == config.world_size;
+  };
+  auto pending = [&](std::vector<int>* out) {
+    for (int r = 0; r < config.world_size; ++r) {
+      if (segment.rank(r).state.load(std::memory_order_acquire) == kJoining) out->push_back(r);
+    }
+  };
+  OpContext context{"comm_create (attaching the shared memory segment)", deadline,
+                    config.timeout_ms};
+  return waiter.Wait(ready, pending, context);
+}
+
+}  // namespace
+
+absl::StatusOr<Tuning> ParseTuning(const dist_comm_config_t& config) {
+  Tuning tuning;
+  for (size_t i = 0; i < config.num_options; ++i) {
+    const dist_kv_t& kv = config.options[i];
+    if (kv.key == nullptr || kv.value == nullptr || !absl::StartsWith(kv.key, "shm.")) continue;
+    const absl::string_view key = kv.key;
+    uint64_t value = 0;
+    if (!absl::SimpleAtoi(kv.value, &value)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shm: option ", key, "=\"", kv.value, "\" is not a non-negative integer"));
+    }
+    if (key == "shm.slot_bytes" || key == "shm.ring_bytes") {
+      if (value < 4096 || value % 64 != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "shm: option ", key, "=", value, " must be a multiple of 64 and at least 4096"));
+      }
+      (key == "shm.slot_bytes" ? tuning.slot_bytes : tuning.ring_bytes) = value;
+    } else if (key == "shm.spin_us") {
+      tuning.spin = absl::Microseconds(static_cast<int64_t>(value));
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shm: unknown option ", key, "; known: shm.slot_bytes, shm.ring_bytes, shm.spin_us"));
+    }
+  }
+  return tuning;
+}
+
+absl::StatusOr<std::unique_ptr<Segment>> JoinSegment(const dist_comm_config_t& config,
+                                                     const Tuning& tuning,
+                                                     const std::string& group) {
+  const dist::StoreView store(config.store);
+  const absl::Duration timeout = absl::Milliseconds(config.timeout_ms);
+  const absl::Time deadline = absl::Now() + timeout;
+  const std::string host = HostIdentity();
+  DIST_RETURN_IF_ERROR(store.Set(HostKey(config.rank), host));
+
+  std::unique_ptr<Segment> segment;
+  std::string name;
+  if (config.rank == 0) {
+    absl::Status hosts = CheckHosts(store, config, host, timeout);
+    if (!hosts.ok()) {
+      // Tell the others why, instead of letting them time out.
+      store.Set(kSegmentKey, absl::StrCat(kErrorPrefix, hosts.message())).IgnoreError();
+      return hosts;
+    }
+    name = RandomName();
+    absl::StatusOr<std::unique_ptr<Segment>> created =
+        Segment::Create(name, ChooseGeometry(config.world_size, tuning));
+    if (!created.ok()) {
+      store.Set(kSegmentKey, absl::StrCat(kErrorPrefix, created.status().message()))
+          .IgnoreError();
+      return created.status();
+    }
+    segment = *std::move(created);
+    absl::Status published = store.Set(kSegmentKey, name);
+    if (!published.ok()) {
+      Segment::Unlink(name);
+      return published;
+    }
+  } else {
+    absl::StatusOr<std::string> value = store.Get(kSegmentKey, timeout);
+    if (!value.ok()) {
+      return absl::Status(value.status().code(),
+                          absl::StrCat("shm: rank 0 did not publish the segment name: ",
+                                       value.status().message()));
+    }
+    if (absl::StartsWith(*value, kErrorPrefix)) {
+      return absl::FailedPreconditionError(value->substr(strlen(kErrorPrefix)));
+    }
+    name = *value;
+    absl::StatusOr<std::string> host0 = store.Get(HostKey(0), timeout);
+    if (host0.ok() && *host0 != host) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shm: the shm backend needs every rank on one host with a shared /dev/shm, "
+          "but rank 0 runs on [", *host0, "] and rank ", config.rank, " on [", host,
+          "]; use gloo (DIST_BACKEND=gloo) for ranks on several hosts"));
+    }
+    absl::StatusOr<std::unique_ptr<Segment>> attached =
+        Segment::Attach(name, config.world_size);
+    if (!attached.ok()) return attached.status();
+    segment = *std::move(attached);
+  }
+  absl::Status registered = Register(*segment, config, group, deadline);
+  // Once everyone has mapped it (or we gave up), the name is not needed: a
+  // crash from here on cannot leak the segment.
+  Segment::Unlink(name);
+  if (!registered.ok()) return registered;
+  return segment;
+}
+
+}  // namespace dist_shm

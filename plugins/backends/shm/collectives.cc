@@ -1,0 +1,335 @@
+#include "plugins/backends/shm/collectives.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "dist/cpp/reduce.hpp"
+#include "dist/cpp/status.hpp"
+
+namespace dist_shm {
+namespace {
+
+// Messages up to this size take the one-barrier all_reduce: every rank reads
+// all slots and reduces the whole message itself (latency beats bandwidth).
+constexpr uint64_t kSmallReduceBytes = 16 * 1024;
+
+char* Bytes(void* p) { return static_cast<char*>(p); }
+
+bool IsReducing(dist_collective_t c) {
+  return c == DIST_COLL_ALL_REDUCE || c == DIST_COLL_REDUCE ||
+         c == DIST_COLL_REDUCE_SCATTER;
+}
+
+bool IsRooted(dist_collective_t c) {
+  return c == DIST_COLL_BROADCAST || c == DIST_COLL_REDUCE || c == DIST_COLL_GATHER ||
+         c == DIST_COLL_SCATTER;
+}
+
+std::string Describe(const OpSignature& s) {
+  const auto collective = static_cast<dist_collective_t>(s.collective);
+  std::string text = absl::StrCat(dist_collective_name(collective), "(count=", s.count,
+                                  ", ", dist_dtype_name(static_cast<dist_dtype_t>(s.dtype)));
+  if (IsReducing(collective)) {
+    absl::StrAppend(&text, ", op=", dist_reduce_op_name(static_cast<dist_reduce_op_t>(s.op)));
+  }
+  if (IsRooted(collective)) absl::StrAppend(&text, ", root=", s.root);
+  return text + ")";
+}
+
+// Elements [begin, end) of a chunk of `count` elements that rank q reduces;
+// boundaries fall on 64-byte multiples so ranks don't share cache lines.
+void Segmentation(uint64_t count, int world, size_t element, int q, uint64_t* begin,
+                  uint64_t* len) {
+  const uint64_t align = std::max<uint64_t>(1, 64 / element);
+  uint64_t per = (count + world - 1) / world;
+  per = (per + align - 1) / align * align;
+  const uint64_t b = std::min<uint64_t>(count, per * q);
+  *begin = b;
+  *len = std::min<uint64_t>(count, b + per) - b;
+}
+
+}  // namespace
+
+void Collectives::Begin(dist_collective_t collective, const dist_op_args_t& a,
+                        dist_dtype_t dtype, uint64_t count) {
+  OpSignature s{};
+  s.collective = collective;
+  s.dtype = dtype;
+  s.count = count;
+  s.root = IsRooted(collective) ? a.root : -1;
+  s.op = IsReducing(collective) ? a.op : 0;
+  segment_->rank(rank_).signature[collectives_ & 1u] = s;
+  ++collectives_;
+  check_signature_ = true;
+}
+
+absl::Status Collectives::CompareSignatures() const {
+  const unsigned parity = (collectives_ - 1) & 1u;
+  const OpSignature& mine = segment_->rank(rank_).signature[parity];
+  for (int q = 0; q < world_; ++q) {
+    const OpSignature& theirs = segment_->rank(q).signature[parity];
+    if (std::memcmp(&mine, &theirs, sizeof(OpSignature)) != 0) {
+      const OpSignature& first = segment_->rank(0).signature[parity];
+      int other = q;
+      if (q == 0) other = rank_;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shm: ranks disagree on the collective: rank 0 called ", Describe(first),
+          " but rank ", other, " called ",
+          Describe(segment_->rank(other).signature[parity]),
+          "; every rank must issue the same collectives in the same order with the "
+          "same counts, dtypes, ops and roots"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Collectives::Step(const OpContext& c) {
+  const uint64_t seq = ++sequence_;
+  segment_->rank(rank_).arrived.store(seq, std::memory_order_release);
+  waiter_->NotifyOthers();
+  int first = 0;  // ranks before it are known to have arrived
+  auto ready = [&]() {
+    while (first < world_ &&
+           segment_->rank(first).arrived.load(std::memory_order_acquire) >= seq) {
+      ++first;
+    }
+    return first == world_;
+  };
+  auto pending = [&](std::vector<int>* out) {
+    for (int q = 0; q < world_; ++q) {
+      if (segment_->rank(q).arrived.load(std::memory_order_acquire) < seq) out->push_back(q);
+    }
+  };
+  absl::Status status = waiter_->Wait(ready, pending, c);
+  if (status.ok() && check_signature_) {
+    check_signature_ = false;
+    status = CompareSignatures();
+  }
+  return status;
+}
+
+void Collectives::ReduceSlots(int buffer, uint64_t offset, uint64_t len, dist_dtype_t dtype,
+                              dist_reduce_op_t op, void* dest) {
+  if (len == 0) return;
+  const size_t element = dist_dtype_size(dtype);
+  if (dtype == DIST_FLOAT16 || dtype == DIST_BFLOAT16) {
+    // Accumulate in float and round once at the end.
+    constexpr uint64_t kBlock = 1024;
+    float acc[kBlock];
+    float in[kBlock];
+    for (uint64_t done = 0; done < len; done += kBlock) {
+      const uint64_t n = std::min(kBlock, len - done);
+      const uint64_t at = offset + done * element;
+      dist::WidenToFloat(dtype, segment_->slot(buffer, 0) + at, acc, n);
+      for (int q = 1; q < world_; ++q) {
+        dist::WidenToFloat(dtype, segment_->slot(buffer, q) + at, in, n);
+        dist::ReduceInto(DIST_FLOAT32, op, acc, in, n);
+      }
+      if (op == DIST_AVG) dist::FinishAverage(DIST_FLOAT32, acc, n, world_);
+      dist::NarrowFromFloat(dtype, acc, Bytes(dest) + done * element, n);
+    }
+    return;
+  }
+  std::memcpy(dest, segment_->slot(buffer, 0) + offset, len * element);
+  for (int q = 1; q < world_; ++q) {
+    dist::ReduceInto(dtype, op, dest, segment_->slot(buffer, q) + offset, len);
+  }
+  if (op == DIST_AVG) dist::FinishAverage(dtype, dest, len, world_);
+}
+
+absl::Status Collectives::Run(dist_collective_t collective, const dist_op_args_t& a,
+                              const OpContext& c) {
+  switch (collective) {
+    case DIST_COLL_ALL_REDUCE:
+      return AllReduce(a, -1, c);
+    case DIST_COLL_REDUCE:
+      return AllReduce(a, a.root, c);
+    case DIST_COLL_BROADCAST:
+      return Broadcast(a, c);
+    case DIST_COLL_ALL_GATHER:
+      return AllGather(a, -1, c);
+    case DIST_COLL_GATHER:
+      return AllGather(a, a.root, c);
+    case DIST_COLL_SCATTER:
+      return Scatter(a, c);
+    case DIST_COLL_REDUCE_SCATTER:
+      return ReduceScatter(a, c);
+    case DIST_COLL_ALL_TO_ALL:
+      return AllToAll(a, c);
+    case DIST_COLL_BARRIER:
+      Begin(collective, a, DIST_INT8, 0);
+      return Step(c);
+    default:
+      return absl::InternalError(absl::StrCat("shm: ", dist_collective_name(collective),
+                                              " is not a collective"));
+  }
+}
+
+// reader < 0: all_reduce (every rank gets the result); else reduce to reader.
+absl::Status Collectives::AllReduce(const dist_op_args_t& a, int reader, const OpContext& c) {
+  const uint64_t n = a.send.count;
+  const dist_dtype_t dtype = a.send.dtype;
+  const size_t element = dist_dtype_size(dtype);
+  const bool reads = reader < 0 || reader == rank_;
+  Begin(reader < 0 ? DIST_COLL_ALL_REDUCE : DIST_COLL_REDUCE, a, dtype, n);
+  if (n == 0) return Step(c);
+  const char* send = Bytes(a.send.data);
+  char* recv = reads ? Bytes(a.recv.data) : nullptr;
+  const uint64_t bytes = n * element;
+
+  if (bytes <= kSmallReduceBytes && bytes <= segment_->slot_bytes()) {
+    const int b = NextBuffer();
+    std::memcpy(segment_->slot(b, rank_), send, bytes);
+    DIST_RETURN_IF_ERROR(Step(c));
+    if (reads) ReduceSlots(b, 0, n, dtype, a.op, recv);
+    return absl::OkStatus();
+  }
+
+  // Reduce-scatter then all-gather inside each chunk: rank q reduces segment
+  // q of the chunk from every slot, publishes it in its own slot, and every
+  // reader copies the segments out.
+  const uint64_t chunk = segment_->slot_bytes() / element;
+  if (scratch_.size() < segment_->slot_bytes()) scratch_.resize(segment_->slot_bytes());
+  for (uint64_t off = 0; off < n; off += chunk) {
+    const uint64_t count = std::min(chunk, n - off);
+    const int b = NextBuffer();
+    char* mine = segment_->slot(b, rank_);
+    std::memcpy(mine, send + off * element, count * element);
+    DIST_RETURN_IF_ERROR(Step(c));
+    uint64_t begin = 0, len = 0;
+    Segmentation(count, world_, element, rank_, &begin, &len);
+    char* dest = reads ? recv + (off + begin) * element : scratch_.data();
+    ReduceSlots(b, begin * element, len, dtype, a.op, dest);
+    std::memcpy(mine + begin * element, dest, len * element);
+    DIST_RETURN_IF_ERROR(Step(c));
+    if (!reads) continue;
+    for (int q = 0; q < world_; ++q) {
+      if (q == rank_) continue;
+      Segmentation(count, world_, element, q, &begin, &len);
+      std::memcpy(recv + (off + begin) * element, segment_->slot(b, q) + begin * element,
+                  len * element);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Collectives::Broadcast(const dist_op_args_t& a, const OpContext& c) {
+  const uint64_t n = a.recv.count;
+  const size_t element = dist_dtype_size(a.recv.dtype);
+  Begin(DIST_COLL_BROADCAST, a, a.recv.dtype, n);
+  if (n == 0) return Step(c);
+  const bool root = a.root == rank_;
+  char* recv = Bytes(a.recv.data);
+  const char* source = root && a.send.data != nullptr ? Bytes(a.send.data) : recv;
+  if (root && source != recv) std::memcpy(recv, source, n * element);
+  // One writer: the root streams through the whole half (all slots).
+  const uint64_t chunk = segment_->slot_bytes() * world_ / element;
+  for (uint64_t off = 0; off < n; off += chunk) {
+    const uint64_t count = std::min(chunk, n - off);
+    const int b = NextBuffer();
+    if (root) std::memcpy(segment_->slot(b, 0), source + off * element, count * element);
+    DIST_RETURN_IF_ERROR(Step(c));
+    if (!root) std::memcpy(recv + off * element, segment_->slot(b, 0), count * element);
+  }
+  return absl::OkStatus();
+}
+
+// reader < 0: all_gather; else gather to reader.
+absl::Status Collectives::AllGather(const dist_op_args_t& a, int reader, const OpContext& c) {
+  const uint64_t n = a.send.count;
+  const size_t element = dist_dtype_size(a.send.dtype);
+  Begin(reader < 0 ? DIST_COLL_ALL_GATHER : DIST_COLL_GATHER, a, a.send.dtype, n);
+  if (n == 0) return Step(c);
+  const bool reads = reader < 0 || reader == rank_;
+  const char* send = Bytes(a.send.data);
+  char* recv = reads ? Bytes(a.recv.data) : nullptr;
+  const uint64_t chunk = segment_->slot_bytes() / element;
+  for (uint64_t off = 0; off < n; off += chunk) {
+    const uint64_t count = std::min(chunk, n - off);
+    const int b = NextBuffer();
+    std::memcpy(segment_->slot(b, rank_), send + off * element, count * element);
+    DIST_RETURN_IF_ERROR(Step(c));
+    if (!reads) continue;
+    // Own block too, from the slot: with send inside recv (in place) the
+    // bytes are the same, and memcpy never sees overlapping ranges.
+    for (int q = 0; q < world_; ++q) {
+      std::memcpy(recv + (q * n + off) * element, segment_->slot(b, q), count * element);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Collectives::Scatter(const dist_op_args_t& a, const OpContext& c) {
+  const uint64_t n = a.recv.count;
+  const size_t element = dist_dtype_size(a.recv.dtype);
+  Begin(DIST_COLL_SCATTER, a, a.recv.dtype, n);
+  if (n == 0) return Step(c);
+  const bool root = a.root == rank_;
+  const char* send = root ? Bytes(a.send.data) : nullptr;
+  char* recv = Bytes(a.recv.data);
+  const uint64_t chunk = segment_->slot_bytes() / element;
+  for (uint64_t off = 0; off < n; off += chunk) {
+    const uint64_t count = std::min(chunk, n - off);
+    const int b = NextBuffer();
+    if (root) {
+      for (int q = 0; q < world_; ++q) {
+        std::memcpy(segment_->slot(b, q), send + (q * n + off) * element, count * element);
+      }
+    }
+    DIST_RETURN_IF_ERROR(Step(c));
+    std::memcpy(recv + off * element, segment_->slot(b, rank_), count * element);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Collectives::ReduceScatter(const dist_op_args_t& a, const OpContext& c) {
+  const uint64_t n = a.recv.count;
+  const dist_dtype_t dtype = a.recv.dtype;
+  const size_t element = dist_dtype_size(dtype);
+  Begin(DIST_COLL_REDUCE_SCATTER, a, dtype, n);
+  if (n == 0) return Step(c);
+  const char* send = Bytes(a.send.data);
+  char* recv = Bytes(a.recv.data);
+  // Each slot holds this chunk of every block: [block 0 | block 1 | ...].
+  const uint64_t chunk = segment_->slot_bytes() / (element * world_);
+  for (uint64_t off = 0; off < n; off += chunk) {
+    const uint64_t count = std::min(chunk, n - off);
+    const int b = NextBuffer();
+    char* mine = segment_->slot(b, rank_);
+    for (int q = 0; q < world_; ++q) {
+      std::memcpy(mine + q * count * element, send + (q * n + off) * element,
+                  count * element);
+    }
+    DIST_RETURN_IF_ERROR(Step(c));
+    ReduceSlots(b, rank_ * count * element, count, dtype, a.op, recv + off * element);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Collectives::AllToAll(const dist_op_args_t& a, const OpContext& c) {
+  const uint64_t n = a.send.count / world_;
+  const size_t element = dist_dtype_size(a.send.dtype);
+  Begin(DIST_COLL_ALL_TO_ALL, a, a.send.dtype, n);
+  if (n == 0) return Step(c);
+  const char* send = Bytes(a.send.data);
+  char* recv = Bytes(a.recv.data);
+  const uint64_t chunk = segment_->slot_bytes() / (element * world_);
+  for (uint64_t off = 0; off < n; off += chunk) {
+    const uint64_t count = std::min(chunk, n - off);
+    const int b = NextBuffer();
+    char* mine = segment_->slot(b, rank_);
+    for (int q = 0; q < world_; ++q) {
+      std::memcpy(mine + q * count * element, send + (q * n + off) * element,
+                  count * element);
+    }
+    DIST_RETURN_IF_ERROR(Step(c));
+    for (int q = 0; q < world_; ++q) {
+      std::memcpy(recv + (q * n + off) * element,
+                  segment_->slot(b, q) + rank_ * count * element, count * element);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dist_shm

@@ -1,0 +1,181 @@
+#include "plugins/backends/shm/communicator.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "dist/cpp/reduce.hpp"
+#include "dist/cpp/status.hpp"
+#include "plugins/backends/shm/bootstrap.h"
+#include "plugins/backends/shm/validate.h"
+
+namespace dist_shm {
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
+    const dist_comm_config_t& config, const dist_host_api_t* host) {
+  if (config.world_size < 1 || config.rank < 0 || config.rank >= config.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("shm: rank ", config.rank,
+                                                   " is outside world size ",
+                                                   config.world_size));
+  }
+  if (config.store == nullptr) {
+    return absl::InvalidArgumentError("shm: comm_create needs a store (config->store is NULL)");
+  }
+  absl::StatusOr<Tuning> tuning = ParseTuning(config);
+  if (!tuning.ok()) return tuning.status();
+  const std::string group = config.group_name ? config.group_name : "default";
+  absl::StatusOr<std::unique_ptr<Segment>> segment = JoinSegment(config, *tuning, group);
+  if (!segment.ok()) return segment.status();
+  std::unique_ptr<Communicator> comm(
+      new Communicator(config, *std::move(segment), tuning->spin, host));
+  comm->Log(DIST_LOG_DEBUG,
+            absl::StrCat("group '", group, "' rank ", config.rank, "/", config.world_size,
+                         " on segment ", comm->segment_->name(), " (slots ",
+                         comm->segment_->slot_bytes(), " B, rings ",
+                         comm->segment_->ring_bytes(), " B)"));
+  return comm;
+}
+
+Communicator::Communicator(const dist_comm_config_t& config, std::unique_ptr<Segment> segment,
+                           absl::Duration spin, const dist_host_api_t* host)
+    : rank_(config.rank),
+      world_size_(config.world_size),
+      group_(config.group_name ? config.group_name : "default"),
+      timeout_ms_(config.timeout_ms > 0 ? config.timeout_ms : 300000),
+      host_(host),
+      segment_(std::move(segment)),
+      waiter_(segment_.get(), rank_, group_, &abort_, spin),
+      collectives_(segment_.get(), &waiter_, rank_),
+      p2p_(segment_.get(), &waiter_, rank_) {
+  worker_ = std::thread([this] { Run(); });
+}
+
+Communicator::~Communicator() {
+  bool idle = false;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return queue_.empty() && !running_;
+    };
+    idle = mu_.AwaitWithTimeout(absl::Condition(&drained), absl::Milliseconds(timeout_ms_));
+  }
+  if (!idle) {
+    Abort(absl::StrCat("comm_destroy gave up after ", timeout_ms_,
+                       " ms waiting for outstanding operations"));
+  }
+  worker_.join();
+  Publish(kLeft, "destroyed");
+  Log(DIST_LOG_DEBUG, absl::StrCat("group '", group_, "' rank ", rank_, " destroyed"));
+}
+
+void Communicator::Log(dist_log_level_t level, const std::string& message) const {
+  if (host_ != nullptr && host_->log != nullptr &&
+      (host_->log_enabled == nullptr || host_->log_enabled(level))) {
+    host_->log(level, "shm", message.c_str());
+  }
+}
+
+void Communicator::Publish(RankState state, const std::string& reason) {
+  absl::MutexLock lock(&publish_mu_);
+  RankControl& me = segment_->rank(rank_);
+  const uint32_t current = me.state.load(std::memory_order_relaxed);
+  // Keep the first failure's story; leaving always wins (peers must stop
+  // waiting on a rank that is gone).
+  if (state != kLeft && (current == kFailed || current == kAborted)) return;
+  const size_t n = std::min(reason.size(), kReasonBytes - 1);
+  std::memcpy(me.reason, reason.data(), n);
+  me.reason[n] = '\0';
+  me.state.store(state, std::memory_order_release);
+  waiter_.NotifyOthers();
+}
+
+void Communicator::Abort(const std::string& reason) {
+  if (!abort_.Set(reason)) return;
+  Log(DIST_LOG_WARN, absl::StrCat("group '", group_, "' aborted: ", reason));
+  Publish(kAborted, reason);
+  waiter_.NotifySelf();
+}
+
+absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t collective,
+                                                          const dist_op_args_t& args) {
+  const char* what = dist_collective_name(collective);
+  if (abort_.aborted()) return waiter_.AbortedError(what);
+  DIST_RETURN_IF_ERROR(ValidateOp(collective, args, rank_, world_size_));
+  auto work = std::make_shared<Work>(what, group_);
+  absl::MutexLock lock(&mu_);
+  if (!broken_.ok()) {
+    return absl::Status(broken_.code(),
+                        absl::StrCat("shm: ", what, " on group '", group_,
+                                     "' refused: the communicator failed earlier (",
+                                     broken_.message(), "); destroy it and create a new one"));
+  }
+  if (stopping_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shm: ", what, " on group '", group_, "' issued during comm_destroy"));
+  }
+  queue_.push_back(Task{collective, args, work});
+  return work;
+}
+
+void Communicator::Run() {
+  while (true) {
+    Task task;
+    {
+      absl::MutexLock lock(&mu_);
+      auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !queue_.empty() || stopping_;
+      };
+      mu_.Await(absl::Condition(&has_work));
+      if (queue_.empty()) return;  // stopping and drained
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      running_ = true;
+    }
+    absl::Status status = Execute(task);
+    task.work->Complete(status);
+    absl::MutexLock lock(&mu_);
+    running_ = false;
+  }
+}
+
+absl::Status Communicator::Execute(const Task& task) {
+  const char* what = dist_collective_name(task.collective);
+  if (abort_.aborted()) return waiter_.AbortedError(what);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!broken_.ok()) {
+      return absl::Status(broken_.code(),
+                          absl::StrCat("shm: ", what, " on group '", group_,
+                                       "' not run: the communicator failed earlier (",
+                                       broken_.message(), ")"));
+    }
+  }
+  const dist_op_args_t& a = task.args;
+  const int64_t timeout_ms = a.timeout_ms > 0 ? a.timeout_ms : timeout_ms_;
+  const OpContext context{what, absl::Now() + absl::Milliseconds(timeout_ms), timeout_ms};
+  absl::Status status;
+  if (task.collective == DIST_COLL_SEND) {
+    status = p2p_.Send(a.peer, a.tag, a.send.data, a.send.count * dist_dtype_size(a.send.dtype),
+                       context);
+  } else if (task.collective == DIST_COLL_RECV) {
+    status = p2p_.Recv(a.peer, a.tag, a.recv.data, a.recv.count * dist_dtype_size(a.recv.dtype),
+                       context);
+  } else {
+    status = collectives_.Run(task.collective, a, context);
+  }
+  // A mismatch is found by every rank at the same step, so the segment stays
+  // consistent; anything else leaves the ranks out of step for good.
+  if (!status.ok() && status.code() != absl::StatusCode::kInvalidArgument &&
+      !abort_.aborted()) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (broken_.ok()) broken_ = status;
+    }
+    Log(DIST_LOG_ERROR, std::string(status.message()));
+    Publish(kFailed, std::string(status.message()));
+  }
+  return status;
+}
+
+}  // namespace dist_shm

@@ -1,0 +1,78 @@
+// A communicator: the segment, a worker thread that runs operations in issue
+// order, abort and failure state.
+#ifndef DIST_PLUGINS_BACKENDS_SHM_COMMUNICATOR_H_
+#define DIST_PLUGINS_BACKENDS_SHM_COMMUNICATOR_H_
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "dist/backend_plugin.h"
+#include "plugins/backends/shm/abort_state.h"
+#include "plugins/backends/shm/collectives.h"
+#include "plugins/backends/shm/point_to_point.h"
+#include "plugins/backends/shm/segment.h"
+#include "plugins/backends/shm/waiter.h"
+#include "plugins/backends/shm/work.h"
+
+namespace dist_shm {
+
+class Communicator {
+ public:
+  // Collective over the config's ranks.
+  static absl::StatusOr<std::unique_ptr<Communicator>> Create(const dist_comm_config_t& config,
+                                                              const dist_host_api_t* host);
+  // Waits for outstanding work up to the timeout (then aborts it), leaves.
+  ~Communicator();
+
+  // Validates and queues one operation.
+  absl::StatusOr<std::shared_ptr<Work>> Issue(dist_collective_t collective,
+                                              const dist_op_args_t& args);
+  void Abort(const std::string& reason);
+
+  int rank() const { return rank_; }
+
+ private:
+  struct Task {
+    dist_collective_t collective;
+    dist_op_args_t args;
+    std::shared_ptr<Work> work;
+  };
+
+  Communicator(const dist_comm_config_t& config, std::unique_ptr<Segment> segment,
+               absl::Duration spin, const dist_host_api_t* host);
+  void Run();
+  absl::Status Execute(const Task& task);
+  // Tells the peers this rank's state (kFailed, kAborted, kLeft).
+  void Publish(RankState state, const std::string& reason);
+  void Log(dist_log_level_t level, const std::string& message) const;
+
+  const int rank_;
+  const int world_size_;
+  const std::string group_;
+  const int64_t timeout_ms_;
+  const dist_host_api_t* host_;
+  std::unique_ptr<Segment> segment_;
+  AbortState abort_;
+  Waiter waiter_;
+  Collectives collectives_;  // worker thread only
+  PointToPoint p2p_;         // worker thread only
+
+  absl::Mutex publish_mu_;  // serializes writes of this rank's state/reason
+
+  absl::Mutex mu_;
+  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  std::thread worker_;
+};
+
+}  // namespace dist_shm
+
+#endif  // DIST_PLUGINS_BACKENDS_SHM_COMMUNICATOR_H_

@@ -1,0 +1,81 @@
+// The shared-memory segment's layout. Every rank of a communicator maps the
+// same segment; everything in it is either written once at creation or is a
+// lock-free atomic, so a process that dies mid-operation never leaves a lock
+// held (there are no locks).
+#ifndef DIST_PLUGINS_BACKENDS_SHM_LAYOUT_H_
+#define DIST_PLUGINS_BACKENDS_SHM_LAYOUT_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace dist_shm {
+
+inline constexpr uint64_t kMagic = 0x316d687374736964ull;  // "distshm1"
+inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr size_t kReasonBytes = 240;
+
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+// What a rank is doing, as its peers see it.
+enum RankState : uint32_t {
+  kJoining = 0,  // not attached yet
+  kActive = 1,
+  kFailed = 2,   // an operation failed; reason says why
+  kAborted = 3,  // comm_abort was called; reason is the caller's
+  kLeft = 4,     // comm_destroy ran
+};
+
+// One collective as issued on one rank; compared across ranks so that a
+// mismatch is an error instead of garbage or a hang.
+struct OpSignature {
+  uint32_t collective;
+  uint32_t dtype;
+  uint64_t count;  // elements per rank block ("n" in backend_plugin.h)
+  int32_t root;
+  uint32_t op;
+};
+
+struct alignas(64) Header {
+  uint64_t magic;
+  uint32_t version;
+  int32_t world_size;
+  uint64_t slot_bytes;  // collective staging bytes per rank and buffer
+  uint64_t ring_bytes;  // point-to-point ring bytes per ordered pair
+  uint64_t total_bytes;
+  alignas(64) std::atomic<int32_t> attached;
+};
+
+// Per-rank control block. Fields written by the owner and fields written by
+// others live on separate cache lines.
+struct alignas(64) RankControl {
+  // Written by others: the futex word the owner sleeps on.
+  std::atomic<uint32_t> bell;
+  // Written by the owner.
+  alignas(64) std::atomic<uint32_t> sleeping;  // 1 while it may sleep on bell
+  std::atomic<uint32_t> state;                 // RankState
+  int32_t pid;
+  uint64_t start_time;  // /proc/<pid>/stat field 22: tells pid reuse apart
+  std::atomic<uint64_t> arrived;  // last barrier sequence number reached
+  OpSignature signature[2];       // by collective count parity
+  char reason[kReasonBytes];      // valid once state is kFailed/kAborted
+};
+
+// Single-producer single-consumer byte ring for one ordered pair of ranks.
+struct alignas(64) RingControl {
+  std::atomic<uint64_t> head;  // bytes written, by the sender
+  alignas(64) std::atomic<uint64_t> tail;  // bytes consumed, by the receiver
+};
+
+// A point-to-point message header in a ring. Messages are padded to 16
+// bytes so a header never wraps around the ring's end.
+struct MessageHeader {
+  int64_t tag;
+  uint64_t bytes;
+};
+static_assert(sizeof(MessageHeader) == 16);
+
+}  // namespace dist_shm
+
+#endif  // DIST_PLUGINS_BACKENDS_SHM_LAYOUT_H_

@@ -1,0 +1,138 @@
+#include "plugins/backends/shm/waiter.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "plugins/backends/shm/futex.h"
+#include "plugins/backends/shm/process_identity.h"
+
+namespace dist_shm {
+namespace {
+
+// How long one futex sleep lasts at most: the cadence of abort, state and
+// deadline checks while a peer is late.
+constexpr absl::Duration kSlice = absl::Milliseconds(10);
+// Liveness checks read /proc, so they run less often, and only after the
+// peer has already been late for a while.
+constexpr absl::Duration kLivenessEvery = absl::Milliseconds(50);
+
+std::string RankList(const std::vector<int>& ranks) {
+  return absl::StrJoin(ranks, ", ");
+}
+
+}  // namespace
+
+void Waiter::Notify(int rank) {
+  RankControl& target = segment_->rank(rank);
+  // Pairs with the sleeper's fence: either it sees our update before it
+  // sleeps, or we see it sleeping and wake it.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  target.bell.fetch_add(1, std::memory_order_seq_cst);
+  if (target.sleeping.load(std::memory_order_seq_cst) != 0) {
+    FutexWakeAll(&target.bell);
+  }
+}
+
+void Waiter::NotifyOthers() {
+  for (int r = 0; r < segment_->world_size(); ++r) {
+    if (r != rank_) Notify(r);
+  }
+}
+
+absl::Status Waiter::AbortedError(const char* what) const {
+  return absl::AbortedError(absl::StrCat("shm: ", what, " on group '", group_,
+                                         "' failed: the communicator was aborted (",
+                                         abort_->reason(),
+                                         "); destroy it and create a new one"));
+}
+
+absl::Status Waiter::CheckPeers(const std::vector<int>& ranks, const OpContext& context,
+                                bool check_liveness) {
+  std::vector<int> dead;
+  std::vector<std::string> pids;
+  for (int r : ranks) {
+    RankControl& peer = segment_->rank(r);
+    const uint32_t state = peer.state.load(std::memory_order_acquire);
+    if (state == kFailed || state == kAborted) {
+      const std::string reason(peer.reason, strnlen(peer.reason, kReasonBytes));
+      return absl::UnavailableError(absl::StrCat(
+          "shm: ", context.what, " on group '", group_, "' cannot finish: rank ", r,
+          state == kAborted ? " aborted its communicator (" : " failed (", reason,
+          "); destroy this communicator and restart the job's ranks"));
+    }
+    if (state == kLeft) {
+      return absl::UnavailableError(absl::StrCat(
+          "shm: ", context.what, " on group '", group_, "' cannot finish: rank ", r,
+          " destroyed its communicator without taking part; every rank must issue "
+          "the same operations before destroying"));
+    }
+    if (check_liveness && state == kActive &&
+        !IsAlive(ProcessIdentity{peer.pid, peer.start_time})) {
+      dead.push_back(r);
+      pids.push_back(absl::StrCat(peer.pid));
+    }
+  }
+  if (!dead.empty()) {
+    return absl::UnavailableError(absl::StrCat(
+        "shm: ", context.what, " on group '", group_, "' failed: rank",
+        dead.size() > 1 ? "s " : " ", RankList(dead), " (pid ", absl::StrJoin(pids, ", "),
+        ") died; the job lost a process: check that rank's output for why it "
+        "exited, then restart the job"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Waiter::Wait(absl::FunctionRef<bool()> ready,
+                          absl::FunctionRef<void(std::vector<int>*)> pending,
+                          const OpContext& context) {
+  if (ready()) return absl::OkStatus();
+  // Spin briefly: a peer that is a few microseconds behind is cheaper to
+  // wait for here than through a sleep and a wake-up.
+  if (spin_ > absl::ZeroDuration()) {
+    const absl::Time spin_end = absl::Now() + spin_;
+    for (int i = 1;; ++i) {
+      _mm_pause();
+      if (ready()) return absl::OkStatus();
+      if ((i & 63) == 0 && absl::Now() >= spin_end) break;
+    }
+  }
+  RankControl& me = segment_->rank(rank_);
+  std::vector<int> ranks;
+  absl::Time next_liveness = absl::Now() + kLivenessEvery;
+  while (true) {
+    if (abort_->aborted()) return AbortedError(context.what);
+    const uint32_t bell = me.bell.load(std::memory_order_acquire);
+    me.sleeping.store(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (ready()) {
+      me.sleeping.store(0, std::memory_order_relaxed);
+      return absl::OkStatus();
+    }
+    const absl::Time now = absl::Now();
+    ranks.clear();
+    pending(&ranks);
+    const bool liveness = now >= next_liveness;
+    if (liveness) next_liveness = now + kLivenessEvery;
+    absl::Status peers = CheckPeers(ranks, context, liveness);
+    if (!peers.ok() || now >= context.deadline) {
+      me.sleeping.store(0, std::memory_order_relaxed);
+      // A peer may have finished its part and then left or died.
+      if (ready()) return absl::OkStatus();
+      if (!peers.ok()) return peers;
+      return absl::DeadlineExceededError(absl::StrCat(
+          "shm: ", context.what, " on group '", group_, "' timed out after ",
+          context.timeout_ms, " ms at rank ", rank_, " waiting for rank",
+          ranks.size() > 1 ? "s " : " ", RankList(ranks),
+          ", alive but not arriving; every rank must issue the same operations in "
+          "the same order (raise the timeout if they are merely slow)"));
+    }
+    FutexWait(&me.bell, bell, std::min(kSlice, context.deadline - now));
+    me.sleeping.store(0, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace dist_shm

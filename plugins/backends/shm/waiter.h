@@ -1,0 +1,63 @@
+// Waiting on peers: a short spin, then futex sleeps in slices during which
+// the waiter checks for abort, the deadline, peers that failed, left or died.
+// Every wait is bounded by the operation's deadline.
+#ifndef DIST_PLUGINS_BACKENDS_SHM_WAITER_H_
+#define DIST_PLUGINS_BACKENDS_SHM_WAITER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "plugins/backends/shm/abort_state.h"
+#include "plugins/backends/shm/segment.h"
+
+namespace dist_shm {
+
+// The operation a wait belongs to, for deadlines and messages.
+struct OpContext {
+  const char* what = "";  // "all_reduce"
+  absl::Time deadline;
+  int64_t timeout_ms = 0;
+};
+
+class Waiter {
+ public:
+  Waiter(Segment* segment, int rank, std::string group, const AbortState* abort,
+         absl::Duration spin)
+      : segment_(segment), rank_(rank), group_(std::move(group)), abort_(abort),
+        spin_(spin) {}
+
+  // Returns OK once ready() holds. pending(out) lists the ranks it still
+  // waits for; they are the ones checked for failure and named in errors.
+  absl::Status Wait(absl::FunctionRef<bool()> ready,
+                    absl::FunctionRef<void(std::vector<int>*)> pending,
+                    const OpContext& context);
+
+  // Wakes `rank` if it sleeps (call after publishing what it waits for).
+  void Notify(int rank);
+  // Wakes every other rank.
+  void NotifyOthers();
+  // Wakes this rank's own waiter (abort from another thread).
+  void NotifySelf() { Notify(rank_); }
+
+  // The error for an aborted communicator.
+  absl::Status AbortedError(const char* what) const;
+
+  const std::string& group() const { return group_; }
+
+ private:
+  absl::Status CheckPeers(const std::vector<int>& ranks, const OpContext& context,
+                          bool check_liveness);
+
+  Segment* segment_;
+  int rank_;
+  std::string group_;
+  const AbortState* abort_;
+  absl::Duration spin_;
+};
+
+}  // namespace dist_shm
+
+#endif  // DIST_PLUGINS_BACKENDS_SHM_WAITER_H_
