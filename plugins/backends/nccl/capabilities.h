@@ -1,0 +1,15 @@
+// What the nccl backend supports, as the capability masks of
+// backend_plugin.h. Pure data, so it is tested without a GPU.
+#ifndef DIST_PLUGINS_BACKENDS_NCCL_CAPABILITIES_H_
+#define DIST_PLUGINS_BACKENDS_NCCL_CAPABILITIES_H_
+
+#include "dist/backend_plugin.h"
+
+namespace dist::nccl {
+
+// Fills the fields that caps->struct_size (set by the caller) covers.
+void FillCapabilities(dist_backend_capabilities_t* caps);
+
+}  // namespace dist::nccl
+
+#endif  // DIST_PLUGINS_BACKENDS_NCCL_CAPABILITIES_H_

@@ -1,0 +1,443 @@
+#include "plugins/backends/nccl/communicator.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "dist/types.h"
+#include "plugins/backends/nccl/cuda_status.h"
+#include "plugins/backends/nccl/log.h"
+#include "plugins/backends/nccl/nccl_poll.h"
+#include "plugins/backends/nccl/nccl_types.h"
+#include "plugins/backends/nccl/op_validation.h"
+
+namespace dist::nccl {
+namespace {
+
+absl::Duration OpTimeout(const dist_op_args_t& args, const CommSettings& settings) {
+  return args.timeout_ms > 0 ? absl::Milliseconds(args.timeout_ms) : settings.timeout;
+}
+
+// The watchdog ticks often enough to honour short timeouts, rarely enough to
+// cost nothing (each tick is one ncclCommGetAsyncError and an event query
+// per pending operation).
+absl::Duration WatchdogInterval(absl::Duration timeout) {
+  return std::clamp(timeout / 20, absl::Milliseconds(5), absl::Milliseconds(100));
+}
+
+const char* Bytes(const void* base, uint64_t elements, size_t element_size) {
+  return static_cast<const char*>(base) + elements * element_size;
+}
+
+char* Bytes(void* base, uint64_t elements, size_t element_size) {
+  return static_cast<char*>(base) + elements * element_size;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Adopt(ncclComm_t comm,
+                                                                  CommSettings settings) {
+  cudaStream_t stream = nullptr;
+  float* scratch = nullptr;
+  cudaEvent_t order_event = nullptr;
+  const std::string where = absl::StrCat("nccl init on rank ", settings.rank, " of group '",
+                                         settings.group, "' (cuda:", settings.device, ")");
+  absl::Status status = CudaStatus(cudaSetDevice(settings.device), where);
+  if (status.ok()) {
+    // Non-blocking: the own stream must not serialize with the legacy
+    // default stream implicitly (ordering is explicit, see Start).
+    status = CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                        absl::StrCat(where, ": cudaStreamCreateWithFlags"));
+  }
+  if (status.ok()) {
+    status = CudaStatus(cudaMalloc(reinterpret_cast<void**>(&scratch), sizeof(float)),
+                        absl::StrCat(where, ": cudaMalloc"));
+  }
+  if (status.ok()) {
+    status = CudaStatus(cudaMemset(scratch, 0, sizeof(float)), absl::StrCat(where, ": cudaMemset"));
+  }
+  if (status.ok()) {
+    status = CudaStatus(cudaEventCreateWithFlags(&order_event, cudaEventDisableTiming),
+                        absl::StrCat(where, ": cudaEventCreateWithFlags"));
+  }
+  if (!status.ok()) {
+    if (order_event != nullptr) cudaEventDestroy(order_event);
+    if (scratch != nullptr) cudaFree(scratch);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+    ncclCommAbort(comm);
+    return status;
+  }
+  std::shared_ptr<Communicator> result(
+      new Communicator(comm, std::move(settings), stream, scratch, order_event));
+  Communicator* raw = result.get();
+  result->watchdog_ = std::make_unique<Watchdog>([raw] { raw->Check(); },
+                                                 WatchdogInterval(raw->settings_.timeout));
+  return result;
+}
+
+Communicator::Communicator(ncclComm_t comm, CommSettings settings, cudaStream_t stream,
+                           float* scratch, cudaEvent_t order_event)
+    : settings_(std::move(settings)),
+      stream_(stream),
+      scratch_(scratch),
+      order_event_(order_event),
+      comm_(comm) {}
+
+Communicator::~Communicator() { Shutdown(); }
+
+std::string Communicator::Where() const {
+  return absl::StrCat("rank ", settings_.rank, " of group '", settings_.group, "' (cuda:",
+                      settings_.device, ")");
+}
+
+absl::Status Communicator::AbortStatus() {
+  absl::MutexLock lock(&state_mu_);
+  if (abort_status_.has_value()) return *abort_status_;
+  return absl::AbortedError(absl::StrCat("nccl communicator on ", Where(),
+                                         " was aborted; create a new process group"));
+}
+
+absl::Status Communicator::OrderAfterDefaultStream() {
+  absl::Status status = CudaStatus(cudaEventRecord(order_event_, cudaStreamLegacy),
+                                   "nccl: cudaEventRecord on the default stream");
+  if (!status.ok()) return status;
+  return CudaStatus(cudaStreamWaitEvent(stream_, order_event_, 0),
+                    "nccl: cudaStreamWaitEvent on the communicator stream");
+}
+
+ncclResult_t Communicator::Launch(dist_collective_t op, const dist_op_args_t& args,
+                                  ncclDataType_t dtype, size_t elem, ncclRedOp_t redop,
+                                  cudaStream_t stream) {
+  const int rank = settings_.rank;
+  const int world = settings_.world_size;
+  const void* send = args.send.data;
+  void* recv = args.recv.data;
+  switch (op) {
+    case DIST_COLL_ALL_REDUCE:
+      return ncclAllReduce(send, recv, args.send.count, dtype, redop, comm_, stream);
+    case DIST_COLL_BROADCAST:
+      // sendbuff is read on the root only.
+      return ncclBroadcast(args.root == rank ? send : recv, recv, args.recv.count, dtype,
+                           args.root, comm_, stream);
+    case DIST_COLL_REDUCE:
+      // recvbuff is written on the root only; off root it may be NULL.
+      return ncclReduce(send, recv != nullptr ? recv : args.send.data, args.send.count, dtype,
+                        redop, args.root, comm_, stream);
+    case DIST_COLL_ALL_GATHER:
+      return ncclAllGather(send, recv, args.send.count, dtype, comm_, stream);
+    case DIST_COLL_REDUCE_SCATTER:
+      return ncclReduceScatter(send, recv, args.recv.count, dtype, redop, comm_, stream);
+    case DIST_COLL_BARRIER:
+      return ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream);
+    case DIST_COLL_SEND:
+      return ncclSend(send, args.send.count, dtype, args.peer, comm_, stream);
+    case DIST_COLL_RECV:
+      return ncclRecv(recv, args.recv.count, dtype, args.peer, comm_, stream);
+    default:
+      break;
+  }
+  // gather, scatter and all-to-all: point-to-point calls fused by a group,
+  // so NCCL schedules them together. A failing call inside the group must
+  // still close it.
+  ncclResult_t first = ncclGroupStart();
+  if (first != ncclSuccess) return first;
+  auto keep = [&first](ncclResult_t result) {
+    if (first == ncclSuccess && result != ncclSuccess) first = result;
+  };
+  if (op == DIST_COLL_GATHER) {
+    const uint64_t n = args.send.count;
+    if (args.root == rank) {
+      for (int peer = 0; peer < world; ++peer) {
+        keep(ncclRecv(Bytes(recv, n * peer, elem), n, dtype, peer, comm_, stream));
+      }
+    }
+    keep(ncclSend(send, n, dtype, args.root, comm_, stream));
+  } else if (op == DIST_COLL_SCATTER) {
+    const uint64_t n = args.recv.count;
+    if (args.root == rank) {
+      for (int peer = 0; peer < world; ++peer) {
+        keep(ncclSend(Bytes(send, n * peer, elem), n, dtype, peer, comm_, stream));
+      }
+    }
+    keep(ncclRecv(recv, n, dtype, args.root, comm_, stream));
+  } else {  // all-to-all
+    const uint64_t n = args.send.count / static_cast<uint64_t>(world);
+    for (int peer = 0; peer < world; ++peer) {
+      keep(ncclSend(Bytes(send, n * peer, elem), n, dtype, peer, comm_, stream));
+      keep(ncclRecv(Bytes(recv, n * peer, elem), n, dtype, peer, comm_, stream));
+    }
+  }
+  const ncclResult_t end = ncclGroupEnd();
+  // ncclInProgress from ncclGroupEnd is the normal non-blocking answer.
+  return first != ncclSuccess ? first : end;
+}
+
+absl::StatusOr<std::shared_ptr<WorkState>> Communicator::Start(dist_collective_t op,
+                                                               const dist_op_args_t& args) {
+  const OpContext context{settings_.rank, settings_.world_size, settings_.device};
+  absl::Status valid = ValidateOpArgs(op, args, context);
+  if (!valid.ok()) return valid;
+  absl::StatusOr<void*> user_stream = ResolveStream(op, args, context);
+  if (!user_stream.ok()) return user_stream.status();
+  if (aborting_.load(std::memory_order_acquire) || closed_.load()) return AbortStatus();
+
+  // Types only matter for ops that move data; barrier uses float32.
+  ncclDataType_t dtype = ncclFloat32;
+  size_t elem = sizeof(float);
+  ncclRedOp_t redop = ncclSum;
+  const UsedBuffers used = BuffersUsed(op, args, context);
+  if (used.send || used.recv) {
+    const dist_dtype_t dist_dtype = used.send ? args.send.dtype : args.recv.dtype;
+    absl::StatusOr<ncclDataType_t> mapped = ToNcclDataType(dist_dtype);
+    if (!mapped.ok()) return mapped.status();
+    dtype = *mapped;
+    elem = dist_dtype_size(dist_dtype);
+  }
+  if (op == DIST_COLL_ALL_REDUCE || op == DIST_COLL_REDUCE || op == DIST_COLL_REDUCE_SCATTER) {
+    absl::StatusOr<ncclRedOp_t> mapped = ToNcclRedOp(args.op);
+    if (!mapped.ok()) return mapped.status();
+    redop = *mapped;
+  }
+
+  const absl::Duration timeout = OpTimeout(args, settings_);
+  const absl::Time deadline = absl::Now() + timeout;
+  const std::string what = absl::StrCat("nccl ", dist_collective_name(op), " on ", Where());
+  absl::Status status = CudaStatus(cudaSetDevice(settings_.device), what);
+  if (!status.ok()) return status;
+
+  cudaEvent_t done = nullptr;
+  bool nccl_failed = false;
+  {
+    absl::MutexLock lock(&nccl_mu_);
+    if (comm_ == nullptr || aborting_.load(std::memory_order_acquire)) return AbortStatus();
+    cudaStream_t stream = static_cast<cudaStream_t>(*user_stream);
+    if (stream == nullptr) {
+      stream = stream_;
+      status = OrderAfterDefaultStream();
+      if (!status.ok()) return status;
+    }
+    const ncclResult_t launched = Launch(op, args, dtype, elem, redop, stream);
+    if (launched == ncclInProgress) {
+      status = AwaitNccl(comm_, deadline, &aborting_, what);
+    } else {
+      status = NcclStatus(launched, comm_, what);
+    }
+    nccl_failed = !status.ok();
+    if (status.ok()) {
+      status = CudaStatus(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),
+                          absl::StrCat(what, ": cudaEventCreateWithFlags"));
+    }
+    if (status.ok()) {
+      status = CudaStatus(cudaEventRecord(done, stream), absl::StrCat(what, ": cudaEventRecord"));
+    }
+  }
+  if (!status.ok()) {
+    if (done != nullptr) cudaEventDestroy(done);
+    // The other ranks may already be inside this collective: abort so that
+    // they fail by their timeout instead of waiting for this rank forever.
+    if (nccl_failed && !aborting_.load()) Abort(status);
+    return status;
+  }
+  auto work = std::make_shared<WorkState>(what, done, deadline);
+  {
+    absl::MutexLock lock(&pending_mu_);
+    pending_.push_back(work);
+  }
+  return work;
+}
+
+void Communicator::Abort(const absl::Status& reason, const std::shared_ptr<WorkState>& culprit) {
+  absl::Status aborted;
+  {
+    absl::MutexLock lock(&state_mu_);
+    if (abort_status_.has_value()) return;
+    abort_status_ = absl::AbortedError(
+        absl::StrCat("nccl communicator on ", Where(), " was aborted: ", reason.message()));
+    aborted = *abort_status_;
+    aborting_.store(true, std::memory_order_release);
+  }
+  Log(DIST_LOG_ERROR, std::string(aborted.message()));
+  if (culprit != nullptr) culprit->Fail(reason);
+  std::vector<std::shared_ptr<WorkState>> pending;
+  {
+    absl::MutexLock lock(&pending_mu_);
+    pending.swap(pending_);
+  }
+  for (const std::shared_ptr<WorkState>& work : pending) work->Fail(aborted);
+  absl::MutexLock lock(&nccl_mu_);
+  if (comm_ != nullptr) {
+    cudaSetDevice(settings_.device);
+    ncclCommAbort(comm_);  // makes NCCL kernels on the device return
+    comm_ = nullptr;
+  }
+}
+
+void Communicator::ReapFinished() {
+  absl::MutexLock lock(&pending_mu_);
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                [](const std::shared_ptr<WorkState>& work) {
+                                  return work->Poll().has_value();
+                                }),
+                 pending_.end());
+}
+
+void Communicator::Check() {
+  if (aborting_.load(std::memory_order_acquire) || closed_.load()) return;
+  absl::Status async_error;
+  // TryLock: an issuer holding the lock polls the same state itself.
+  if (nccl_mu_.TryLock()) {
+    if (comm_ != nullptr) {
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t query = ncclCommGetAsyncError(comm_, &state);
+      if (query != ncclSuccess) {
+        async_error = NcclStatus(query, comm_, absl::StrCat("nccl on ", Where(),
+                                                           ": ncclCommGetAsyncError"));
+      } else if (state != ncclSuccess && state != ncclInProgress) {
+        async_error = NcclStatus(state, comm_, absl::StrCat("nccl on ", Where(),
+                                                           ": asynchronous error"));
+      }
+    }
+    nccl_mu_.Unlock();
+  }
+  if (!async_error.ok()) {
+    Abort(async_error);
+    return;
+  }
+  ReapFinished();
+  const absl::Time now = absl::Now();
+  std::shared_ptr<WorkState> late;
+  {
+    absl::MutexLock lock(&pending_mu_);
+    for (const std::shared_ptr<WorkState>& work : pending_) {
+      if (now > work->deadline()) {
+        late = work;
+        break;
+      }
+    }
+  }
+  if (late == nullptr) return;
+  Abort(absl::DeadlineExceededError(absl::StrCat(
+            late->what(), " did not complete by its timeout; a peer rank probably died, "
+                          "stalled or issued different operations; the communicator was "
+                          "aborted so that no rank hangs")),
+        late);
+}
+
+void Communicator::Shutdown() {
+  if (closed_.exchange(true)) return;
+  const absl::Time deadline = absl::Now() + settings_.timeout;
+  // Wait for outstanding work; the watchdog keeps watching meanwhile.
+  Backoff backoff(absl::Milliseconds(5));
+  while (!aborting_.load()) {
+    ReapFinished();
+    {
+      absl::MutexLock lock(&pending_mu_);
+      if (pending_.empty()) break;
+    }
+    if (absl::Now() >= deadline) {
+      Abort(absl::DeadlineExceededError(
+          absl::StrCat("nccl comm_destroy on ", Where(),
+                       ": outstanding work did not finish within the timeout")));
+      break;
+    }
+    backoff.Pause();
+  }
+  watchdog_.reset();  // joins the thread: no more ticks from here on
+  {
+    absl::MutexLock lock(&nccl_mu_);
+    if (comm_ != nullptr) {
+      cudaSetDevice(settings_.device);
+      // Finalize flushes NCCL's own work; polled so a dead peer cannot hang
+      // destroy. Only a finalized communicator may be destroyed cleanly.
+      ncclResult_t result = ncclCommFinalize(comm_);
+      absl::Status status = result == ncclInProgress
+                                ? AwaitNccl(comm_, deadline, nullptr, "ncclCommFinalize")
+                                : NcclStatus(result, comm_, "ncclCommFinalize");
+      if (status.ok()) {
+        ncclCommDestroy(comm_);
+      } else {
+        Log(DIST_LOG_WARN, absl::StrCat("nccl on ", Where(), ": ", status.message(),
+                                        "; aborting the communicator instead"));
+        ncclCommAbort(comm_);
+      }
+      comm_ = nullptr;
+    }
+  }
+  // Destroying a stream or event with work still queued is safe in CUDA:
+  // the resources go once the work is done.
+  cudaSetDevice(settings_.device);
+  cudaEventDestroy(order_event_);
+  cudaFree(scratch_);
+  cudaStreamDestroy(stream_);
+}
+
+absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Split(
+    const dist_comm_config_t& config) {
+  const bool member = config.rank >= 0;
+  const std::string group = config.group_name != nullptr ? config.group_name : "subgroup";
+  const std::string what =
+      absl::StrCat("nccl comm_split into group '", group, "' on ", Where());
+  if (aborting_.load() || closed_.load()) return AbortStatus();
+  absl::Status status = CudaStatus(cudaSetDevice(settings_.device), what);
+  if (!status.ok()) return status;
+  const absl::Duration timeout =
+      config.timeout_ms > 0 ? absl::Milliseconds(config.timeout_ms) : settings_.timeout;
+  const absl::Time deadline = absl::Now() + timeout;
+
+  ncclConfig_t nccl_config = NCCL_CONFIG_INITIALIZER;
+  nccl_config.blocking = 0;  // poll, so that a missing rank cannot hang us
+  nccl_config.commName = group.c_str();
+  ncclComm_t child = nullptr;
+  {
+    absl::MutexLock lock(&nccl_mu_);
+    if (comm_ == nullptr) return AbortStatus();
+    // Members share color 0 and are ordered by their new rank; the others
+    // pass NCCL_SPLIT_NOCOLOR and get no communicator.
+    const ncclResult_t result =
+        ncclCommSplit(comm_, member ? 0 : NCCL_SPLIT_NOCOLOR, member ? config.rank : settings_.rank,
+                      &child, &nccl_config);
+    if (result != ncclSuccess && result != ncclInProgress) {
+      status = NcclStatus(result, comm_, what);
+    } else {
+      status = AwaitNccl(comm_, deadline, &aborting_, what);
+      if (status.ok() && child != nullptr) {
+        status = AwaitNccl(child, deadline, &aborting_, what);
+      }
+    }
+  }
+  if (!status.ok()) {
+    if (child != nullptr) ncclCommAbort(child);
+    // Peers may be stuck in the split: abort the parent too (no hang).
+    Abort(status);
+    return status;
+  }
+  if (!member) {
+    if (child != nullptr) ncclCommDestroy(child);  // not expected with NOCOLOR
+    return std::shared_ptr<Communicator>();
+  }
+  if (child == nullptr) {
+    return absl::InternalError(absl::StrCat(what, ": NCCL returned no communicator for a member"));
+  }
+  int count = 0;
+  int rank = -1;
+  if (ncclCommCount(child, &count) != ncclSuccess ||
+      ncclCommUserRank(child, &rank) != ncclSuccess || count != config.world_size ||
+      rank != config.rank) {
+    ncclCommAbort(child);
+    return absl::InternalError(absl::StrCat(
+        what, ": NCCL made a communicator of ", count, " ranks with this rank as ", rank,
+        " but the group has ", config.world_size, " ranks with this rank as ", config.rank));
+  }
+  CommSettings settings;
+  settings.rank = config.rank;
+  settings.world_size = config.world_size;
+  settings.device = settings_.device;
+  settings.group = group;
+  settings.timeout = timeout;
+  return Adopt(child, std::move(settings));
+}
+
+}  // namespace dist::nccl
