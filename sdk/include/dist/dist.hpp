@@ -88,18 +88,22 @@ class Work {
   dist_work_t* work_ = nullptr;
 };
 
+// What dist_init takes; every empty field falls back to the environment,
+// the config file, then the default.
+struct InitOptions {
+  std::string backend;      // empty: DIST_BACKEND, config, "gloo"
+  std::string init_method;  // empty: DIST_INIT_METHOD, config, "env://"
+  int32_t rank = -1;        // used only with world_size > 0
+  int32_t world_size = 0;
+  absl::Duration timeout = absl::ZeroDuration();  // zero: DIST_TIMEOUT, config, 5 min
+  std::string config_file;
+  std::vector<std::pair<std::string, std::string>> options;
+  std::string group_name;
+};
+
 class ProcessGroup {
  public:
-  struct Options {
-    std::string backend;      // empty: DIST_BACKEND, config, "gloo"
-    std::string init_method;  // empty: DIST_INIT_METHOD, config, "env://"
-    int32_t rank = -1;
-    int32_t world_size = 0;
-    absl::Duration timeout = absl::ZeroDuration();  // zero: DIST_TIMEOUT, config, 5 min
-    std::string config_file;
-    std::vector<std::pair<std::string, std::string>> options;
-    std::string group_name;
-  };
+  using Options = InitOptions;
 
   static absl::StatusOr<ProcessGroup> Init(const Options& options = Options()) {
     dist_init_options_t raw = dist_init_options_default();
