@@ -1,0 +1,312 @@
+// Raw Gloo: a gloo::rendezvous::Context over its own dist store and Gloo's
+// tcp transport, running Gloo's own algorithms on the same buffers.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gloo/allgather.h"
+#include "gloo/allreduce.h"
+#include "gloo/alltoall.h"
+#include "gloo/barrier.h"
+#include "gloo/broadcast.h"
+#include "gloo/common/error.h"
+#include "gloo/config.h"
+#include "gloo/gather.h"
+#include "gloo/math.h"
+#include "gloo/reduce.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/rendezvous/prefix_store.h"
+#include "gloo/scatter.h"
+#include "gloo/transport/tcp/device.h"
+#include "gloo/types.h"
+#include "tools/distbench/baseline.h"
+#include "tools/distbench/baseline_store.h"
+#include "tools/distbench/gloo_store.h"
+
+namespace distbench {
+namespace {
+
+using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+
+template <typename T>
+void BitAnd(void* c, const void* a, const void* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    static_cast<T*>(c)[i] = static_cast<T>(static_cast<const T*>(a)[i] & static_cast<const T*>(b)[i]);
+  }
+}
+template <typename T>
+void BitOr(void* c, const void* a, const void* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    static_cast<T*>(c)[i] = static_cast<T>(static_cast<const T*>(a)[i] | static_cast<const T*>(b)[i]);
+  }
+}
+template <typename T>
+void BitXor(void* c, const void* a, const void* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    static_cast<T*>(c)[i] = static_cast<T>(static_cast<const T*>(a)[i] ^ static_cast<const T*>(b)[i]);
+  }
+}
+
+// Gloo's reduction for (T, op), as torch's ProcessGroupGloo picks them: its
+// own sum/product/min/max, and plain loops for the bitwise ops. AVG is a
+// sum followed by a local division (Gloo has no average).
+template <typename T>
+ReduceFn ReduceFunction(dist_reduce_op_t op) {
+  switch (op) {
+    case DIST_SUM:
+    case DIST_AVG: return &gloo::sum<T>;
+    case DIST_PRODUCT: return &gloo::product<T>;
+    case DIST_MIN: return &gloo::min<T>;
+    case DIST_MAX: return &gloo::max<T>;
+    default: break;
+  }
+  if constexpr (std::is_integral_v<T>) {
+    if (op == DIST_BAND) return &BitAnd<T>;
+    if (op == DIST_BOR) return &BitOr<T>;
+    if (op == DIST_BXOR) return &BitXor<T>;
+  }
+  return nullptr;
+}
+
+template <typename T>
+void Divide(void* data, size_t n, int ranks) {
+  T* values = static_cast<T*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<T, gloo::float16>) {
+      values[i] = gloo::cpu_float2half_rn(gloo::cpu_half2float(values[i]) / ranks);
+    } else {
+      values[i] = static_cast<T>(values[i] / ranks);
+    }
+  }
+}
+
+class GlooBaseline : public Baseline {
+ public:
+  GlooBaseline(std::shared_ptr<gloo::Context> context, std::string address, int64_t timeout_ms)
+      : context_(std::move(context)), address_(std::move(address)), timeout_(timeout_ms) {}
+
+  std::string name() const override { return "gloo"; }
+  std::string description() const override {
+    return absl::StrCat("Gloo ", GLOO_VERSION_MAJOR, ".", GLOO_VERSION_MINOR, ".",
+                        GLOO_VERSION_PATCH, " (tcp transport on ", address_, ")");
+  }
+
+  absl::Status Supports(const Case& c) const override {
+    if (c.dtype == DIST_BFLOAT16) {
+      return absl::UnimplementedError("Gloo has no bfloat16");
+    }
+    if (c.op->reduces) {
+      bool ok = false;
+      absl::Status known = Dispatch(c.dtype, [&](auto tag) {
+        ok = ReduceFunction<decltype(tag)>(c.redop) != nullptr;
+        return absl::OkStatus();
+      });
+      if (!known.ok()) return known;
+      if (!ok) {
+        return absl::UnimplementedError(absl::StrCat("Gloo cannot ", dist_reduce_op_name(c.redop),
+                                                     " ", dist_dtype_name(c.dtype)));
+      }
+    }
+    if (c.op->op == Op::kSendRecv && c.world_size < 2) {
+      return absl::UnimplementedError("sendrecv needs 2 or more ranks");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Run(const Case& c, void* send, void* recv) override {
+    try {
+      return Dispatch(c.dtype, [&](auto tag) { return RunTyped<decltype(tag)>(c, send, recv); });
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat("raw Gloo ", c.op->name, ": ", e.what()));
+    }
+  }
+
+  absl::Status Barrier() override {
+    try {
+      gloo::BarrierOptions opts(context_);
+      opts.setTimeout(timeout_);
+      gloo::barrier(opts);
+      return absl::OkStatus();
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat("raw Gloo barrier: ", e.what()));
+    }
+  }
+
+ private:
+  template <typename Fn>
+  static absl::Status Dispatch(dist_dtype_t dtype, Fn&& fn) {
+    switch (dtype) {
+      case DIST_INT8: return fn(int8_t{});
+      case DIST_UINT8: return fn(uint8_t{});
+      case DIST_INT32: return fn(int32_t{});
+      case DIST_INT64: return fn(int64_t{});
+      case DIST_FLOAT16: return fn(gloo::float16{});
+      case DIST_FLOAT32: return fn(float{});
+      case DIST_FLOAT64: return fn(double{});
+      default: return absl::UnimplementedError(
+          absl::StrCat("Gloo has no ", dist_dtype_name(dtype)));
+    }
+  }
+
+  template <typename T>
+  absl::Status RunTyped(const Case& c, void* send_raw, void* recv_raw) {
+    T* send = static_cast<T*>(send_raw);
+    T* recv = static_cast<T*>(recv_raw);
+    const size_t n = c.block;
+    const int w = c.world_size;
+    switch (c.op->op) {
+      case Op::kAllReduce: {
+        gloo::AllreduceOptions opts(context_);
+        opts.setInput(send, n);
+        opts.setOutput(recv, n);
+        opts.setReduceFunction(ReduceFunction<T>(c.redop));
+        opts.setTimeout(timeout_);
+        gloo::allreduce(opts);
+        if (c.redop == DIST_AVG) Divide<T>(recv, n, w);
+        break;
+      }
+      case Op::kReduceScatter: {
+        // Gloo has no reduce-scatter for unbound buffers; torch's Gloo group
+        // all-reduces and keeps its block, and so do we.
+        if (scratch_.size() < n * w * sizeof(T)) scratch_.resize(n * w * sizeof(T));
+        T* all = reinterpret_cast<T*>(scratch_.data());
+        gloo::AllreduceOptions opts(context_);
+        opts.setInput(send, n * w);
+        opts.setOutput(all, n * w);
+        opts.setReduceFunction(ReduceFunction<T>(c.redop));
+        opts.setTimeout(timeout_);
+        gloo::allreduce(opts);
+        std::memcpy(static_cast<void*>(recv), all + c.rank * n, n * sizeof(T));
+        if (c.redop == DIST_AVG) Divide<T>(recv, n, w);
+        break;
+      }
+      case Op::kBroadcast: {
+        gloo::BroadcastOptions opts(context_);
+        if (c.rank == c.root) opts.setInput(send, n);
+        opts.setOutput(recv, n);
+        opts.setRoot(c.root);
+        opts.setTimeout(timeout_);
+        gloo::broadcast(opts);
+        break;
+      }
+      case Op::kReduce: {
+        gloo::ReduceOptions opts(context_);
+        opts.setInput(send, n);
+        opts.setOutput(recv, n);
+        opts.setRoot(c.root);
+        opts.setReduceFunction(ReduceFunction<T>(c.redop));
+        opts.setTimeout(timeout_);
+        gloo::reduce(opts);
+        if (c.redop == DIST_AVG && c.rank == c.root) Divide<T>(recv, n, w);
+        break;
+      }
+      case Op::kAllGather: {
+        gloo::AllgatherOptions opts(context_);
+        opts.setInput(send, n);
+        opts.setOutput(recv, n * w);
+        opts.setTimeout(timeout_);
+        gloo::allgather(opts);
+        break;
+      }
+      case Op::kGather: {
+        gloo::GatherOptions opts(context_);
+        opts.setInput(send, n);
+        if (c.rank == c.root) opts.setOutput(recv, n * w);
+        opts.setRoot(c.root);
+        opts.setTimeout(timeout_);
+        gloo::gather(opts);
+        break;
+      }
+      case Op::kScatter: {
+        gloo::ScatterOptions opts(context_);
+        if (c.rank == c.root) {
+          std::vector<T*> blocks(w);
+          for (int j = 0; j < w; ++j) blocks[j] = send + j * n;
+          opts.setInputs(blocks, n);
+        }
+        opts.setOutput(recv, n);
+        opts.setRoot(c.root);
+        opts.setTimeout(timeout_);
+        gloo::scatter(opts);
+        break;
+      }
+      case Op::kAllToAll: {
+        gloo::AlltoallOptions opts(context_);
+        opts.setInput(send, n * w);
+        opts.setOutput(recv, n * w);
+        opts.setTimeout(timeout_);
+        gloo::alltoall(opts);
+        break;
+      }
+      case Op::kBarrier:
+        return Barrier();
+      case Op::kSendRecv: {
+        const int next = (c.rank + 1) % w;
+        const int prev = (c.rank + w - 1) % w;
+        auto out = context_->createUnboundBuffer(send, n * sizeof(T));
+        auto in = context_->createUnboundBuffer(recv, n * sizeof(T));
+        constexpr uint64_t kSlot = 0x64697374;  // "dist"
+        in->recv(prev, kSlot);
+        out->send(next, kSlot);
+        if (!in->waitRecv(timeout_) || !out->waitSend(timeout_)) {
+          return absl::DeadlineExceededError("raw Gloo sendrecv timed out");
+        }
+        break;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  std::shared_ptr<gloo::Context> context_;
+  std::string address_;
+  std::chrono::milliseconds timeout_;
+  std::vector<char> scratch_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Baseline>> MakeGlooBaseline(const BaselineSetup& setup) {
+  if (setup.device.type != DIST_DEVICE_CPU) {
+    return absl::UnimplementedError("the Gloo baseline runs on --device=cpu only");
+  }
+  absl::StatusOr<std::unique_ptr<OwnedStore>> store = MakeBaselineStore(setup);
+  if (!store.ok()) return store.status();
+  // Gloo listens on the interface GLOO_SOCKET_IFNAME names, as in torch;
+  // otherwise on the address the other ranks reach rank 0 at.
+  gloo::transport::tcp::attr attr;
+  std::string address;
+  if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface != nullptr && *iface) {
+    attr.iface = iface;
+    address = iface;
+  } else {
+    attr.hostname = setup.local_world_size == setup.world_size ? "127.0.0.1" : "";
+    if (attr.hostname.empty()) {
+      char host[256] = {0};
+      gethostname(host, sizeof(host) - 1);
+      attr.hostname = host;
+    }
+    address = attr.hostname;
+  }
+  try {
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(setup.rank, setup.world_size);
+    context->setTimeout(std::chrono::milliseconds(setup.timeout_ms));
+    GlooStore adapter((*store)->get(), "distbench/gloo/", setup.timeout_ms);
+    context->connectFullMesh(adapter, device);
+    auto baseline = std::make_unique<GlooBaseline>(context, address, setup.timeout_ms);
+    // Everyone is connected: after this nobody reads the store again, so
+    // rank 0 may close it.
+    absl::Status status = baseline->Barrier();
+    if (!status.ok()) return status;
+    return std::unique_ptr<Baseline>(std::move(baseline));
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("raw Gloo context: ", e.what()));
+  }
+}
+
+}  // namespace distbench

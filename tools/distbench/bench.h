@@ -1,0 +1,56 @@
+// Measures one case: correctness first (--check), then warm-up, then timed
+// rounds that alternate the plugin and the raw library (A B A B ...), so
+// that slow phases of a shared machine hit both sides alike.
+#ifndef DIST_TOOLS_DISTBENCH_BENCH_H_
+#define DIST_TOOLS_DISTBENCH_BENCH_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "dist/dist.h"
+#include "tools/distbench/baseline.h"
+#include "tools/distbench/collectives.h"
+
+namespace distbench {
+
+struct BenchOptions {
+  int warmup = 5;   // untimed iterations per side
+  int iters = 20;   // timed iterations per side and round
+  int rounds = 3;   // timed rounds per side; the median round counts
+  bool check = false;
+  dist_device_t device{DIST_DEVICE_CPU, 0};
+};
+
+struct Measurement {
+  double time_us = 0;  // per iteration, slowest rank, median round
+  double algbw = 0;    // GB/s: bytes / time
+  double busbw = 0;    // GB/s: algbw * BusBandwidthFactor
+  int64_t wrong = -1;  // elements wrong over all ranks; -1: not checked
+};
+
+struct Row {
+  Case c;
+  Measurement plugin;
+  std::optional<Measurement> raw;  // set when the baseline ran
+  std::string raw_skipped;         // why not, when a baseline was asked for
+};
+
+class Bench {
+ public:
+  // `baseline` may be null. Borrowed.
+  Bench(dist_process_group_t* pg, BenchOptions options, Baseline* baseline)
+      : pg_(pg), options_(options), baseline_(baseline) {}
+
+  // Collective over the group.
+  absl::StatusOr<Row> Run(const Case& c);
+
+ private:
+  dist_process_group_t* pg_;
+  BenchOptions options_;
+  Baseline* baseline_;
+};
+
+}  // namespace distbench
+
+#endif  // DIST_TOOLS_DISTBENCH_BENCH_H_
