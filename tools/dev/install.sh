@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Lays out an installation of dist under PREFIX:
+#   PREFIX/bin/                      distinfo, distrun, distbench, dist_store_server, ...
+#   PREFIX/lib/libdist.so            the core
+#   PREFIX/lib/dist/plugins/         every plugin
+#   PREFIX/include/dist/             the SDK headers
+#   PREFIX/lib/pkgconfig/dist.pc     relocatable (paths relative to the .pc file)
+# Run through Bazel, which builds everything first:
+#   bazel run //:install -- PREFIX
+set -euo pipefail
+
+prefix=${1:?usage: install PREFIX}
+mkdir -p "$prefix"
+prefix=$(cd "$prefix" && pwd)
+# Under `bazel run` the inputs are in the runfiles tree of this script.
+here=${RUNFILES_DIR:-$0.runfiles}/dist
+[[ -d $here ]] || here=$(cd "$(dirname "$0")/../.." && pwd)
+
+mkdir -p "$prefix/bin" "$prefix/lib/dist/plugins" "$prefix/include/dist/cpp" "$prefix/lib/pkgconfig"
+install -m 0755 "$here/core/libdist.so" "$prefix/lib/libdist.so"
+for plugin in "$here"/core/dist/plugins/libdist-*.so; do
+  [[ -e $plugin ]] && install -m 0755 "$plugin" "$prefix/lib/dist/plugins/"
+done
+for header in "$here"/sdk/include/dist/*.h "$here"/sdk/include/dist/*.hpp; do
+  install -m 0644 "$header" "$prefix/include/dist/"
+done
+for header in "$here"/sdk/include/dist/cpp/*.hpp; do
+  install -m 0644 "$header" "$prefix/include/dist/cpp/"
+done
+for tool in tools/distinfo tools/distrun tools/distbench plugins/store/dist_store_server \
+            sdk/conformance/dist_conformance; do
+  if [[ -x $here/$tool ]]; then install -m 0755 "$here/$tool" "$prefix/bin/"; fi
+done
+version=$(sed -n 's/.*kCoreVersion\[\] = "\(.*\)";/\1/p' "$here/core/version.h")
+cat > "$prefix/lib/pkgconfig/dist.pc" <<PC
+prefix=\${pcfiledir}/../..
+libdir=\${prefix}/lib
+includedir=\${prefix}/include
+plugindir=\${libdir}/dist/plugins
+
+Name: dist
+Description: Collectives and process groups for native programs, with run-time backend plugins
+Version: ${version}
+Libs: -L\${libdir} -Wl,-rpath,\${libdir} -ldist
+Cflags: -I\${includedir}
+PC
+echo "installed dist ${version} into $prefix"
