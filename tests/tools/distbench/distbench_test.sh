@@ -1,0 +1,147 @@
+#!/bin/bash
+# Integration test of distbench on the real Gloo plugin: two local ranks
+# (-n 2), every collective with --check, CSV/JSON/PNG outputs, the raw Gloo
+# baseline, and one-line errors for bad flags. Every run is bounded.
+set -u
+DISTBENCH="$1"
+TMP="${TEST_TMPDIR:-$(mktemp -d)}"
+export DIST_TIMEOUT=30000
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+run() { timeout -k 5 100 "$DISTBENCH" "$@"; }
+
+# Data rows of the table: lines that start with two spaces and a number.
+rows() { grep -E '^ +[0-9]+ ' "$1"; }
+
+# ---- 1. every collective, --check, CSV and JSON ---------------------------
+run -n 2 --backend gloo --op all -b 8 -e 64K -w 1 --iters 2 --rounds 1 --check \
+    --csv "$TMP/all.csv" --json "$TMP/all.json" --progress=false \
+    >"$TMP/all.out" 2>"$TMP/all.err"
+rc=$?
+if [ $rc -ne 0 ]; then fail "--op all exited $rc"; cat "$TMP/all.err"; else pass "--op all exits 0"; fi
+cat "$TMP/all.out"
+for column in 'size(B)' count type redop root 'time(us)' 'algbw(GB/s)' 'busbw(GB/s)' '#wrong'; do
+  grep -qF -- "$column" "$TMP/all.out" || fail "table lacks column $column"
+done
+[ "$(grep -c '^# distbench:' "$TMP/all.out")" = 1 ] || fail "the header is not printed exactly once (only rank 0 prints)"
+grep -q '^# world size 2' "$TMP/all.out" || fail "header lacks the world size"
+grep -q 'backend gloo' "$TMP/all.out" || fail "header lacks the backend"
+for op in all_reduce broadcast reduce all_gather gather scatter reduce_scatter all_to_all barrier sendrecv; do
+  grep -q "^# $op\$" "$TMP/all.out" || fail "no table for $op"
+done
+# #wrong is the 9th column; every row must say 0.
+bad=$(rows "$TMP/all.out" | awk '$9 != "0"' | wc -l)
+nrows=$(rows "$TMP/all.out" | wc -l)
+[ "$nrows" -gt 50 ] || fail "expected more than 50 rows, got $nrows"
+[ "$bad" = 0 ] && pass "#wrong is 0 in all $nrows rows" || fail "$bad rows have #wrong != 0"
+grep -q 'Out of bounds values : 0 OK' "$TMP/all.out" || fail "footer does not say 0 OK"
+
+python3 - "$TMP/all.csv" "$TMP/all.json" "$nrows" <<'PY' && pass "CSV and JSON parse with the right rows" || fail "CSV/JSON check"
+import csv, json, sys
+csv_path, json_path, nrows = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rows = list(csv.DictReader(open(csv_path)))
+doc = json.load(open(json_path))
+res = doc["results"]
+assert len(rows) == nrows == len(res), (len(rows), nrows, len(res))
+assert doc["backend"] == "gloo" and doc["world_size"] == 2
+# all_reduce of float32 from 8 B to 64 KiB by 2: 14 sizes, 2 elements up.
+ar = [r for r in res if r["op"] == "all_reduce"]
+assert [r["size"] for r in ar] == [8 << i for i in range(14)], [r["size"] for r in ar]
+assert [r["count"] for r in ar] == [2 << i for i in range(14)]
+# all_gather: sizes are the gathered buffer; 8 B is one float per rank.
+ag = [r for r in res if r["op"] == "all_gather"]
+assert ag[0]["size"] == 8 and ag[0]["count"] == 2, ag[0]
+for r in res:
+    assert r["wrong"] == 0, r
+    assert r["time_us"] > 0, r
+    if r["op"] != "barrier":
+        assert r["busbw_gbps"] > 0, r
+for r, c in zip(res, rows):
+    assert c["op"] == r["op"] and int(c["size_bytes"]) == r["size"] and int(c["wrong"]) == 0
+# busbw = algbw * 2(n-1)/n = algbw for all_reduce on 2 ranks; all_gather: algbw / 2.
+for r in ar:
+    assert abs(r["busbw_gbps"] - r["algbw_gbps"]) <= 1e-9 * max(1, r["algbw_gbps"])
+for r in ag:
+    assert abs(r["busbw_gbps"] - r["algbw_gbps"] / 2) <= 1e-9 * max(1, r["algbw_gbps"])
+PY
+
+# ---- 2. --baseline: raw Gloo side by side ---------------------------------
+run -n 2 --backend gloo --op all_reduce,all_gather -b 1K -e 16K -w 1 --iters 2 --rounds 2 --check \
+    --baseline --json "$TMP/base.json" --progress=false >"$TMP/base.out" 2>"$TMP/base.err"
+rc=$?
+cat "$TMP/base.out"
+if [ $rc -ne 0 ]; then fail "--baseline exited $rc"; cat "$TMP/base.err"; fi
+grep -q '^# baseline: Gloo' "$TMP/base.out" || fail "header does not name the Gloo baseline"
+for column in raw_us raw_busbw time_ratio busbw_ratio; do
+  grep -qF -- "$column" "$TMP/base.out" || fail "baseline table lacks column $column"
+done
+# 13 columns per row, ratios positive numbers.
+bad=$(rows "$TMP/base.out" | awk 'NF != 13 || $12 <= 0 || $13 <= 0 || $9 != "0"' | wc -l)
+[ "$(rows "$TMP/base.out" | wc -l)" = 10 ] || fail "expected 10 baseline rows"
+[ "$bad" = 0 ] && pass "baseline rows carry positive ratios" || fail "$bad baseline rows malformed"
+python3 - "$TMP/base.json" <<'PY' && pass "baseline JSON has raw results" || fail "baseline JSON"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["baseline"]["name"] == "gloo", doc["baseline"]
+for r in doc["results"]:
+    raw = r["raw"]
+    assert raw["wrong"] == 0 and raw["time_us"] > 0, r
+    assert abs(raw["time_ratio"] - r["time_us"] / raw["time_us"]) < 1e-6 * raw["time_ratio"], r
+PY
+
+# ---- 3. --plot: a PNG of this run and of several JSON files ---------------
+png_ok() {
+  [ -s "$1" ] && [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] &&
+    [ "$(stat -c %s "$1")" -gt 5000 ]
+}
+run --plot "$TMP/two.png" --plot_inputs "$TMP/all.json,$TMP/base.json" 2>"$TMP/plot.err"
+rc=$?
+[ $rc = 0 ] && png_ok "$TMP/two.png" && pass "--plot_inputs writes a PNG ($(stat -c %s "$TMP/two.png") bytes)" ||
+  { fail "--plot_inputs (rc $rc)"; cat "$TMP/plot.err"; }
+run -n 2 --backend gloo -b 8 -e 1K -w 0 --iters 1 --rounds 1 --plot "$TMP/run.png" --progress=false \
+    >/dev/null 2>"$TMP/plotrun.err"
+rc=$?
+[ $rc = 0 ] && png_ok "$TMP/run.png" && pass "--plot on a run writes a PNG" ||
+  { fail "--plot on a run (rc $rc)"; cat "$TMP/plotrun.err"; }
+
+# ---- 4. bad flags: non-zero exit and exactly one line on stderr ----------
+one_line_error() {
+  local expect="$1"; shift
+  run "$@" >"$TMP/bad.out" 2>"$TMP/bad.err"
+  local rc=$?
+  local lines
+  lines=$(wc -l <"$TMP/bad.err")
+  if [ $rc -ne 0 ] && [ "$lines" = 1 ] && grep -q -- "$expect" "$TMP/bad.err"; then
+    pass "$* -> $(cat "$TMP/bad.err")"
+  else
+    fail "$* gave rc $rc and $lines lines: $(cat "$TMP/bad.err")"
+  fi
+}
+one_line_error "Unknown command line flag 'bogus'" --bogus
+one_line_error "'1X' is not a size" -b 1X
+one_line_error "unknown --op 'allreduce'" --op allreduce
+one_line_error "larger than -e" -b 1M -e 1K
+one_line_error "unknown --dtype" --dtype float128
+one_line_error "bitwise" --redop band --dtype float32
+one_line_error "-f must be 2 or more" -f 1
+one_line_error "--iters must be 1 or more" --iters 0
+one_line_error "unknown --device" --device gpu
+one_line_error "unknown --baseline_library" --baseline --baseline_library=foo
+one_line_error "needs --plot" --plot_inputs "$TMP/all.json"
+one_line_error "cannot open" --plot "$TMP/x.png" --plot_inputs "$TMP/missing.json"
+one_line_error "unexpected argument 'extra'" extra
+
+# A backend that does not exist: each rank fails with one line naming it,
+# the launcher reports which ranks failed.
+run -n 2 --backend nosuch --progress=false >"$TMP/nob.out" 2>"$TMP/nob.err"
+rc=$?
+if [ $rc -ne 0 ] && [ "$(grep -c '^distbench: rank [01]: .*nosuch' "$TMP/nob.err")" -ge 1 ]; then
+  pass "unknown backend: rc $rc, $(grep -m1 nosuch "$TMP/nob.err")"
+else
+  fail "unknown backend: rc $rc"; cat "$TMP/nob.err"
+fi
+
+if [ $failures -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
+echo "all distbench checks passed"
