@@ -1,0 +1,39 @@
+#include "plugins/backends/gloo/algorithm.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace dist::gloo_backend {
+namespace {
+
+// Below this size bcube (log2(W) rounds of exchanges) beats ring
+// (2*(W-1) rounds) on more than two ranks; see README.md.
+constexpr size_t kBcubeBelowBytes = 64 * 1024;
+
+}  // namespace
+
+absl::StatusOr<AlgorithmPolicy> AlgorithmPolicy::Parse(const std::string& setting) {
+  AlgorithmPolicy policy;
+  if (setting.empty() || setting == "auto") {
+    policy.name_ = "auto";
+  } else if (setting == "ring") {
+    policy.name_ = "ring";
+  } else if (setting == "bcube") {
+    policy.name_ = "bcube";
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gloo backend: unknown all_reduce algorithm '", setting,
+        "' (option gloo.allreduce_algorithm or DIST_GLOO_ALLREDUCE_ALGORITHM); use auto, ring or bcube"));
+  }
+  return policy;
+}
+
+gloo::AllreduceOptions::Algorithm AlgorithmPolicy::ForAllReduce(size_t bytes, int world_size) const {
+  if (std::strcmp(name_, "ring") == 0) return gloo::AllreduceOptions::Algorithm::RING;
+  if (std::strcmp(name_, "bcube") == 0) return gloo::AllreduceOptions::Algorithm::BCUBE;
+  if (world_size > 2 && bytes < kBcubeBelowBytes) return gloo::AllreduceOptions::Algorithm::BCUBE;
+  return gloo::AllreduceOptions::Algorithm::RING;
+}
+
+}  // namespace dist::gloo_backend

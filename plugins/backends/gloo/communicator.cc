@@ -1,0 +1,301 @@
+#include "plugins/backends/gloo/communicator.h"
+
+#include <cstdlib>
+#include <exception>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "dist/cpp/store.hpp"
+#include "gloo/common/error.h"
+#include "gloo/rendezvous/context.h"
+#include "plugins/backends/gloo/device.h"
+#include "plugins/backends/gloo/failure.h"
+#include "plugins/backends/gloo/gloo_store.h"
+#include "plugins/backends/gloo/log.h"
+#include "plugins/backends/gloo/pair_access.h"
+
+namespace dist::gloo_backend {
+namespace {
+
+std::string Setting(const dist_comm_config_t& config, const char* option, const char* env) {
+  std::string value = FindOption(config, option);
+  if (value.empty()) {
+    const char* from_env = std::getenv(env);
+    if (from_env != nullptr) value = from_env;
+  }
+  return value;
+}
+
+absl::Status RunCollective(const Op& op, const OpEnv& env) {
+  switch (op.kind) {
+    case DIST_COLL_ALL_REDUCE: return RunAllReduce(op, env);
+    case DIST_COLL_BROADCAST: return RunBroadcast(op, env);
+    case DIST_COLL_REDUCE: return RunReduce(op, env);
+    case DIST_COLL_ALL_GATHER: return RunAllGather(op, env);
+    case DIST_COLL_GATHER: return RunGather(op, env);
+    case DIST_COLL_SCATTER: return RunScatter(op, env);
+    case DIST_COLL_REDUCE_SCATTER: return RunReduceScatter(op, env);
+    case DIST_COLL_ALL_TO_ALL: return RunAllToAll(op, env);
+    case DIST_COLL_BARRIER: return RunBarrier(op, env);
+    default:
+      return absl::InternalError(absl::StrCat("gloo backend: no runner for ", dist_collective_name(op.kind)));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
+    const dist_comm_config_t& config, std::shared_ptr<gloo::transport::Device> device) {
+  if (config.store == nullptr || config.world_size < 1 || config.rank < 0 ||
+      config.rank >= config.world_size || config.timeout_ms <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gloo backend: bad communicator config (rank ", config.rank, " of ", config.world_size,
+        ", timeout ", config.timeout_ms, " ms, store ", config.store ? "set" : "NULL",
+        "); pass 0 <= rank < world_size, a positive timeout and a store"));
+  }
+  absl::StatusOr<AlgorithmPolicy> policy =
+      AlgorithmPolicy::Parse(Setting(config, "gloo.allreduce_algorithm", "DIST_GLOO_ALLREDUCE_ALGORITHM"));
+  if (!policy.ok()) return policy.status();
+  const bool inline_wait = Setting(config, "gloo.inline_wait", "DIST_GLOO_INLINE_WAIT") != "0";
+
+  if (device == nullptr) {
+    std::string description;
+    absl::StatusOr<std::shared_ptr<gloo::transport::Device>> created = CreateDevice(config, &description);
+    if (!created.ok()) return created.status();
+    device = *std::move(created);
+    if (LogEnabled(DIST_LOG_DEBUG)) Log(DIST_LOG_DEBUG, absl::StrCat("transport: ", description));
+  }
+
+  const std::chrono::milliseconds timeout(config.timeout_ms);
+  auto context = std::make_shared<gloo::rendezvous::Context>(config.rank, config.world_size);
+  context->setTimeout(timeout);
+  GlooStore store(config.store, absl::FromChrono(timeout));
+  try {
+    context->connectFullMesh(store, device);
+  } catch (const std::exception& e) {
+    absl::Status store_error = store.first_error();
+    const std::string group = config.group_name ? config.group_name : "";
+    if (!store_error.ok()) {
+      return absl::Status(store_error.code(), absl::StrCat("gloo backend: creating group '", group,
+                                                           "' (rank ", config.rank, " of ", config.world_size,
+                                                           "): ", store_error.message()));
+    }
+    return absl::UnavailableError(absl::StrCat(
+        "gloo backend: creating group '", group, "' (rank ", config.rank, " of ", config.world_size,
+        "): Gloo could not connect to every rank: ", e.what(),
+        "; check that all ranks run and can reach each other (DIST_GLOO_IFNAME picks the interface)"));
+  }
+  return std::shared_ptr<Communicator>(
+      new Communicator(config, std::move(device), std::move(context), *policy, inline_wait));
+}
+
+Communicator::Communicator(const dist_comm_config_t& config, std::shared_ptr<gloo::transport::Device> device,
+                           std::shared_ptr<gloo::Context> context, AlgorithmPolicy policy, bool inline_wait)
+    : rank_(config.rank),
+      size_(config.world_size),
+      group_(config.group_name ? config.group_name : ""),
+      timeout_(config.timeout_ms),
+      store_(config.store),
+      device_(std::move(device)),
+      context_(std::move(context)),
+      policy_(policy),
+      inline_wait_(inline_wait) {
+  peer_addresses_.resize(size_);
+  for (int r = 0; r < size_; ++r) peer_addresses_[r] = PeerAddress(*context_, r);
+  worker_ = std::thread([this] { WorkerLoop(); });
+  p2p_thread_ = std::thread([this] { P2pLoop(); });
+}
+
+Communicator::~Communicator() { Shutdown(); }
+
+absl::Status Communicator::AbortedStatus() const {
+  return absl::AbortedError(abort_reason_);
+}
+
+std::chrono::milliseconds Communicator::GlooTimeout(const Op& op) const {
+  // Leave room to compare notes after a timeout, so that the whole error
+  // still arrives within the operation's timeout.
+  return op.timeout - absl::ToChronoMilliseconds(Grace(op));
+}
+
+absl::Duration Communicator::Grace(const Op& op) const {
+  const absl::Duration tenth = absl::FromChrono(op.timeout) / 10;
+  return std::min(std::max(tenth, absl::Milliseconds(1)), absl::Seconds(1));
+}
+
+absl::StatusOr<std::shared_ptr<Work>> Communicator::Enqueue(dist_collective_t kind, const dist_op_args_t& args) {
+  absl::Status valid = ValidateOp(kind, args, rank_, size_);
+  if (!valid.ok()) return valid;
+  auto work = std::make_shared<Work>();
+  absl::MutexLock lock(&mu_);
+  if (!abort_reason_.empty()) return AbortedStatus();
+  if (stopping_) {
+    return absl::FailedPreconditionError(absl::StrCat("gloo backend: group '", group_,
+                                                      "' is being destroyed; issue operations before comm_destroy"));
+  }
+  Task task{Op{kind, args, ++next_seq_,
+               std::chrono::milliseconds(args.timeout_ms > 0 ? args.timeout_ms : timeout_.count())},
+            work};
+  queue_.push_back(std::move(task));
+  return work;
+}
+
+void Communicator::WorkerLoop() {
+  for (;;) {
+    Task task;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return (!queue_.empty() && !running_) || (stopping_ && queue_.empty() && !running_);
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (queue_.empty()) return;  // stopping
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      running_ = true;
+    }
+    Execute(std::move(task));
+    absl::MutexLock lock(&mu_);
+    running_ = false;
+  }
+}
+
+bool Communicator::TryRunInline(const std::shared_ptr<Work>& work, absl::Duration wait_timeout) {
+  if (!inline_wait_) return false;
+  Task task;
+  {
+    absl::MutexLock lock(&mu_);
+    if (running_ || stopping_ || queue_.empty() || queue_.front().work != work) return false;
+    // Only when the caller would wait at least as long as the operation may
+    // take; otherwise its wait could overrun.
+    if (wait_timeout < absl::FromChrono(queue_.front().op.timeout)) return false;
+    task = std::move(queue_.front());
+    queue_.pop_front();
+    running_ = true;
+  }
+  Execute(std::move(task));
+  absl::MutexLock lock(&mu_);
+  running_ = false;
+  return true;
+}
+
+void Communicator::Execute(Task task) {
+  const Op& op = task.op;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!abort_reason_.empty()) {
+      task.work->Complete(AbortedStatus());
+      return;
+    }
+  }
+  if (op.kind != DIST_COLL_BARRIER && OpCount(op.kind, op.args, size_) == 0) {
+    task.work->Complete(absl::OkStatus());  // nothing to move, on every rank alike
+    return;
+  }
+  const OpEnv env{context_, GlooTimeout(op), &policy_};
+  absl::Status status;
+  try {
+    if (op.kind == DIST_COLL_SEND || op.kind == DIST_COLL_RECV) {
+      PendingP2p pending{PostP2p(op, env), op, task.work, std::chrono::steady_clock::now() + env.timeout};
+      absl::MutexLock lock(&mu_);
+      p2p_.push_back(std::move(pending));
+      return;
+    }
+    status = RunCollective(op, env);
+  } catch (const std::exception& e) {
+    status = Fail(op, e.what());
+  } catch (...) {
+    status = Fail(op, "unknown exception from Gloo");
+  }
+  task.work->Complete(std::move(status));
+}
+
+void Communicator::P2pLoop() {
+  for (;;) {
+    PendingP2p pending;
+    {
+      absl::MutexLock lock(&mu_);
+      // Stop only once the worker can post nothing more.
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !p2p_.empty() || (stopping_ && queue_.empty() && !running_);
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (p2p_.empty()) return;
+      pending = std::move(p2p_.front());
+      p2p_.pop_front();
+      p2p_waiting_ = true;
+    }
+    absl::Status status;
+    try {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(pending.deadline -
+                                                                        std::chrono::steady_clock::now());
+      if (left.count() < 1) left = std::chrono::milliseconds(1);
+      const bool done = pending.posted.is_send ? pending.posted.buffer->waitSend(left)
+                                               : pending.posted.buffer->waitRecv(left);
+      if (!done) status = Fail(pending.op, "operation aborted");
+    } catch (const std::exception& e) {
+      status = Fail(pending.op, e.what());
+    } catch (...) {
+      status = Fail(pending.op, "unknown exception from Gloo");
+    }
+    pending.posted.buffer.reset();
+    pending.work->Complete(std::move(status));
+    absl::MutexLock lock(&mu_);
+    p2p_waiting_ = false;
+  }
+}
+
+absl::Status Communicator::Fail(const Op& op, const std::string& what) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!abort_reason_.empty()) return AbortedStatus();  // an abort caused this
+  }
+  const GlooFailure failure = ClassifyGlooError(what, peer_addresses_);
+  const std::string where = absl::StrCat(dist_collective_name(op.kind), " #", op.seq, " on group '", group_,
+                                         "' (rank ", rank_, " of ", size_, ")");
+  const std::string report = absl::StrCat("rank ", rank_, " ", where, ": ", failure.Describe());
+  const std::string notes = CompareNotes(StoreView(store_), rank_, size_, failure, report, Grace(op));
+  const std::string message = absl::StrCat("gloo backend: ", where, " failed: ", failure.Describe(), notes,
+                                           "; the communicator is aborted, create a new one to continue");
+  Log(DIST_LOG_ERROR, message);
+  Abort(message);
+  return absl::Status(failure.code, message);
+}
+
+void Communicator::Abort(const std::string& reason) {
+  std::deque<Task> dropped;
+  std::deque<PendingP2p> posted;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!abort_reason_.empty()) return;
+    abort_reason_ = reason.empty() ? "gloo backend: communicator aborted" : reason;
+    dropped.swap(queue_);
+  }
+  // Wakes an operation blocked in Gloo (and the peers, whose connections
+  // to this rank close).
+  FailAllPairs(*context_, abort_reason_);
+  const absl::Status aborted = absl::AbortedError(abort_reason_);
+  for (Task& task : dropped) task.work->Complete(aborted);
+}
+
+void Communicator::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_ && !worker_.joinable()) return;
+    auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return queue_.empty() && !running_ && p2p_.empty() && !p2p_waiting_;
+    };
+    const bool done = mu_.AwaitWithTimeout(absl::Condition(&drained), absl::FromChrono(timeout_));
+    stopping_ = true;
+    if (!done) {
+      mu_.Unlock();
+      Abort(absl::StrCat("gloo backend: group '", group_, "' destroyed with operations still pending after ",
+                         timeout_.count(), " ms"));
+      mu_.Lock();
+    }
+  }
+  if (worker_.joinable()) worker_.join();
+  if (p2p_thread_.joinable()) p2p_thread_.join();
+}
+
+}  // namespace dist::gloo_backend

@@ -1,0 +1,112 @@
+// One Gloo communicator: a Gloo context over TCP, a worker thread that runs
+// the operations in issue order, and the failure/abort logic.
+//
+// Threads: callers issue operations from any thread (Enqueue only queues);
+// the worker runs them one at a time; a second thread waits for posted
+// send/recv operations (see p2p.cc). A caller that waits on the operation
+// at the head of the queue while the worker is idle runs it itself, which
+// saves two thread hand-offs per blocking call (README.md, "Latency");
+// option gloo.inline_wait=0 turns that off.
+#ifndef DIST_PLUGINS_BACKENDS_GLOO_COMMUNICATOR_H_
+#define DIST_PLUGINS_BACKENDS_GLOO_COMMUNICATOR_H_
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "dist/backend_plugin.h"
+#include "gloo/context.h"
+#include "gloo/transport/device.h"
+#include "plugins/backends/gloo/algorithm.h"
+#include "plugins/backends/gloo/op.h"
+#include "plugins/backends/gloo/work.h"
+
+namespace dist::gloo_backend {
+
+class Communicator : public std::enable_shared_from_this<Communicator> {
+ public:
+  // Collective over every rank of `config`. `device` is the parent's for a
+  // subgroup, or null to open one.
+  static absl::StatusOr<std::shared_ptr<Communicator>> Create(
+      const dist_comm_config_t& config, std::shared_ptr<gloo::transport::Device> device);
+
+  ~Communicator();
+
+  // Checks and queues one operation. Errors visible at once (bad
+  // arguments, an aborted communicator) are returned here.
+  absl::StatusOr<std::shared_ptr<Work>> Enqueue(dist_collective_t kind, const dist_op_args_t& args);
+
+  // Runs `work` on the calling thread if it is next in line, nobody is
+  // running an operation, and the caller is willing to wait as long as the
+  // operation may take. Returns whether it ran.
+  bool TryRunInline(const std::shared_ptr<Work>& work, absl::Duration wait_timeout);
+
+  // Fails every pending and future operation with `reason`. Idempotent:
+  // the first reason stays.
+  void Abort(const std::string& reason);
+
+  // Waits for outstanding work (up to the timeout), aborts what is left,
+  // and stops the threads. Called once, by comm_destroy.
+  void Shutdown();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::shared_ptr<gloo::transport::Device>& device() const { return device_; }
+
+ private:
+  struct Task {
+    Op op;
+    std::shared_ptr<Work> work;
+  };
+  struct PendingP2p {
+    PostedP2p posted;
+    Op op;
+    std::shared_ptr<Work> work;
+    std::chrono::steady_clock::time_point deadline;
+  };
+
+  Communicator(const dist_comm_config_t& config, std::shared_ptr<gloo::transport::Device> device,
+               std::shared_ptr<gloo::Context> context, AlgorithmPolicy policy, bool inline_wait);
+
+  void WorkerLoop();
+  void P2pLoop();
+  void Execute(Task task);
+  // Turns a Gloo exception into the operation's error and aborts.
+  absl::Status Fail(const Op& op, const std::string& what);
+  absl::Status AbortedStatus() const;
+  std::chrono::milliseconds GlooTimeout(const Op& op) const;
+  absl::Duration Grace(const Op& op) const;
+
+  const int rank_;
+  const int size_;
+  const std::string group_;
+  const std::chrono::milliseconds timeout_;
+  const dist_store_t* store_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::Context> context_;
+  std::vector<std::string> peer_addresses_;
+  const AlgorithmPolicy policy_;
+  const bool inline_wait_;
+
+  mutable absl::Mutex mu_;
+  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<PendingP2p> p2p_ ABSL_GUARDED_BY(mu_);
+  bool p2p_waiting_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::string abort_reason_ ABSL_GUARDED_BY(mu_);  // "" while healthy
+  int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+
+  std::thread worker_;
+  std::thread p2p_thread_;
+};
+
+}  // namespace dist::gloo_backend
+
+#endif  // DIST_PLUGINS_BACKENDS_GLOO_COMMUNICATOR_H_

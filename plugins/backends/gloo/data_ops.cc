@@ -1,0 +1,140 @@
+// The collectives that move data without reducing it, and barrier. Gloo
+// sees them as bytes, so every dtype works unchanged.
+#include <cstring>
+#include <vector>
+
+#include "gloo/allgather.h"
+#include "gloo/alltoall.h"
+#include "gloo/barrier.h"
+#include "gloo/broadcast.h"
+#include "gloo/gather.h"
+#include "gloo/scatter.h"
+#include "plugins/backends/gloo/buffers.h"
+#include "plugins/backends/gloo/op.h"
+
+namespace dist::gloo_backend {
+
+absl::Status RunBroadcast(const Op& op, const OpEnv& env) {
+  const dist_op_args_t& a = op.args;
+  const size_t bytes = Bytes(a.recv.dtype, a.recv.count);
+  gloo::BroadcastOptions opts(env.context);
+  // On the root Gloo sends from the input and copies it to the output;
+  // without an input (in place) it sends from the output.
+  std::vector<char> copy;
+  if (env.context->rank == a.root && a.send.data != a.recv.data) {
+    const void* in = a.send.data;
+    if (Overlaps(in, bytes, a.recv.data, bytes)) {
+      copy = CopyOf(in, bytes);
+      in = copy.data();
+    }
+    opts.setInput<char>(static_cast<char*>(const_cast<void*>(in)), bytes);
+  }
+  opts.setOutput<char>(static_cast<char*>(a.recv.data), bytes);
+  opts.setRoot(a.root);
+  opts.setTag(0);
+  opts.setTimeout(env.timeout);
+  gloo::broadcast(opts);
+  return absl::OkStatus();
+}
+
+absl::Status RunAllGather(const Op& op, const OpEnv& env) {
+  const dist_op_args_t& a = op.args;
+  const size_t block = Bytes(a.send.dtype, a.send.count);
+  const size_t w = static_cast<size_t>(env.context->size);
+  char* out = static_cast<char*>(a.recv.data);
+  char* mine = out + block * env.context->rank;
+  gloo::AllgatherOptions opts(env.context);
+  // In place (NCCL's convention): the input already sits in this rank's
+  // block, which Gloo then uses as is.
+  std::vector<char> copy;
+  if (a.send.data != mine) {
+    const void* in = a.send.data;
+    if (Overlaps(in, block, out, block * w)) {
+      copy = CopyOf(in, block);
+      in = copy.data();
+    }
+    opts.setInput<char>(static_cast<char*>(const_cast<void*>(in)), block);
+  }
+  opts.setOutput<char>(out, block * w);
+  opts.setTag(0);
+  opts.setTimeout(env.timeout);
+  gloo::allgather(opts);
+  return absl::OkStatus();
+}
+
+absl::Status RunGather(const Op& op, const OpEnv& env) {
+  const dist_op_args_t& a = op.args;
+  const size_t block = Bytes(a.send.dtype, a.send.count);
+  const size_t w = static_cast<size_t>(env.context->size);
+  const bool root = env.context->rank == a.root;
+  const void* in = a.send.data;
+  std::vector<char> copy;
+  if (root) {
+    char* mine = static_cast<char*>(a.recv.data) + block * env.context->rank;
+    if (in != mine && Overlaps(in, block, a.recv.data, block * w)) {
+      copy = CopyOf(in, block);
+      in = copy.data();
+    }
+  }
+  gloo::GatherOptions opts(env.context);
+  opts.setInput<char>(static_cast<char*>(const_cast<void*>(in)), block);
+  if (root) opts.setOutput<char>(static_cast<char*>(a.recv.data), block * w);
+  opts.setRoot(a.root);
+  opts.setTag(0);
+  opts.setTimeout(env.timeout);
+  gloo::gather(opts);
+  return absl::OkStatus();
+}
+
+absl::Status RunScatter(const Op& op, const OpEnv& env) {
+  const dist_op_args_t& a = op.args;
+  const size_t block = Bytes(a.recv.dtype, a.recv.count);
+  const size_t w = static_cast<size_t>(env.context->size);
+  const bool root = env.context->rank == a.root;
+  gloo::ScatterOptions opts(env.context);
+  std::vector<char> copy;
+  if (root) {
+    char* in = static_cast<char*>(a.send.data);
+    if (Overlaps(in, block * w, a.recv.data, block)) {
+      copy = CopyOf(in, block * w);
+      in = copy.data();
+    }
+    std::vector<char*> blocks(w);
+    for (size_t i = 0; i < w; ++i) blocks[i] = in + block * i;
+    opts.setInputs<char>(blocks, block);
+  }
+  opts.setOutput<char>(static_cast<char*>(a.recv.data), block);
+  opts.setRoot(a.root);
+  opts.setTag(0);
+  opts.setTimeout(env.timeout);
+  gloo::scatter(opts);
+  return absl::OkStatus();
+}
+
+absl::Status RunAllToAll(const Op& op, const OpEnv& env) {
+  const dist_op_args_t& a = op.args;
+  const size_t bytes = Bytes(a.send.dtype, a.send.count);
+  const void* in = a.send.data;
+  std::vector<char> copy;
+  if (Overlaps(in, bytes, a.recv.data, bytes)) {
+    copy = CopyOf(in, bytes);
+    in = copy.data();
+  }
+  gloo::AlltoallOptions opts(env.context);
+  opts.setInput<char>(static_cast<char*>(const_cast<void*>(in)), bytes);
+  opts.setOutput<char>(static_cast<char*>(a.recv.data), bytes);
+  opts.setTag(0);
+  opts.setTimeout(env.timeout);
+  gloo::alltoall(opts);
+  return absl::OkStatus();
+}
+
+absl::Status RunBarrier(const Op& op, const OpEnv& env) {
+  gloo::BarrierOptions opts(env.context);
+  opts.setTag(0);
+  opts.setTimeout(env.timeout);
+  gloo::barrier(opts);
+  return absl::OkStatus();
+}
+
+}  // namespace dist::gloo_backend

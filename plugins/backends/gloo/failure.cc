@@ -1,0 +1,97 @@
+#include "plugins/backends/gloo/failure.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace dist::gloo_backend {
+namespace {
+
+constexpr char kFirstFailureKey[] = "dist_gloo/first_failure";
+constexpr char kUnresponsiveKey[] = "dist_gloo/unresponsive";
+
+std::string FailedKey(int rank) { return absl::StrCat("dist_gloo/failed/", rank); }
+
+std::string StripLocation(const std::string& what) {
+  // Gloo prefixes "[./gloo/transport/tcp/pair.cc:598] ".
+  if (!what.empty() && what[0] == '[') {
+    const size_t end = what.find("] ");
+    if (end != std::string::npos && what.find(':') < end) return what.substr(end + 2);
+  }
+  return what;
+}
+
+bool EndsAddress(const std::string& text, size_t end) {
+  return end == text.size() || !(text[end] >= '0' && text[end] <= '9');
+}
+
+}  // namespace
+
+std::string GlooFailure::Describe() const {
+  if (peer >= 0) return absl::StrCat("lost the connection to rank ", peer, " (", what, ")");
+  if (timed_out) return absl::StrCat("timed out (", what, ")");
+  return what;
+}
+
+GlooFailure ClassifyGlooError(const std::string& what, const std::vector<std::string>& peer_addresses) {
+  GlooFailure failure;
+  failure.what = StripLocation(what);
+  for (size_t rank = 0; rank < peer_addresses.size(); ++rank) {
+    const std::string& address = peer_addresses[rank];
+    if (address.empty()) continue;
+    // "[127.0.0.1]:4123" must not match inside "[127.0.0.1]:41234".
+    for (size_t at = failure.what.find(address); at != std::string::npos;
+         at = failure.what.find(address, at + 1)) {
+      if (EndsAddress(failure.what, at + address.size())) {
+        failure.peer = static_cast<int>(rank);
+        break;
+      }
+    }
+    if (failure.peer >= 0) break;
+  }
+  const std::string lower = absl::AsciiStrToLower(failure.what);
+  failure.timed_out = absl::StrContains(lower, "timed out") || absl::StrContains(lower, "timeout");
+  failure.code = failure.peer < 0 && failure.timed_out ? absl::StatusCode::kDeadlineExceeded
+                                                       : absl::StatusCode::kUnavailable;
+  return failure;
+}
+
+std::string CompareNotes(const StoreView& store, int rank, int size, const GlooFailure& failure,
+                         const std::string& report, absl::Duration grace) {
+  std::string notes;
+  absl::StatusOr<std::string> first = store.CompareSet(kFirstFailureKey, "", report);
+  (void)store.Set(FailedKey(rank), report);
+  const bool first_is_mine = first.ok() && *first == report;
+  if (first.ok() && !first_is_mine) absl::StrAppend(&notes, "; first failure in the group: ", *first);
+
+  if (failure.timed_out && failure.peer < 0) {
+    // Who else noticed? A rank that never reports is dead, stuck, or not
+    // calling this operation.
+    std::vector<std::string> keys;
+    for (int r = 0; r < size; ++r) {
+      if (r != rank) keys.push_back(FailedKey(r));
+    }
+    (void)store.Wait(keys, grace);
+    std::vector<int> missing;
+    for (int r = 0; r < size; ++r) {
+      if (r == rank) continue;
+      absl::StatusOr<bool> present = store.Check({FailedKey(r)});
+      if (present.ok() && !*present) missing.push_back(r);
+    }
+    if (!missing.empty()) {
+      const std::string list = absl::StrJoin(missing, ",");
+      (void)store.Set(kUnresponsiveKey, list);
+      absl::StrAppend(&notes, "; ranks that reported no failure within ", absl::FormatDuration(grace), ": ",
+                      list, " (dead, stuck, or not calling this operation)");
+    }
+  } else if (first.ok() && !first_is_mine && absl::StrContains(*first, "timed out")) {
+    // The first failure was a timeout on another rank, which is now
+    // finding out who did not respond.
+    absl::StatusOr<std::string> list = store.Get(kUnresponsiveKey, grace);
+    if (list.ok()) absl::StrAppend(&notes, "; ranks not responding: ", *list);
+  }
+  return notes;
+}
+
+}  // namespace dist::gloo_backend

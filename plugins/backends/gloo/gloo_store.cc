@@ -1,0 +1,47 @@
+#include "plugins/backends/gloo/gloo_store.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gloo/common/error.h"
+
+namespace dist::gloo_backend {
+
+void GlooStore::Fail(absl::Status status) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (first_error_.ok()) first_error_ = status;
+  }
+  throw gloo::IoException(std::string(status.message()));
+}
+
+absl::Status GlooStore::first_error() const {
+  absl::MutexLock lock(&mu_);
+  return first_error_;
+}
+
+void GlooStore::set(const std::string& key, const std::vector<char>& data) {
+  absl::Status status = store_.Set(key, std::string(data.begin(), data.end()));
+  if (!status.ok()) Fail(status);
+}
+
+std::vector<char> GlooStore::get(const std::string& key) {
+  absl::StatusOr<std::string> value = store_.Get(key, timeout_);
+  if (!value.ok()) Fail(value.status());
+  return std::vector<char>(value->begin(), value->end());
+}
+
+void GlooStore::wait(const std::vector<std::string>& keys) { wait(keys, absl::ToChronoMilliseconds(timeout_)); }
+
+void GlooStore::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
+  absl::Status status = store_.Wait(keys, absl::FromChrono(timeout));
+  if (status.ok()) return;
+  if (absl::IsDeadlineExceeded(status)) {
+    status = absl::DeadlineExceededError(absl::StrCat(
+        "Gloo rendezvous timed out after ", absl::FormatDuration(absl::FromChrono(timeout)),
+        " waiting for the address of rank(s) ", absl::StrJoin(keys, ", "),
+        "; check that every rank creates this communicator (", status.message(), ")"));
+  }
+  Fail(status);
+}
+
+}  // namespace dist::gloo_backend

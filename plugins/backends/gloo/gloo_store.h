@@ -1,0 +1,43 @@
+// Gloo's rendezvous store (gloo::rendezvous::Store) on top of the dist
+// store that the rendezvous plugin made, so that Gloo's own address
+// exchange (connectFullMesh) runs over it.
+#ifndef DIST_PLUGINS_BACKENDS_GLOO_GLOO_STORE_H_
+#define DIST_PLUGINS_BACKENDS_GLOO_GLOO_STORE_H_
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "dist/cpp/store.hpp"
+#include "gloo/rendezvous/store.h"
+
+namespace dist::gloo_backend {
+
+class GlooStore : public gloo::rendezvous::Store {
+ public:
+  GlooStore(const dist_store_t* store, absl::Duration timeout) : store_(store), timeout_(timeout) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override;
+  std::vector<char> get(const std::string& key) override;
+  void wait(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
+
+  // The first store error, with the keys Gloo was waiting for (Gloo's keys
+  // are rank numbers), or OK. Gloo only sees a gloo::IoException.
+  absl::Status first_error() const;
+
+ private:
+  void Fail(absl::Status status);
+
+  StoreView store_;
+  absl::Duration timeout_;
+  mutable absl::Mutex mu_;
+  absl::Status first_error_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace dist::gloo_backend
+
+#endif  // DIST_PLUGINS_BACKENDS_GLOO_GLOO_STORE_H_

@@ -1,0 +1,63 @@
+// One operation as the communicator queues it, the checks made when it is
+// issued, and the functions that run each kind on a Gloo context.
+#ifndef DIST_PLUGINS_BACKENDS_GLOO_OP_H_
+#define DIST_PLUGINS_BACKENDS_GLOO_OP_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "dist/backend_plugin.h"
+#include "gloo/context.h"
+#include "gloo/transport/unbound_buffer.h"
+#include "plugins/backends/gloo/algorithm.h"
+
+namespace dist::gloo_backend {
+
+struct Op {
+  dist_collective_t kind;
+  dist_op_args_t args;  // a copy; the buffers' memory belongs to the caller
+  int64_t seq;          // 1-based issue number on the communicator
+  std::chrono::milliseconds timeout;
+};
+
+// What an operation runs with.
+struct OpEnv {
+  std::shared_ptr<gloo::Context> context;
+  std::chrono::milliseconds timeout;  // Gloo's timeout for this operation
+  const AlgorithmPolicy* algorithms;
+};
+
+// A send or recv posted to Gloo that completes later (see P2pCompleter).
+struct PostedP2p {
+  std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+  bool is_send = false;
+  int peer = -1;
+};
+
+// Checks what can be checked on this rank alone: devices, dtypes, reduce
+// op, root or peer, buffer sizes. The error names the problem and the fix.
+absl::Status ValidateOp(dist_collective_t kind, const dist_op_args_t& args, int rank, int size);
+
+// Each runs one operation to completion on the calling thread. Gloo
+// exceptions propagate to the caller (the communicator catches them).
+absl::Status RunAllReduce(const Op& op, const OpEnv& env);
+absl::Status RunReduce(const Op& op, const OpEnv& env);
+absl::Status RunReduceScatter(const Op& op, const OpEnv& env);
+absl::Status RunBroadcast(const Op& op, const OpEnv& env);
+absl::Status RunAllGather(const Op& op, const OpEnv& env);
+absl::Status RunGather(const Op& op, const OpEnv& env);
+absl::Status RunScatter(const Op& op, const OpEnv& env);
+absl::Status RunAllToAll(const Op& op, const OpEnv& env);
+absl::Status RunBarrier(const Op& op, const OpEnv& env);
+
+// Posts a send or recv without waiting for it.
+PostedP2p PostP2p(const Op& op, const OpEnv& env);
+
+// Element count n of the operation (see backend_plugin.h), after ValidateOp.
+uint64_t OpCount(dist_collective_t kind, const dist_op_args_t& args, int size);
+
+}  // namespace dist::gloo_backend
+
+#endif  // DIST_PLUGINS_BACKENDS_GLOO_OP_H_

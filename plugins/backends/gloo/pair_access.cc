@@ -1,0 +1,49 @@
+#include "plugins/backends/gloo/pair_access.h"
+
+#include "gloo/config.h"
+#include "gloo/transport/tcp/pair.h"
+
+static_assert(GLOO_VERSION == 500,
+              "pair_access.cc reaches into Gloo 0.5's tcp::Pair; re-check it for this Gloo");
+
+namespace dist::gloo_backend {
+namespace {
+
+namespace tcp = ::gloo::transport::tcp;
+
+class PairAccess : public tcp::Pair {
+ public:
+  static std::string Peer(tcp::Pair& pair) { return (pair.*(&PairAccess::peer))().str(); }
+  static void Fail(tcp::Pair& pair, const std::string& reason) {
+    (pair.*(&PairAccess::signalExceptionExternal))(reason);
+  }
+};
+
+tcp::Pair* TcpPair(gloo::Context& context, int rank) {
+  if (rank == context.rank || rank < 0 || rank >= context.size) return nullptr;
+  return dynamic_cast<tcp::Pair*>(context.getPair(rank).get());
+}
+
+}  // namespace
+
+std::string PeerAddress(gloo::Context& context, int rank) {
+  try {
+    tcp::Pair* pair = TcpPair(context, rank);
+    return pair == nullptr ? std::string() : PairAccess::Peer(*pair);
+  } catch (...) {
+    return std::string();
+  }
+}
+
+void FailAllPairs(gloo::Context& context, const std::string& reason) {
+  for (int rank = 0; rank < context.size; ++rank) {
+    try {
+      tcp::Pair* pair = TcpPair(context, rank);
+      if (pair != nullptr) PairAccess::Fail(*pair, reason);
+    } catch (...) {
+      // A pair that failed already keeps its first exception; nothing to do.
+    }
+  }
+}
+
+}  // namespace dist::gloo_backend

@@ -1,0 +1,33 @@
+// Reaches two protected members of Gloo 0.5's tcp::Pair that the plugin
+// needs and Gloo offers no public way to get:
+//   - the peer's socket address as Gloo prints it in its error messages
+//     ("Connection closed by peer [127.0.0.1]:41234"), so that an error can
+//     name the peer RANK instead of an ephemeral port;
+//   - failing every pending operation on the pair, so that comm_abort can
+//     unblock an operation that is waiting on a silent peer right away
+//     (Context::closeConnections does not wake waiters in this Gloo).
+// Both use a derived class to form pointers to protected members, which is
+// plain C++ (no layout assumptions); the one call goes to libgloo's own
+// Pair::signalExceptionExternal, which takes the pair's lock and is
+// idempotent.
+#ifndef DIST_PLUGINS_BACKENDS_GLOO_PAIR_ACCESS_H_
+#define DIST_PLUGINS_BACKENDS_GLOO_PAIR_ACCESS_H_
+
+#include <memory>
+#include <string>
+
+#include "gloo/context.h"
+
+namespace dist::gloo_backend {
+
+// The address of `rank`'s end of the connection as Gloo formats it, or ""
+// when the pair is not a TCP pair.
+std::string PeerAddress(gloo::Context& context, int rank);
+
+// Fails every pending and future operation on every pair of `context` with
+// `reason` and closes the connections. Never throws.
+void FailAllPairs(gloo::Context& context, const std::string& reason);
+
+}  // namespace dist::gloo_backend
+
+#endif  // DIST_PLUGINS_BACKENDS_GLOO_PAIR_ACCESS_H_

@@ -1,0 +1,131 @@
+// all_reduce, reduce and reduce_scatter. float16/bfloat16 are widened to
+// float32, reduced by Gloo as float32 and narrowed once at the end (one
+// rounding, not one per rank); avg is a sum divided once at the end;
+// bitwise ops run the SDK's integer kernels inside Gloo's algorithms.
+#include <cstring>
+#include <vector>
+
+#include "dist/cpp/reduce.hpp"
+#include "gloo/allreduce.h"
+#include "gloo/reduce.h"
+#include "plugins/backends/gloo/buffers.h"
+#include "plugins/backends/gloo/op.h"
+#include "plugins/backends/gloo/reduction.h"
+
+namespace dist::gloo_backend {
+namespace {
+
+// Gloo allreduce of n elements; in == nullptr means in place on out.
+void GlooAllReduce(const OpEnv& env, const void* in, void* out, size_t n, dist_dtype_t dtype,
+                   dist_reduce_op_t op) {
+  gloo::AllreduceOptions opts(env.context);
+  WithElementType(dist_dtype_size(dtype), [&](auto type) {
+    using T = decltype(type);
+    if (in != nullptr && in != out) opts.setInput<T>(static_cast<T*>(const_cast<void*>(in)), n);
+    opts.setOutput<T>(static_cast<T*>(out), n);
+  });
+  opts.setReduceFunction(ReductionFor(dtype, op));
+  opts.setAlgorithm(env.algorithms->ForAllReduce(Bytes(dtype, n), env.context->size));
+  opts.setTag(0);
+  opts.setTimeout(env.timeout);
+  gloo::allreduce(opts);
+}
+
+// Gloo reduce to `root`; out is full size on every rank (scratch off root).
+void GlooReduce(const OpEnv& env, const void* in, void* out, size_t n, dist_dtype_t dtype,
+                dist_reduce_op_t op, int root) {
+  gloo::ReduceOptions opts(env.context);
+  WithElementType(dist_dtype_size(dtype), [&](auto type) {
+    using T = decltype(type);
+    if (in != nullptr && in != out) opts.setInput<T>(static_cast<T*>(const_cast<void*>(in)), n);
+    opts.setOutput<T>(static_cast<T*>(out), n);
+  });
+  opts.setReduceFunction(ReductionFor(dtype, op));
+  opts.setRoot(root);
+  opts.setTag(0);
+  opts.setTimeout(env.timeout);
+  gloo::reduce(opts);
+}
+
+// All-reduce of `n` elements from `send` into `recv` (any aliasing).
+void AllReduceInto(const OpEnv& env, const void* send, void* recv, size_t n, dist_dtype_t dtype,
+                   dist_reduce_op_t op) {
+  const int size = env.context->size;
+  if (IsHalf(dtype)) {
+    std::vector<float> acc(n);
+    WidenToFloat(dtype, send, acc.data(), n);
+    GlooAllReduce(env, nullptr, acc.data(), n, DIST_FLOAT32, op);
+    if (op == DIST_AVG) FinishAverage(DIST_FLOAT32, acc.data(), n, size);
+    NarrowFromFloat(dtype, acc.data(), recv, n);
+    return;
+  }
+  const size_t bytes = Bytes(dtype, n);
+  std::vector<char> copy;
+  if (send != recv && Overlaps(send, bytes, recv, bytes)) {
+    copy = CopyOf(send, bytes);
+    send = copy.data();
+  }
+  GlooAllReduce(env, send, recv, n, dtype, op);
+  if (op == DIST_AVG) FinishAverage(dtype, recv, n, size);
+}
+
+}  // namespace
+
+absl::Status RunAllReduce(const Op& op, const OpEnv& env) {
+  const dist_op_args_t& a = op.args;
+  AllReduceInto(env, a.send.data, a.recv.data, a.send.count, a.send.dtype, a.op);
+  return absl::OkStatus();
+}
+
+absl::Status RunReduce(const Op& op, const OpEnv& env) {
+  const dist_op_args_t& a = op.args;
+  const size_t n = a.send.count;
+  const dist_dtype_t dtype = a.send.dtype;
+  const bool root = env.context->rank == a.root;
+  const int size = env.context->size;
+  if (IsHalf(dtype)) {
+    std::vector<float> acc(n);
+    WidenToFloat(dtype, a.send.data, acc.data(), n);
+    GlooReduce(env, nullptr, acc.data(), n, DIST_FLOAT32, a.op, a.root);
+    if (root) {
+      if (a.op == DIST_AVG) FinishAverage(DIST_FLOAT32, acc.data(), n, size);
+      NarrowFromFloat(dtype, acc.data(), a.recv.data, n);
+    }
+    return absl::OkStatus();
+  }
+  const size_t bytes = Bytes(dtype, n);
+  const void* in = a.send.data;
+  std::vector<char> scratch;
+  void* out;
+  if (root) {
+    out = a.recv.data;
+    if (in != out && Overlaps(in, bytes, out, bytes)) {
+      scratch = CopyOf(in, bytes);
+      in = scratch.data();
+    }
+  } else {
+    // Gloo's ring reduce needs a full-size output on every rank; the
+    // caller's recv is unused off the root, so it is left alone.
+    scratch.resize(bytes);
+    out = scratch.data();
+  }
+  GlooReduce(env, in, out, n, dtype, a.op, a.root);
+  if (root && a.op == DIST_AVG) FinishAverage(dtype, out, n, size);
+  return absl::OkStatus();
+}
+
+absl::Status RunReduceScatter(const Op& op, const OpEnv& env) {
+  // Gloo 0.5 has no unbound-buffer reduce_scatter; an all_reduce of the
+  // whole input into scratch, then this rank's block, is correct for every
+  // dtype and op and lets the caller's buffers alias in any way.
+  const dist_op_args_t& a = op.args;
+  const size_t n = a.recv.count;
+  const size_t w = static_cast<size_t>(env.context->size);
+  const dist_dtype_t dtype = a.send.dtype;
+  std::vector<char> all(Bytes(dtype, n * w));
+  AllReduceInto(env, a.send.data, all.data(), n * w, dtype, a.op);
+  std::memmove(a.recv.data, all.data() + Bytes(dtype, n * env.context->rank), Bytes(dtype, n));
+  return absl::OkStatus();
+}
+
+}  // namespace dist::gloo_backend

@@ -1,0 +1,35 @@
+#include "plugins/backends/gloo/work.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace dist::gloo_backend {
+
+void Work::Complete(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  if (done_) return;
+  status_ = std::move(status);
+  done_ = true;
+}
+
+bool Work::done() const {
+  absl::MutexLock lock(&mu_);
+  return done_;
+}
+
+absl::Status Work::Wait(absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  if (!mu_.AwaitWithTimeout(absl::Condition(&done_), timeout)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "Gloo work still pending after waiting ", absl::FormatDuration(timeout),
+        "; wait longer or check that every rank issues the same operations"));
+  }
+  return status_;
+}
+
+absl::Status Work::Test(bool* done) const {
+  absl::MutexLock lock(&mu_);
+  *done = done_;
+  return done_ ? status_ : absl::OkStatus();
+}
+
+}  // namespace dist::gloo_backend
