@@ -1,0 +1,98 @@
+#include "plugins/rendezvous/common/tcp_rendezvous.h"
+
+#include <arpa/inet.h>
+
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "plugins/rendezvous/common/plugin_support.h"
+#include "plugins/store/abi_store.h"
+#include "plugins/store/tcp_store_client.h"
+#include "plugins/store/tcp_store_server.h"
+
+namespace dist::rendezvous {
+namespace {
+
+bool IsIpLiteral(const std::string& host) {
+  unsigned char buffer[sizeof(in6_addr)];
+  return inet_pton(AF_INET, host.c_str(), buffer) == 1 ||
+         inet_pton(AF_INET6, host.c_str(), buffer) == 1;
+}
+
+bool IsWildcard(const std::string& host) {
+  return host.empty() || host == "*" || host == "0.0.0.0" || host == "::";
+}
+
+std::string BindHost(const TcpRendezvousConfig& config) {
+  if (config.bind.has_value()) return *config.bind == "*" ? "" : *config.bind;
+  if (IsIpLiteral(config.host) || config.host == "localhost") return config.host;
+  return "";
+}
+
+absl::Status WithUrl(const std::string& url, const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat(url, ": ", status.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<dist_store_t*> OpenTcpStore(const TcpRendezvousConfig& config) {
+  store::TcpStoreClientOptions client_options;
+  client_options.host = config.host;
+  client_options.port = config.port;
+  client_options.token = config.token;
+  client_options.timeout = config.timeout;
+
+  std::shared_ptr<store::TcpStoreServer> server;
+  if (config.rank == 0 && !config.external) {
+    store::TcpStoreServerOptions server_options;
+    server_options.bind_host = BindHost(config);
+    server_options.port = config.port;
+    server_options.token = config.token;
+    const char* component = config.component;
+    server_options.log = [component](const std::string& line) {
+      Log(DIST_LOG_WARN, component, line);
+    };
+    absl::StatusOr<std::unique_ptr<store::TcpStoreServer>> started =
+        store::TcpStoreServer::Start(std::move(server_options));
+    if (!started.ok()) {
+      return WithUrl(config.url, absl::Status(started.status().code(), absl::StrCat(
+          "rank 0 could not host the store: ", started.status().message(),
+          " (set the port in the URL or MASTER_PORT; or run dist_store_server "
+          "and add ?external=1)")));
+    }
+    server = std::move(*started);
+    Log(DIST_LOG_INFO, config.component,
+        absl::StrCat("rank 0 hosts the store on ", server->address()));
+    // Rank 0 talks to its own server over loopback unless it bound a
+    // specific address.
+    const std::string bound = BindHost(config);
+    client_options.host = IsWildcard(bound)
+                              ? (server->address()[0] == '[' ? "::1" : "127.0.0.1")
+                              : bound;
+    client_options.port = server->port();
+  }
+  absl::StatusOr<std::unique_ptr<store::TcpStoreClient>> client =
+      store::TcpStoreClient::Connect(client_options);
+  if (!client.ok()) return WithUrl(config.url, client.status());
+
+  std::function<void()> after_release;
+  if (server != nullptr) {
+    const absl::Duration linger = config.timeout;
+    const char* component = config.component;
+    after_release = [server, linger, component] {
+      // The other ranks may still be reading their last keys: keep serving
+      // until they have disconnected, but never longer than the timeout.
+      if (!server->WaitForClientsToLeave(linger)) {
+        Log(DIST_LOG_WARN, component,
+            absl::StrCat(server->clients(), " rank(s) still connected to the store on ",
+                         server->address(), " after ", absl::FormatDuration(linger),
+                         "; stopping it anyway"));
+      }
+      server->Stop();
+    };
+  }
+  return store::MakeAbiStore(*std::move(client), config.timeout, std::move(after_release));
+}
+
+}  // namespace dist::rendezvous

@@ -1,0 +1,35 @@
+// The TCP store as tcp:// and env:// use it: rank 0 hosts the server in its
+// own process (unless the server is external), every rank connects a client.
+#ifndef DIST_PLUGINS_RENDEZVOUS_COMMON_TCP_RENDEZVOUS_H_
+#define DIST_PLUGINS_RENDEZVOUS_COMMON_TCP_RENDEZVOUS_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "dist/store.h"
+
+namespace dist::rendezvous {
+
+struct TcpRendezvousConfig {
+  std::string url;        // for messages
+  const char* component;  // "tcp" or "env", for log lines
+  std::string host;
+  int port = 0;
+  int rank = 0;
+  bool external = false;  // the store runs in dist_store_server
+  // Where rank 0 listens: nullopt picks the default (the host when it is an
+  // IP literal or "localhost", else every interface); "" or "*": everywhere.
+  std::optional<std::string> bind;
+  std::string token;
+  absl::Duration timeout;
+};
+
+// A store owned by the caller. For rank 0 its release lets the server
+// linger (up to the timeout) until every other rank has disconnected.
+absl::StatusOr<dist_store_t*> OpenTcpStore(const TcpRendezvousConfig& config);
+
+}  // namespace dist::rendezvous
+
+#endif  // DIST_PLUGINS_RENDEZVOUS_COMMON_TCP_RENDEZVOUS_H_

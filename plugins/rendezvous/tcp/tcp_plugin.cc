@@ -1,0 +1,81 @@
+// tcp://host:port?rank=R&world_size=N — rank 0 hosts the TCP store (unless
+// ?external=1, then dist_store_server does), every rank connects to it.
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "dist/rendezvous_plugin.h"
+#include "plugins/rendezvous/common/plugin_support.h"
+#include "plugins/rendezvous/common/ranks.h"
+#include "plugins/rendezvous/common/tcp_rendezvous.h"
+#include "plugins/rendezvous/common/url.h"
+
+namespace dist::rendezvous {
+namespace {
+
+const char* const kSchemes[] = {"tcp", nullptr};
+
+absl::Status Bad(const Url& url, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "malformed init method URL '", url.text, "': ", why,
+      "; expected tcp://HOST:PORT?rank=R&world_size=N (IPv6: tcp://[::1]:29500)"));
+}
+
+absl::Status ResolveTcp(const char* text, const dist_rendezvous_hints_t* hints,
+                        int64_t timeout_ms, dist_rendezvous_result_t* result) {
+  absl::StatusOr<Url> url = ParseUrl(text);
+  if (!url.ok()) return url.status();
+  if (url->scheme != "tcp") return Bad(*url, "the tcp plugin handles only tcp://");
+  if (url->host.empty()) return Bad(*url, "no host");
+  if (url->port < 0) return Bad(*url, "no port");
+  if (!url->path.empty() && url->path != "/") return Bad(*url, "a tcp:// URL has no path");
+  absl::StatusOr<Query> query = Query::From(
+      *url, {"rank", "world_size", "local_rank", "local_world_size", "external", "bind"});
+  if (!query.ok()) return query.status();
+  absl::StatusOr<RankInfo> ranks = ResolveRanks(*url, *query, hints);
+  if (!ranks.ok()) return ranks.status();
+  absl::StatusOr<bool> external = query->GetBool("external", false);
+  if (!external.ok()) return external.status();
+
+  TcpRendezvousConfig config;
+  config.url = url->text;
+  config.component = "tcp";
+  config.host = url->host;
+  config.port = url->port;
+  config.rank = ranks->rank;
+  config.external = *external;
+  config.bind = query->Get("bind");
+  config.token = StoreToken(hints);
+  config.timeout = absl::Milliseconds(timeout_ms);
+  absl::StatusOr<dist_store_t*> store = OpenTcpStore(config);
+  if (!store.ok()) return store.status();
+  FillResult(*ranks, *store, result);
+  return absl::OkStatus();
+}
+
+dist_error_t* Initialize(const dist_host_api_t* host) {
+  SetHost(host);
+  return nullptr;
+}
+
+dist_error_t* Resolve(const char* url, const dist_rendezvous_hints_t* hints,
+                      int64_t timeout_ms, dist_rendezvous_result_t* result) {
+  return RunResolve(url, timeout_ms, result,
+                    [&] { return ResolveTcp(url, hints, timeout_ms, result); });
+}
+
+const dist_rendezvous_plugin_t kPlugin = {
+    sizeof(dist_rendezvous_plugin_t),
+    DIST_RENDEZVOUS_ABI_MAJOR,
+    DIST_RENDEZVOUS_ABI_MINOR,
+    "tcp",
+    "1.0.0",
+    kSchemes,
+    &Initialize,
+    &Resolve,
+};
+
+}  // namespace
+}  // namespace dist::rendezvous
+
+extern "C" DIST_EXPORT const dist_rendezvous_plugin_t* dist_rendezvous_plugin_v1(void) {
+  return &dist::rendezvous::kPlugin;
+}
