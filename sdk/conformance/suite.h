@@ -1,0 +1,95 @@
+// dist conformance kit: the checks, written once for every backend.
+//
+// Every rank runs the same checks in the same order (they are collective);
+// each check adds one row to the rank's report. What runs is derived from the
+// plugin's declared capabilities: everything declared must work, everything
+// undeclared must fail cleanly.
+#ifndef DIST_SDK_CONFORMANCE_SUITE_H_
+#define DIST_SDK_CONFORMANCE_SUITE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "sdk/conformance/comm.h"
+#include "sdk/conformance/memory.h"
+#include "sdk/conformance/report.h"
+
+namespace dist::conformance {
+
+struct SuiteOptions {
+  // Quick: the large size shrinks to quick_large_bytes and rooted
+  // collectives use roots {0, W-1} instead of every rank.
+  bool quick = false;
+  uint64_t large_bytes = 16u << 20;
+  uint64_t quick_large_bytes = 64u << 10;
+  // Bound of each operation (passed to the backend) and of each wait.
+  int64_t op_timeout_ms = 30000;
+  // True when driving the core's host API rather than the raw table.
+  bool through_core = false;
+};
+
+// One collective call of the matrix.
+struct Case {
+  dist_collective_t coll;
+  dist_dtype_t dtype;
+  std::optional<dist_reduce_op_t> op;  // reducing collectives only
+  uint64_t n;                          // elements per rank block
+  int32_t root = 0;
+  bool in_place = false;
+  uint64_t seed = 0;
+};
+
+// Runs one case on `comm` against the independent reference; OK or why not.
+absl::Status RunCase(Comm& comm, dist_device_t device, const Case& c, int64_t timeout_ms);
+
+class Suite {
+ public:
+  Suite(Comm& comm, const LoadedPlugin& plugin, const SuiteOptions& options, Report& report);
+  void Run();
+
+ private:
+  void DeclaredEntries();
+  void CollectiveMatrix();
+  void PointToPoint();
+  void Barrier();
+  void AsyncOrdering();
+  void WorkSemantics();
+  void Subgroups();
+  void ErrorPaths();
+  void AbortCheck();
+  void MismatchedCounts();
+
+  bool Declared(dist_collective_t coll) const;
+  bool DeclaredDtype(dist_dtype_t dtype) const;
+  uint32_t OpsOf(dist_collective_t coll) const;
+  std::vector<dist_dtype_t> DeclaredDtypes() const;
+  dist_dtype_t PreferredDtype() const;  // float32 if declared, else the first
+  std::vector<uint64_t> Sizes(dist_collective_t coll, dist_dtype_t dtype) const;
+  std::vector<int32_t> Roots() const;
+  uint64_t NextSeed() { return ++seed_; }
+
+  void Record(const std::string& check, const std::string& dtype, const std::string& op,
+              const std::string& size, const absl::Status& status);
+  void Skip(const std::string& check, const std::string& why);
+  // Expects `coll` with `args` to fail (at start or at wait) with one of
+  // `codes` (empty: any error). Returns OK or why not.
+  absl::Status ExpectFailure(Comm& comm, dist_collective_t coll, const dist_op_args_t& args,
+                             const std::vector<absl::StatusCode>& codes);
+
+  Comm& comm_;
+  LoadedPlugin plugin_;
+  SuiteOptions options_;
+  Report& report_;
+  dist_device_t device_;
+  uint64_t seed_ = 0;
+  // Set when an operation on the main communicator never completed: later
+  // checks on it would only queue behind it, so they fail at once instead.
+  std::string stuck_;
+};
+
+}  // namespace dist::conformance
+
+#endif  // DIST_SDK_CONFORMANCE_SUITE_H_
