@@ -1,0 +1,441 @@
+#include "comm.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "missing_ranks.h"
+#include "mpi_status.h"
+#include "progress.h"
+#include "runtime.h"
+
+namespace dist_mpi {
+namespace {
+
+std::atomic<size_t> g_total_pending{0};
+
+bool IsCollective(dist_collective_t kind) {
+  return kind != DIST_COLL_SEND && kind != DIST_COLL_RECV;
+}
+
+// How long rank r waits for the others to report a stuck collective.
+absl::Duration DiagnosisGrace(absl::Duration timeout) {
+  return std::clamp(timeout / 4, absl::Milliseconds(100), absl::Seconds(2));
+}
+
+// Polls `request` until done or the deadline; MPI has no bounded wait.
+absl::Status PollUntil(MPI_Request* request, absl::Time deadline, const char* call,
+                       bool* timed_out) {
+  *timed_out = false;
+  while (true) {
+    int flag = 0;
+    int rc;
+    {
+      MpiCallGuard guard;
+      rc = MPI_Test(request, &flag, MPI_STATUS_IGNORE);
+    }
+    if (rc != MPI_SUCCESS) return MpiStatus(rc, call);
+    if (flag) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      *timed_out = true;
+      return absl::DeadlineExceededError(call);
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Comm>> Comm::CreateWorld(const dist_comm_config_t& config,
+                                                        const CommOptions& options) {
+  Runtime& runtime = Runtime::Get();
+  int host_initialized = 0;
+  MPI_Initialized(&host_initialized);
+  if (config.world_size > 1 && !host_initialized && !Runtime::StartedByLauncher()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "mpi: world size ", config.world_size,
+        " requested but this process was not started by an MPI launcher (no "
+        "OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_RANK in its environment); the mpi backend "
+        "takes its ranks from MPI: launch with `mpirun -np ",
+        config.world_size, " <program>` (as root add --allow-run-as-root), or use the gloo "
+        "backend (DIST_BACKEND=gloo)"));
+  }
+  if (absl::Status s = runtime.EnsureInitialized(); !s.ok()) return s;
+
+  int mpi_rank = -1;
+  int mpi_size = -1;
+  {
+    MpiCallGuard guard;
+    MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
+  }
+  if (mpi_rank != config.rank || mpi_size != config.world_size) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "mpi: the init method says rank ", config.rank, " of ", config.world_size,
+        " but MPI_COMM_WORLD says rank ", mpi_rank, " of ", mpi_size,
+        "; start every rank with `mpirun -np N` and let rank and world size come from the "
+        "launcher (env:// reads OMPI_COMM_WORLD_RANK/SIZE), or pass the same values"));
+  }
+
+  // The plugin's traffic gets a communicator of its own, so it never
+  // matches the host's own MPI messages. idup, because a blocking dup would
+  // hang on a rank that never comes.
+  const absl::Duration timeout = absl::Milliseconds(config.timeout_ms > 0 ? config.timeout_ms
+                                                                           : 300000);
+  MPI_Comm dup = MPI_COMM_NULL;
+  MPI_Request request = MPI_REQUEST_NULL;
+  {
+    MpiCallGuard guard;
+    const int rc = MPI_Comm_idup(MPI_COMM_WORLD, &dup, &request);
+    if (rc != MPI_SUCCESS) return MpiStatus(rc, "MPI_Comm_idup");
+  }
+  bool timed_out = false;
+  absl::Status polled = PollUntil(&request, absl::Now() + timeout, "MPI_Comm_idup", &timed_out);
+  if (timed_out) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "mpi: creating group '", config.group_name ? config.group_name : "default",
+        "' (rank ", mpi_rank, " of ", mpi_size, ") timed out after ",
+        absl::FormatDuration(timeout), ": ",
+        DescribeMissingRanks(config.store, "mpi/create/", mpi_rank, mpi_size,
+                             DiagnosisGrace(timeout)),
+        "; every rank must create the process group"));
+  }
+  if (!polled.ok()) return polled;
+  {
+    MpiCallGuard guard;
+    MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+  }
+  auto comm = std::make_shared<Comm>(dup, mpi_rank, mpi_size, config, options);
+  ProgressEngine::Get().Register(comm);
+  return comm;
+}
+
+Comm::Comm(MPI_Comm comm, int rank, int size, const dist_comm_config_t& config,
+           const CommOptions& options)
+    : comm_(comm),
+      rank_(rank),
+      size_(size),
+      name_(config.group_name ? config.group_name : "default"),
+      timeout_(absl::Milliseconds(config.timeout_ms > 0 ? config.timeout_ms : 300000)),
+      store_(config.store),
+      options_(options) {}
+
+absl::StatusOr<std::shared_ptr<Comm>> Comm::Split(const int32_t* ranks, size_t num_ranks,
+                                                  const dist_comm_config_t& config) {
+  const bool member = std::binary_search(ranks, ranks + num_ranks, rank_);
+  if (member && (config.rank < 0 || config.world_size != static_cast<int>(num_ranks))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mpi: comm_split on parent rank ", rank_, " (a member) got config rank ", config.rank,
+        " of ", config.world_size, " for ", num_ranks, " ranks; the core must pass the new rank"));
+  }
+  // Every parent rank must be here before the blocking MPI_Comm_split, or it
+  // would hang: a barrier with a deadline first.
+  auto barrier = std::make_shared<PendingOp>();
+  barrier->kind = DIST_COLL_BARRIER;
+  barrier->timeout = timeout_;
+  MPI_Comm parent = comm_;
+  barrier->start = [parent](MPI_Request* request) { return MPI_Ibarrier(parent, request); };
+  if (absl::Status s = Issue(barrier); !s.ok()) return s;
+  if (absl::Status s = Wait(*barrier, timeout_); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("mpi: comm_split of group '", name_,
+                                               "' needs every parent rank: ", s.message()));
+  }
+  MPI_Comm child = MPI_COMM_NULL;
+  {
+    absl::MutexLock lock(&mu_);  // keeps the parent's issue order
+    if (aborted_.load()) return AbortedError();
+    MpiCallGuard guard;
+    const int rc = MPI_Comm_split(comm_, member ? 0 : MPI_UNDEFINED, rank_, &child);
+    if (rc != MPI_SUCCESS) return MpiStatus(rc, "MPI_Comm_split");
+  }
+  if (!member) {
+    if (child != MPI_COMM_NULL) {
+      MpiCallGuard guard;
+      MPI_Comm_free(&child);
+    }
+    return std::shared_ptr<Comm>();
+  }
+  int child_rank = -1;
+  int child_size = -1;
+  {
+    MpiCallGuard guard;
+    MPI_Comm_rank(child, &child_rank);
+    MPI_Comm_size(child, &child_size);
+    MPI_Comm_set_errhandler(child, MPI_ERRORS_RETURN);
+  }
+  if (child_rank != config.rank || child_size != config.world_size) {
+    MpiCallGuard guard;
+    MPI_Comm_free(&child);
+    return absl::InternalError(absl::StrCat(
+        "mpi: MPI_Comm_split made rank ", child_rank, " of ", child_size,
+        " but the core expects rank ", config.rank, " of ", config.world_size,
+        "; the ranks list must be ascending parent ranks"));
+  }
+  CommOptions options = options_;
+  auto comm = std::make_shared<Comm>(child, child_rank, child_size, config, options);
+  ProgressEngine::Get().Register(comm);
+  return comm;
+}
+
+bool PendingOp::ConflictsWith(const PendingOp& other) const {
+  for (const Range& a : ranges) {
+    for (const Range& b : other.ranges) {
+      if ((a.write || b.write) && a.begin < b.end && b.begin < a.end) return true;
+    }
+  }
+  return false;
+}
+
+bool Comm::ConflictsWithStartedLocked(const PendingOp& op) const {
+  if (op.ranges.empty()) return false;
+  for (size_t i = 0; i < started_; ++i) {
+    if (op.ConflictsWith(*pending_[i])) return true;
+  }
+  return false;
+}
+
+int Comm::StartLocked(PendingOp& op) {
+  int rc;
+  {
+    MpiCallGuard guard;
+    rc = op.start(&op.request);
+  }
+  op.start = nullptr;
+  op.started = true;
+  return rc;
+}
+
+void Comm::StartDeferredLocked() {
+  while (started_ < pending_.size() && !ConflictsWithStartedLocked(*pending_[started_])) {
+    PendingOp& op = *pending_[started_];
+    const int rc = StartLocked(op);
+    if (rc != MPI_SUCCESS) {
+      // Completed with this error when it reaches the front.
+      op.start_status = MpiStatus(rc, absl::StrCat("starting ", Describe(op)));
+      op.request = MPI_REQUEST_NULL;
+    }
+    ++started_;
+  }
+}
+
+absl::Status Comm::Issue(const std::shared_ptr<PendingOp>& op) {
+  absl::MutexLock lock(&mu_);
+  if (aborted_.load(std::memory_order_acquire)) return AbortedError();
+  if (freed_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("mpi: group '", name_, "' was destroyed; create a new one"));
+  }
+  op->issued = absl::Now();
+  if (op->timeout <= absl::ZeroDuration()) op->timeout = timeout_;
+  if (IsCollective(op->kind)) op->collective_seq = next_collective_seq_++;
+  if (started_ == pending_.size() && !ConflictsWithStartedLocked(*op)) {
+    // The common case: nothing to wait for, start now and report a failure
+    // to start directly.
+    const int rc = StartLocked(*op);
+    if (rc != MPI_SUCCESS) {
+      if (IsCollective(op->kind)) --next_collective_seq_;
+      return MpiStatus(rc, absl::StrCat("starting ", Describe(*op)));
+    }
+    ++started_;
+  }
+  pending_.push_back(op);
+  pending_count_.fetch_add(1, std::memory_order_relaxed);
+  g_total_pending.fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+void Comm::Complete(PendingOp& op, absl::Status status) {
+  op.status = std::move(status);
+  op.scratch.clear();
+  op.scratch.shrink_to_fit();
+  op.on_complete = nullptr;
+  op.done.store(true, std::memory_order_release);
+}
+
+void Comm::ProgressLocked() {
+  // Only the oldest op is tested: one MPI_Test drives Open MPI's whole
+  // progress engine, and completing front to back keeps issue order.
+  while (true) {
+    StartDeferredLocked();
+    if (pending_.empty()) return;
+    PendingOp& op = *pending_.front();
+    if (!op.start_status.ok()) {
+      Complete(op, op.start_status);
+    } else {
+      int flag = 0;
+      int rc;
+      {
+        MpiCallGuard guard;
+        rc = MPI_Test(&op.request, &flag, &op.mpi_status);
+      }
+      if (rc != MPI_SUCCESS) {
+        Complete(op, MpiStatus(rc, Describe(op)));
+      } else if (!flag) {
+        return;
+      } else {
+        absl::Status status;
+        if (op.on_complete) status = op.on_complete(op.mpi_status);
+        Complete(op, std::move(status));
+      }
+    }
+    pending_.pop_front();
+    --started_;
+    pending_count_.fetch_sub(1, std::memory_order_relaxed);
+    g_total_pending.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+bool Comm::Test(PendingOp& op) {
+  if (op.done.load(std::memory_order_acquire)) return true;
+  if (aborted_.load(std::memory_order_acquire)) return true;
+  absl::MutexLock lock(&mu_);
+  ProgressLocked();
+  return op.done.load(std::memory_order_acquire);
+}
+
+absl::Status Comm::Wait(PendingOp& op, absl::Duration timeout) {
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + std::max(timeout, absl::ZeroDuration());
+  waiters_.fetch_add(1, std::memory_order_relaxed);
+  struct Leave {
+    std::atomic<int>& waiters;
+    ~Leave() { waiters.fetch_sub(1, std::memory_order_relaxed); }
+  } leave{waiters_};
+  for (uint32_t polls = 0;; ++polls) {
+    if (op.done.load(std::memory_order_acquire)) return op.status;
+    if (aborted_.load(std::memory_order_acquire)) return AbortedError();
+    {
+      absl::MutexLock lock(&mu_);
+      ProgressLocked();
+    }
+    if (op.done.load(std::memory_order_acquire)) return op.status;
+    // absl::Now costs ~20 ns; a poll costs more, so check every few polls.
+    if ((polls & 15) == 15 || timeout <= absl::ZeroDuration()) {
+      const absl::Time now = absl::Now();
+      if (now >= deadline) return TimeoutError(op, now - start);
+    }
+  }
+}
+
+bool Comm::BackgroundProgress() {
+  if (pending_count_.load(std::memory_order_relaxed) == 0) return false;
+  if (waiters_.load(std::memory_order_relaxed) > 0) return true;
+  if (!mu_.TryLock()) return true;
+  ProgressLocked();
+  mu_.Unlock();
+  return true;
+}
+
+absl::Status Comm::AbortedError() const {
+  // abort_reason_ is written once, before aborted_ is set.
+  return absl::AbortedError(absl::StrCat("mpi: group '", name_, "' (rank ", rank_, " of ", size_,
+                                         ") was aborted: ", abort_reason_,
+                                         "; create a new process group"));
+}
+
+std::string Comm::Diagnose(PendingOp& op) {
+  absl::MutexLock lock(&op.diagnosis_mu);
+  if (op.diagnosed) return op.diagnosis;
+  op.diagnosed = true;
+  if (op.kind == DIST_COLL_SEND) {
+    op.diagnosis = absl::StrCat("rank ", op.peer, " has not received it (no matching recv with tag ",
+                                op.tag, ")");
+  } else if (op.kind == DIST_COLL_RECV) {
+    op.diagnosis = absl::StrCat("rank ", op.peer, " has not sent a matching message with tag ",
+                                op.tag);
+  } else {
+    op.diagnosis = DescribeMissingRanks(store_, absl::StrCat("mpi/stuck/", op.collective_seq, "/"),
+                                        rank_, size_, DiagnosisGrace(op.timeout));
+  }
+  return op.diagnosis;
+}
+
+absl::Status Comm::TimeoutError(PendingOp& op, absl::Duration waited) {
+  const absl::Duration age = absl::Now() - op.issued;
+  if (age < op.timeout) {
+    // Only the caller's wait ran out; the op is still within its timeout.
+    return absl::DeadlineExceededError(absl::StrCat(
+        "mpi: ", Describe(op), " still running after ", absl::FormatDuration(waited),
+        " of waiting (issued ", absl::FormatDuration(absl::Trunc(age, absl::Milliseconds(1))),
+        " ago); wait again or with a longer timeout"));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "mpi: ", Describe(op), " did not complete within ", absl::FormatDuration(op.timeout), ": ",
+      Diagnose(op),
+      "; MPI cannot cancel it, so abort the group (comm_abort) or raise the timeout "
+      "(DIST_TIMEOUT)"));
+}
+
+std::string Comm::Describe(const PendingOp& op) const {
+  std::string what = dist_collective_name(op.kind);
+  if (op.collective_seq > 0) absl::StrAppend(&what, " #", op.collective_seq);
+  if (op.kind != DIST_COLL_BARRIER) {
+    absl::StrAppend(&what, " (", dist_dtype_name(op.dtype), " x ", op.count, ")");
+  }
+  if (op.kind == DIST_COLL_SEND) absl::StrAppend(&what, " to rank ", op.peer, " tag ", op.tag);
+  if (op.kind == DIST_COLL_RECV) absl::StrAppend(&what, " from rank ", op.peer, " tag ", op.tag);
+  absl::StrAppend(&what, " on group '", name_, "' (rank ", rank_, " of ", size_, ")");
+  return what;
+}
+
+void Comm::Abort(const std::string& reason) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (aborted_.load()) return;
+    abort_reason_ = reason.empty() ? "no reason given" : reason;
+    aborted_.store(true, std::memory_order_release);
+    // MPI still owns these requests (it cannot cancel collectives); they are
+    // kept, never completed, so their buffers' owners learn of the abort.
+    const absl::Status aborted = absl::AbortedError(absl::StrCat(
+        "mpi: group '", name_, "' was aborted: ", abort_reason_, "; create a new process group"));
+    for (std::shared_ptr<PendingOp>& op : pending_) {
+      Complete(*op, aborted);
+      if (op->started) {
+        abandoned_.push_back(std::move(op));
+      } else {
+        g_total_pending.fetch_sub(1, std::memory_order_relaxed);  // MPI never saw it
+      }
+    }
+    pending_count_.fetch_sub(pending_.size(), std::memory_order_relaxed);
+    pending_.clear();
+    started_ = 0;
+  }
+  Runtime::Get().Log(DIST_LOG_WARN, absl::StrCat("group '", name_, "' aborted: ", reason));
+  if (options_.abort_process) {
+    Runtime::Get().Log(DIST_LOG_ERROR, "mpi.abort_process=1: calling MPI_Abort on the whole job");
+    MPI_Abort(comm_, 1);
+  }
+}
+
+void Comm::Destroy() {
+  const absl::Time deadline = absl::Now() + timeout_;
+  waiters_.fetch_add(1, std::memory_order_relaxed);
+  while (pending_ops() > 0 && !aborted_.load() && absl::Now() < deadline) {
+    absl::MutexLock lock(&mu_);
+    ProgressLocked();
+  }
+  waiters_.fetch_sub(1, std::memory_order_relaxed);
+  ProgressEngine::Get().Unregister(this);
+  absl::MutexLock lock(&mu_);
+  if (!pending_.empty() || !abandoned_.empty()) {
+    // Freeing is allowed with requests pending, but those requests may still
+    // write into buffers; keep the communicator and say so.
+    Runtime::Get().Log(DIST_LOG_WARN,
+                       absl::StrCat("group '", name_, "' destroyed with ",
+                                    pending_.size() + abandoned_.size(),
+                                    " operation(s) unfinished; its MPI communicator is kept"));
+    freed_ = true;
+    return;
+  }
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_NULL) {
+    MpiCallGuard guard;
+    MPI_Comm_free(&comm_);
+  }
+  freed_ = true;
+}
+
+size_t Comm::TotalPendingOps() { return g_total_pending.load(std::memory_order_relaxed); }
+
+}  // namespace dist_mpi

@@ -1,0 +1,159 @@
+// One communicator: an MPI communicator of its own (a dup of
+// MPI_COMM_WORLD or a split of a parent), the queue of its pending
+// operations, and their completion in issue order.
+#ifndef DIST_PLUGINS_BACKENDS_MPI_COMM_H_
+#define DIST_PLUGINS_BACKENDS_MPI_COMM_H_
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "dist/backend_plugin.h"
+
+namespace dist_mpi {
+
+// One issued operation. Shared by the communicator's queue and the work
+// handle, so either may go first.
+struct PendingOp {
+  dist_collective_t kind = DIST_COLL_BARRIER;
+  uint64_t collective_seq = 0;  // 1, 2, ... per communicator; 0 for send/recv
+  int peer = -1;                // send/recv
+  int64_t tag = 0;
+  uint64_t count = 0;
+  dist_dtype_t dtype = DIST_FLOAT32;
+  absl::Time issued;
+  absl::Duration timeout;
+
+  // Makes the non-blocking MPI call (after any copy it needs). Started in
+  // issue order; an op whose buffers overlap an unfinished earlier op's
+  // (one of them writing) waits for it, and so does everything after it.
+  std::function<int(MPI_Request*)> start;
+  struct Range {
+    uintptr_t begin;
+    uintptr_t end;
+    bool write;
+  };
+  std::vector<Range> ranges;
+  void Reads(const void* data, size_t bytes) { Add(data, bytes, false); }
+  void Writes(const void* data, size_t bytes) { Add(data, bytes, true); }
+  bool ConflictsWith(const PendingOp& other) const;
+
+  bool started = false;
+  absl::Status start_status;
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Status mpi_status{};
+  // Runs once MPI reports completion, before the op counts as done (divide
+  // for avg, copy out of scratch, check a recv's size).
+  std::function<absl::Status(const MPI_Status&)> on_complete;
+  std::vector<unsigned char> scratch;
+
+  std::atomic<bool> done{false};
+  absl::Status status;  // written before done is set
+
+  absl::Mutex diagnosis_mu;
+  void Add(const void* data, size_t bytes, bool write) {
+    if (data == nullptr || bytes == 0) return;
+    const auto begin = reinterpret_cast<uintptr_t>(data);
+    ranges.push_back(Range{begin, begin + bytes, write});
+  }
+  bool diagnosed ABSL_GUARDED_BY(diagnosis_mu) = false;
+  std::string diagnosis ABSL_GUARDED_BY(diagnosis_mu);
+};
+
+struct CommOptions {
+  // comm_abort also calls MPI_Abort (kills the whole job): the last resort
+  // for when pending collectives must not touch freed buffers.
+  bool abort_process = false;
+};
+
+class Comm : public std::enable_shared_from_this<Comm> {
+ public:
+  // comm_create: checks the launch, initializes MPI, checks that the init
+  // method's rank and size agree with MPI_COMM_WORLD, and dups it.
+  static absl::StatusOr<std::shared_ptr<Comm>> CreateWorld(const dist_comm_config_t& config,
+                                                           const CommOptions& options);
+
+  // comm_split, on every rank of this communicator; null on non-members.
+  absl::StatusOr<std::shared_ptr<Comm>> Split(const int32_t* ranks, size_t num_ranks,
+                                              const dist_comm_config_t& config);
+
+  Comm(MPI_Comm comm, int rank, int size, const dist_comm_config_t& config,
+       const CommOptions& options);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  MPI_Comm mpi_comm() const { return comm_; }
+  absl::Duration timeout() const { return timeout_; }
+
+  // Fills the op's bookkeeping and starts it (op->start) now, or once the
+  // earlier ops it depends on are done. Operations start in call order.
+  absl::Status Issue(const std::shared_ptr<PendingOp>& op);
+
+  // Polls MPI until `op` (and everything issued before it) completes, the
+  // communicator is aborted, or `timeout` passes.
+  absl::Status Wait(PendingOp& op, absl::Duration timeout);
+  // One poll; true when done (the op's status is then returned by Wait).
+  bool Test(PendingOp& op);
+
+  // From the progress thread: polls once unless someone is waiting already.
+  // Returns whether work is pending.
+  bool BackgroundProgress();
+
+  void Abort(const std::string& reason);
+  // Waits (up to the timeout) for pending work, then frees the MPI
+  // communicator.
+  void Destroy();
+
+  size_t pending_ops() const { return pending_count_.load(std::memory_order_relaxed); }
+  // Over every communicator of the process, destroyed ones included.
+  static size_t TotalPendingOps();
+
+  // "all_reduce #3 (float32 x 1024) on group 'default' (rank 0 of 2)"
+  std::string Describe(const PendingOp& op) const;
+
+ private:
+  void ProgressLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartDeferredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ConflictsWithStartedLocked(const PendingOp& op) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int StartLocked(PendingOp& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Complete(PendingOp& op, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status AbortedError() const;
+  absl::Status TimeoutError(PendingOp& op, absl::Duration waited);
+  std::string Diagnose(PendingOp& op);
+
+  MPI_Comm comm_;
+  const int rank_;
+  const int size_;
+  const std::string name_;
+  const absl::Duration timeout_;
+  dist_store_t* const store_;  // borrowed until Destroy returns; may be null
+  const CommOptions options_;
+
+  mutable absl::Mutex mu_;
+  // Started ops form a prefix of pending_ (started_ long); the rest wait.
+  std::deque<std::shared_ptr<PendingOp>> pending_ ABSL_GUARDED_BY(mu_);
+  size_t started_ ABSL_GUARDED_BY(mu_) = 0;
+  // Aborted while MPI still owned them; never completed by the plugin.
+  std::vector<std::shared_ptr<PendingOp>> abandoned_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_collective_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  std::string abort_reason_;  // written once under mu_, before aborted_
+  bool freed_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> aborted_{false};
+  std::atomic<size_t> pending_count_{0};
+  std::atomic<int> waiters_{0};
+};
+
+}  // namespace dist_mpi
+
+#endif  // DIST_PLUGINS_BACKENDS_MPI_COMM_H_

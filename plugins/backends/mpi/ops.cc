@@ -1,0 +1,521 @@
+#include "ops.h"
+
+#include <climits>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "datatypes.h"
+#include "dist/cpp/reduce.hpp"
+#include "dist/cpp/status.hpp"
+#include "iallreduce_tuning.h"
+#include "runtime.h"
+
+namespace dist_mpi {
+namespace {
+
+// Context for argument errors: "mpi: all_reduce on rank 1 of 4: ...".
+class Checker {
+ public:
+  Checker(const Comm& comm, dist_collective_t kind) : comm_(comm), kind_(kind) {}
+
+  absl::Status Error(absl::StatusCode code, const std::string& what) const {
+    return absl::Status(code, absl::StrCat("mpi: ", dist_collective_name(kind_), " on rank ",
+                                           comm_.rank(), " of ", comm_.size(), ": ", what));
+  }
+  absl::Status Invalid(const std::string& what) const {
+    return Error(absl::StatusCode::kInvalidArgument, what);
+  }
+
+  // A buffer the op uses on this rank.
+  absl::Status Buffer(const char* which, const dist_buffer_t& buffer) const {
+    if (dist_dtype_size(buffer.dtype) == 0) {
+      return Invalid(absl::StrCat(which, " has unknown dtype ", static_cast<int>(buffer.dtype)));
+    }
+    if (buffer.data == nullptr && buffer.count > 0) {
+      return Invalid(absl::StrCat(which, " is NULL with count ", buffer.count,
+                                  "; pass the buffer's memory"));
+    }
+    if (buffer.count > static_cast<uint64_t>(INT_MAX)) {
+      return Error(absl::StatusCode::kOutOfRange,
+                   absl::StrCat(which, " has ", buffer.count,
+                                " elements, above MPI's int count limit (2^31-1); split it"));
+    }
+    if (buffer.device.type == DIST_DEVICE_CUDA) {
+      if (!Runtime::Get().cuda_aware()) {
+        return Error(absl::StatusCode::kUnimplemented,
+                     absl::StrCat(which, " is on cuda:", buffer.device.index,
+                                  " but this Open MPI is not CUDA-aware "
+                                  "(MPIX_Query_cuda_support() = 0); use the nccl backend for "
+                                  "CUDA buffers (DIST_BACKEND=cpu:mpi,cuda:nccl)"));
+      }
+      if (buffer.stream != nullptr) {
+        return Error(absl::StatusCode::kUnimplemented,
+                     absl::StrCat(which, " names a CUDA stream, which MPI cannot order on; "
+                                         "synchronize it and pass stream=NULL, or use nccl"));
+      }
+    } else if (buffer.device.type != DIST_DEVICE_CPU) {
+      return Invalid(absl::StrCat(which, " is on unknown device type ",
+                                  static_cast<int>(buffer.device.type)));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status SameDtype(const dist_buffer_t& send, const dist_buffer_t& recv) const {
+    if (send.dtype == recv.dtype) return absl::OkStatus();
+    return Invalid(absl::StrCat("send is ", dist_dtype_name(send.dtype), " but recv is ",
+                                dist_dtype_name(recv.dtype), "; use one dtype"));
+  }
+
+  absl::Status Count(const char* which, uint64_t actual, uint64_t expected,
+                     const char* shape) const {
+    if (actual == expected) return absl::OkStatus();
+    return Invalid(absl::StrCat(which, " has ", actual, " elements but needs ", expected, " (",
+                                shape, ")"));
+  }
+
+  absl::Status Root(int32_t root) const {
+    if (root >= 0 && root < comm_.size()) return absl::OkStatus();
+    return Invalid(absl::StrCat("root ", root, " is not a rank of this group (0..",
+                                comm_.size() - 1, ")"));
+  }
+
+  // Reductions: the op must suit the dtype; CUDA buffers cannot take the
+  // host-side parts (avg's division, float16/bfloat16 ops).
+  absl::Status Reduction(dist_dtype_t dtype, dist_reduce_op_t op, bool on_cuda) const {
+    if (absl::Status s = dist::ValidateReduceOp(dtype, op); !s.ok()) {
+      return Invalid(std::string(s.message()));
+    }
+    if (on_cuda && (op == DIST_AVG || dtype == DIST_FLOAT16 || dtype == DIST_BFLOAT16)) {
+      return Error(absl::StatusCode::kUnimplemented,
+                   absl::StrCat(dist_reduce_op_name(op), " on ", dist_dtype_name(dtype),
+                                " CUDA buffers needs host-side work; use the nccl backend"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status NoCudaCopy(const dist_buffer_t& buffer, const char* why) const {
+    if (buffer.device.type != DIST_DEVICE_CUDA) return absl::OkStatus();
+    return Error(absl::StatusCode::kUnimplemented,
+                 absl::StrCat(why, " needs a host copy of a CUDA buffer; use the nccl backend"));
+  }
+
+ private:
+  const Comm& comm_;
+  const dist_collective_t kind_;
+};
+
+bool OnCuda(const dist_buffer_t& a, const dist_buffer_t& b) {
+  return a.device.type == DIST_DEVICE_CUDA || b.device.type == DIST_DEVICE_CUDA;
+}
+
+size_t Bytes(const dist_buffer_t& buffer, uint64_t count) {
+  return static_cast<size_t>(count) * dist_dtype_size(buffer.dtype);
+}
+
+char* At(const dist_buffer_t& buffer, uint64_t element) {
+  return static_cast<char*>(buffer.data) + Bytes(buffer, element);
+}
+
+// True when [a, a+a_bytes) and [b, b+b_bytes) share a byte.
+bool Overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  if (a == nullptr || b == nullptr || a_bytes == 0 || b_bytes == 0) return false;
+  const auto x = reinterpret_cast<uintptr_t>(a);
+  const auto y = reinterpret_cast<uintptr_t>(b);
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
+std::shared_ptr<PendingOp> NewOp(dist_collective_t kind, const dist_op_args_t& args,
+                                 uint64_t count, dist_dtype_t dtype) {
+  auto op = std::make_shared<PendingOp>();
+  op->kind = kind;
+  op->count = count;
+  op->dtype = dtype;
+  op->timeout = args.timeout_ms > 0 ? absl::Milliseconds(args.timeout_ms) : absl::ZeroDuration();
+  return op;
+}
+
+OpResult IssueOp(Comm& comm, std::shared_ptr<PendingOp> op) {
+  if (absl::Status s = comm.Issue(op); !s.ok()) return s;
+  return op;
+}
+
+// For avg: divide once all ranks' contributions are summed.
+std::function<absl::Status(const MPI_Status&)> Average(void* data, uint64_t count,
+                                                        dist_dtype_t dtype, int ranks) {
+  return [=](const MPI_Status&) {
+    dist::FinishAverage(dtype, data, static_cast<size_t>(count), ranks);
+    return absl::OkStatus();
+  };
+}
+
+}  // namespace
+
+OpResult StartAllReduce(Comm& comm, const dist_op_args_t& args) {
+  const Checker check(comm, DIST_COLL_ALL_REDUCE);
+  const dist_buffer_t& send = args.send;
+  const dist_buffer_t& recv = args.recv;
+  DIST_RETURN_IF_ERROR(check.Buffer("send", send));
+  DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
+  DIST_RETURN_IF_ERROR(check.SameDtype(send, recv));
+  DIST_RETURN_IF_ERROR(check.Count("recv", recv.count, send.count, "all_reduce: send[n] -> recv[n]"));
+  DIST_RETURN_IF_ERROR(check.Reduction(send.dtype, args.op, OnCuda(send, recv)));
+  auto op = NewOp(DIST_COLL_ALL_REDUCE, args, send.count, send.dtype);
+  const size_t bytes = Bytes(send, send.count);
+  const bool in_place = send.data == recv.data;
+  if (!in_place) op->Reads(send.data, bytes);
+  op->Writes(recv.data, bytes);
+  if (args.op == DIST_AVG) op->on_complete = Average(recv.data, recv.count, recv.dtype, comm.size());
+  const void* send_data = in_place ? MPI_IN_PLACE : send.data;
+  void* recv_data = recv.data;
+  const int count = static_cast<int>(send.count);
+  const MPI_Datatype type = MpiDatatype(send.dtype);
+  const MPI_Op mpi_op = MpiReduceOp(send.dtype, args.op);
+  const MPI_Comm mpi_comm = comm.mpi_comm();
+  const int size = comm.size();
+  op->start = [=](MPI_Request* request) {
+    return IallreduceTuning::Get().Iallreduce(send_data, recv_data, count, type, mpi_op, mpi_comm,
+                                              size, bytes, request);
+  };
+  return IssueOp(comm, std::move(op));
+}
+
+OpResult StartBroadcast(Comm& comm, const dist_op_args_t& args) {
+  const Checker check(comm, DIST_COLL_BROADCAST);
+  const dist_buffer_t& send = args.send;
+  const dist_buffer_t& recv = args.recv;
+  DIST_RETURN_IF_ERROR(check.Root(args.root));
+  const bool root = comm.rank() == args.root;
+  // The root may pass only send (recv NULL): it broadcasts from send.
+  const bool from_send_only = root && recv.data == nullptr && send.data != nullptr;
+  const dist_buffer_t& buffer = from_send_only ? send : recv;
+  DIST_RETURN_IF_ERROR(check.Buffer(from_send_only ? "send" : "recv", buffer));
+  const size_t bytes = Bytes(buffer, buffer.count);
+  const bool copy = root && !from_send_only && send.data != nullptr && send.data != recv.data;
+  if (copy) {
+    DIST_RETURN_IF_ERROR(check.Buffer("send", send));
+    DIST_RETURN_IF_ERROR(check.SameDtype(send, recv));
+    DIST_RETURN_IF_ERROR(check.Count("send", send.count, recv.count, "broadcast: send[n] on root -> recv[n]"));
+    DIST_RETURN_IF_ERROR(check.NoCudaCopy(recv, "broadcast from a separate send buffer"));
+    if (Overlap(send.data, bytes, recv.data, bytes)) {
+      return check.Invalid("send and recv overlap without being the same buffer");
+    }
+  }
+  auto op = NewOp(DIST_COLL_BROADCAST, args, buffer.count, buffer.dtype);
+  if (copy) op->Reads(send.data, bytes);
+  if (root && from_send_only) {
+    op->Reads(buffer.data, bytes);
+  } else {
+    op->Writes(buffer.data, bytes);
+  }
+  void* data = buffer.data;
+  const void* source = copy ? send.data : nullptr;
+  const int count = static_cast<int>(buffer.count);
+  const MPI_Datatype type = MpiDatatype(buffer.dtype);
+  const int root_rank = args.root;
+  const MPI_Comm mpi_comm = comm.mpi_comm();
+  op->start = [=](MPI_Request* request) {
+    if (source != nullptr) std::memcpy(data, source, bytes);
+    return MPI_Ibcast(data, count, type, root_rank, mpi_comm, request);
+  };
+  return IssueOp(comm, std::move(op));
+}
+
+OpResult StartReduce(Comm& comm, const dist_op_args_t& args) {
+  const Checker check(comm, DIST_COLL_REDUCE);
+  const dist_buffer_t& send = args.send;
+  const dist_buffer_t& recv = args.recv;
+  DIST_RETURN_IF_ERROR(check.Root(args.root));
+  const bool root = comm.rank() == args.root;
+  DIST_RETURN_IF_ERROR(check.Buffer("send", send));
+  if (root) {
+    DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
+    DIST_RETURN_IF_ERROR(check.SameDtype(send, recv));
+    DIST_RETURN_IF_ERROR(check.Count("recv", recv.count, send.count, "reduce: send[n] -> recv[n] on root"));
+  }
+  DIST_RETURN_IF_ERROR(check.Reduction(send.dtype, args.op, OnCuda(send, root ? recv : send)));
+  auto op = NewOp(DIST_COLL_REDUCE, args, send.count, send.dtype);
+  const size_t bytes = Bytes(send, send.count);
+  const bool in_place = root && send.data == recv.data;
+  if (!in_place) op->Reads(send.data, bytes);
+  if (root) {
+    op->Writes(recv.data, bytes);
+    if (args.op == DIST_AVG) op->on_complete = Average(recv.data, recv.count, recv.dtype, comm.size());
+  }
+  const void* send_data = in_place ? MPI_IN_PLACE : send.data;
+  void* recv_data = root ? recv.data : nullptr;
+  const int count = static_cast<int>(send.count);
+  const MPI_Datatype type = MpiDatatype(send.dtype);
+  const MPI_Op mpi_op = MpiReduceOp(send.dtype, args.op);
+  const int root_rank = args.root;
+  const MPI_Comm mpi_comm = comm.mpi_comm();
+  op->start = [=](MPI_Request* request) {
+    return MPI_Ireduce(send_data, recv_data, count, type, mpi_op, root_rank, mpi_comm, request);
+  };
+  return IssueOp(comm, std::move(op));
+}
+
+OpResult StartAllGather(Comm& comm, const dist_op_args_t& args) {
+  const Checker check(comm, DIST_COLL_ALL_GATHER);
+  const dist_buffer_t& send = args.send;
+  const dist_buffer_t& recv = args.recv;
+  DIST_RETURN_IF_ERROR(check.Buffer("send", send));
+  DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
+  DIST_RETURN_IF_ERROR(check.SameDtype(send, recv));
+  const uint64_t n = send.count;
+  DIST_RETURN_IF_ERROR(check.Count("recv", recv.count, n * comm.size(), "all_gather: send[n] -> recv[n*W]"));
+  const size_t block = Bytes(send, n);
+  const bool in_place = n > 0 && send.data == At(recv, n * comm.rank());
+  if (!in_place && Overlap(send.data, block, recv.data, block * comm.size())) {
+    return check.Invalid("send overlaps recv but is not this rank's block of it");
+  }
+  auto op = NewOp(DIST_COLL_ALL_GATHER, args, n, send.dtype);
+  if (!in_place) op->Reads(send.data, block);
+  op->Writes(recv.data, block * comm.size());
+  const void* send_data = in_place ? MPI_IN_PLACE : send.data;
+  void* recv_data = recv.data;
+  const int count = static_cast<int>(n);
+  const MPI_Datatype type = MpiDatatype(send.dtype);
+  const MPI_Comm mpi_comm = comm.mpi_comm();
+  op->start = [=](MPI_Request* request) {
+    return MPI_Iallgather(send_data, count, type, recv_data, count, type, mpi_comm, request);
+  };
+  return IssueOp(comm, std::move(op));
+}
+
+OpResult StartGather(Comm& comm, const dist_op_args_t& args) {
+  const Checker check(comm, DIST_COLL_GATHER);
+  const dist_buffer_t& send = args.send;
+  const dist_buffer_t& recv = args.recv;
+  DIST_RETURN_IF_ERROR(check.Root(args.root));
+  const bool root = comm.rank() == args.root;
+  DIST_RETURN_IF_ERROR(check.Buffer("send", send));
+  const uint64_t n = send.count;
+  const size_t block = Bytes(send, n);
+  bool in_place = false;
+  if (root) {
+    DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
+    DIST_RETURN_IF_ERROR(check.SameDtype(send, recv));
+    DIST_RETURN_IF_ERROR(check.Count("recv", recv.count, n * comm.size(), "gather: send[n] -> recv[n*W] on root"));
+    in_place = n > 0 && send.data == At(recv, n * comm.rank());
+    if (!in_place && Overlap(send.data, block, recv.data, block * comm.size())) {
+      return check.Invalid("send overlaps recv but is not the root's block of it");
+    }
+  }
+  auto op = NewOp(DIST_COLL_GATHER, args, n, send.dtype);
+  if (!in_place) op->Reads(send.data, block);
+  if (root) op->Writes(recv.data, block * comm.size());
+  const void* send_data = in_place ? MPI_IN_PLACE : send.data;
+  void* recv_data = root ? recv.data : nullptr;
+  const int count = static_cast<int>(n);
+  const MPI_Datatype type = MpiDatatype(send.dtype);
+  const int root_rank = args.root;
+  const MPI_Comm mpi_comm = comm.mpi_comm();
+  op->start = [=](MPI_Request* request) {
+    return MPI_Igather(send_data, count, type, recv_data, count, type, root_rank, mpi_comm,
+                       request);
+  };
+  return IssueOp(comm, std::move(op));
+}
+
+OpResult StartScatter(Comm& comm, const dist_op_args_t& args) {
+  const Checker check(comm, DIST_COLL_SCATTER);
+  const dist_buffer_t& send = args.send;
+  const dist_buffer_t& recv = args.recv;
+  DIST_RETURN_IF_ERROR(check.Root(args.root));
+  const bool root = comm.rank() == args.root;
+  DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
+  const uint64_t n = recv.count;
+  const size_t block = Bytes(recv, n);
+  bool in_place = false;
+  if (root) {
+    DIST_RETURN_IF_ERROR(check.Buffer("send", send));
+    DIST_RETURN_IF_ERROR(check.SameDtype(send, recv));
+    DIST_RETURN_IF_ERROR(check.Count("send", send.count, n * comm.size(), "scatter: send[n*W] on root -> recv[n]"));
+    in_place = n > 0 && recv.data == At(send, n * comm.rank());
+    if (!in_place && Overlap(recv.data, block, send.data, block * comm.size())) {
+      return check.Invalid("recv overlaps send but is not the root's block of it");
+    }
+  }
+  auto op = NewOp(DIST_COLL_SCATTER, args, n, recv.dtype);
+  if (root) op->Reads(send.data, block * comm.size());
+  if (!in_place) op->Writes(recv.data, block);
+  const void* send_data = root ? send.data : nullptr;
+  void* recv_data = in_place ? MPI_IN_PLACE : recv.data;
+  const int count = static_cast<int>(n);
+  const MPI_Datatype type = MpiDatatype(recv.dtype);
+  const int root_rank = args.root;
+  const MPI_Comm mpi_comm = comm.mpi_comm();
+  op->start = [=](MPI_Request* request) {
+    return MPI_Iscatter(send_data, count, type, recv_data, count, type, root_rank, mpi_comm,
+                        request);
+  };
+  return IssueOp(comm, std::move(op));
+}
+
+OpResult StartReduceScatter(Comm& comm, const dist_op_args_t& args) {
+  const Checker check(comm, DIST_COLL_REDUCE_SCATTER);
+  const dist_buffer_t& send = args.send;
+  const dist_buffer_t& recv = args.recv;
+  DIST_RETURN_IF_ERROR(check.Buffer("send", send));
+  DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
+  DIST_RETURN_IF_ERROR(check.SameDtype(send, recv));
+  const uint64_t n = recv.count;
+  DIST_RETURN_IF_ERROR(check.Count("send", send.count, n * comm.size(), "reduce_scatter: send[n*W] -> recv[n]"));
+  DIST_RETURN_IF_ERROR(check.Reduction(send.dtype, args.op, OnCuda(send, recv)));
+  const size_t block = Bytes(recv, n);
+  // recv inside send (NCCL's in-place layout) or any other overlap: reduce
+  // into scratch, copy out at the end.
+  const bool via_scratch = Overlap(send.data, block * comm.size(), recv.data, block);
+  if (via_scratch) DIST_RETURN_IF_ERROR(check.NoCudaCopy(recv, "reduce_scatter with overlapping buffers"));
+  auto op = NewOp(DIST_COLL_REDUCE_SCATTER, args, n, recv.dtype);
+  op->Reads(send.data, block * comm.size());
+  op->Writes(recv.data, block);
+  void* target = recv.data;
+  const dist_dtype_t dtype = recv.dtype;
+  const bool average = args.op == DIST_AVG;
+  const int ranks = comm.size();
+  void* recv_data = recv.data;
+  if (via_scratch) {
+    op->scratch.resize(block);
+    recv_data = op->scratch.data();
+  }
+  PendingOp* raw = op.get();
+  op->on_complete = [=](const MPI_Status&) {
+    if (via_scratch) std::memcpy(target, raw->scratch.data(), block);
+    if (average) dist::FinishAverage(dtype, target, static_cast<size_t>(n), ranks);
+    return absl::OkStatus();
+  };
+  const void* send_data = send.data;
+  const int count = static_cast<int>(n);
+  const MPI_Datatype type = MpiDatatype(dtype);
+  const MPI_Op mpi_op = MpiReduceOp(dtype, args.op);
+  const MPI_Comm mpi_comm = comm.mpi_comm();
+  op->start = [=](MPI_Request* request) {
+    return MPI_Ireduce_scatter_block(send_data, recv_data, count, type, mpi_op, mpi_comm, request);
+  };
+  return IssueOp(comm, std::move(op));
+}
+
+OpResult StartAllToAll(Comm& comm, const dist_op_args_t& args) {
+  const Checker check(comm, DIST_COLL_ALL_TO_ALL);
+  const dist_buffer_t& send = args.send;
+  const dist_buffer_t& recv = args.recv;
+  DIST_RETURN_IF_ERROR(check.Buffer("send", send));
+  DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
+  DIST_RETURN_IF_ERROR(check.SameDtype(send, recv));
+  DIST_RETURN_IF_ERROR(check.Count("recv", recv.count, send.count, "all_to_all: send[n*W] -> recv[n*W]"));
+  if (send.count % comm.size() != 0) {
+    return check.Invalid(absl::StrCat("send has ", send.count, " elements, not a multiple of the ",
+                                      comm.size(), " ranks (all_to_all: send[n*W] -> recv[n*W])"));
+  }
+  const uint64_t n = send.count / comm.size();
+  const size_t bytes = Bytes(send, send.count);
+  // In place (or overlapping): send from a copy taken when the op starts.
+  const bool via_scratch = Overlap(send.data, bytes, recv.data, bytes);
+  if (via_scratch) DIST_RETURN_IF_ERROR(check.NoCudaCopy(recv, "all_to_all in place"));
+  auto op = NewOp(DIST_COLL_ALL_TO_ALL, args, n, send.dtype);
+  op->Reads(send.data, bytes);
+  op->Writes(recv.data, bytes);
+  if (via_scratch) op->scratch.resize(bytes);
+  PendingOp* raw = op.get();
+  const void* send_data = send.data;
+  void* recv_data = recv.data;
+  const int count = static_cast<int>(n);
+  const MPI_Datatype type = MpiDatatype(send.dtype);
+  const MPI_Comm mpi_comm = comm.mpi_comm();
+  op->start = [=](MPI_Request* request) {
+    const void* from = send_data;
+    if (via_scratch) {
+      std::memcpy(raw->scratch.data(), send_data, bytes);
+      from = raw->scratch.data();
+    }
+    return MPI_Ialltoall(from, count, type, recv_data, count, type, mpi_comm, request);
+  };
+  return IssueOp(comm, std::move(op));
+}
+
+OpResult StartBarrier(Comm& comm, const dist_op_args_t& args) {
+  auto op = NewOp(DIST_COLL_BARRIER, args, 0, DIST_UINT8);
+  const MPI_Comm mpi_comm = comm.mpi_comm();
+  op->start = [=](MPI_Request* request) { return MPI_Ibarrier(mpi_comm, request); };
+  return IssueOp(comm, std::move(op));
+}
+
+namespace {
+
+absl::Status CheckPeerAndTag(const Checker& check, const Comm& comm, const dist_op_args_t& args) {
+  if (args.peer < 0 || args.peer >= comm.size()) {
+    return check.Invalid(absl::StrCat("peer ", args.peer, " is not a rank of this group (0..",
+                                      comm.size() - 1, ")"));
+  }
+  int* tag_ub = nullptr;
+  int found = 0;
+  {
+    MpiCallGuard guard;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found);
+  }
+  const int64_t max_tag = found && tag_ub != nullptr ? *tag_ub : 32767;
+  if (args.tag < 0 || args.tag > max_tag) {
+    return check.Invalid(absl::StrCat("tag ", args.tag, " is outside MPI's tag range 0..",
+                                      max_tag));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+OpResult StartSend(Comm& comm, const dist_op_args_t& args) {
+  const Checker check(comm, DIST_COLL_SEND);
+  DIST_RETURN_IF_ERROR(CheckPeerAndTag(check, comm, args));
+  const dist_buffer_t& send = args.send;
+  DIST_RETURN_IF_ERROR(check.Buffer("send", send));
+  auto op = NewOp(DIST_COLL_SEND, args, send.count, send.dtype);
+  op->peer = args.peer;
+  op->tag = args.tag;
+  op->Reads(send.data, Bytes(send, send.count));
+  const void* data = send.data;
+  const int count = static_cast<int>(send.count);
+  const MPI_Datatype type = MpiDatatype(send.dtype);
+  const int peer = args.peer;
+  const int tag = static_cast<int>(args.tag);
+  const MPI_Comm mpi_comm = comm.mpi_comm();
+  op->start = [=](MPI_Request* request) {
+    return MPI_Isend(data, count, type, peer, tag, mpi_comm, request);
+  };
+  return IssueOp(comm, std::move(op));
+}
+
+OpResult StartRecv(Comm& comm, const dist_op_args_t& args) {
+  const Checker check(comm, DIST_COLL_RECV);
+  DIST_RETURN_IF_ERROR(CheckPeerAndTag(check, comm, args));
+  const dist_buffer_t& recv = args.recv;
+  DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
+  auto op = NewOp(DIST_COLL_RECV, args, recv.count, recv.dtype);
+  op->peer = args.peer;
+  op->tag = args.tag;
+  op->Writes(recv.data, Bytes(recv, recv.count));
+  void* data = recv.data;
+  const int count = static_cast<int>(recv.count);
+  const MPI_Datatype type = MpiDatatype(recv.dtype);
+  const int peer = args.peer;
+  const int tag = static_cast<int>(args.tag);
+  const MPI_Comm mpi_comm = comm.mpi_comm();
+  const std::string where = absl::StrCat("mpi: recv from rank ", peer, " tag ", tag, " on rank ",
+                                         comm.rank(), ": ");
+  op->on_complete = [=](const MPI_Status& status) {
+    int received = 0;
+    MPI_Get_count(&status, type, &received);
+    if (received != count) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "got ", received, " elements but expected ", count,
+          "; send and recv counts must match"));
+    }
+    return absl::OkStatus();
+  };
+  op->start = [=](MPI_Request* request) {
+    return MPI_Irecv(data, count, type, peer, tag, mpi_comm, request);
+  };
+  return IssueOp(comm, std::move(op));
+}
+
+}  // namespace dist_mpi

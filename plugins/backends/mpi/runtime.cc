@@ -1,0 +1,190 @@
+#include "runtime.h"
+
+#include <dlfcn.h>
+#include <mpi-ext.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "comm.h"
+#include "datatypes.h"
+#include "iallreduce_tuning.h"
+#include "mpi_status.h"
+#include "progress.h"
+
+namespace dist_mpi {
+namespace {
+
+const char* ThreadLevelName(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    default: return "an unknown MPI thread level";
+  }
+}
+
+}  // namespace
+
+Runtime& Runtime::Get() {
+  // Never destroyed: the atexit handler and late work handles still use it.
+  static Runtime* runtime = new Runtime();
+  return *runtime;
+}
+
+absl::Status Runtime::Attach(const dist_host_api_t* host) {
+  host_ = host;
+  // The plugin links libmpi, so it is loaded already (RTLD_NOLOAD finds it);
+  // reopening it RTLD_GLOBAL puts it and its dependencies in the global
+  // scope, where Open MPI's own dlopen'ed components look for its symbols.
+  // The handle is kept forever on purpose.
+  void* handle = dlopen("libmpi.so.40", RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+  if (handle == nullptr) handle = dlopen("libmpi.so.40", RTLD_NOW | RTLD_GLOBAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "mpi: cannot load libmpi.so.40 with RTLD_GLOBAL (", why ? why : "unknown dlerror",
+        "); install Open MPI 4 (apt-get install libopenmpi3) or use the gloo backend"));
+  }
+  return absl::OkStatus();
+}
+
+bool Runtime::StartedByLauncher() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"}) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  return false;
+}
+
+absl::Status Runtime::EnsureInitialized() {
+  absl::MutexLock lock(&mu_);
+  if (attempted_) return init_status_;
+  attempted_ = true;
+  auto fail = [&](absl::Status status) {
+    init_status_ = status;
+    return status;
+  };
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) {
+    return fail(absl::FailedPreconditionError(
+        "mpi: MPI was already finalized in this process; create dist process groups before "
+        "MPI_Finalize (MPI cannot be initialized twice)"));
+  }
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  int provided = MPI_THREAD_SINGLE;
+  if (!initialized) {
+    const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    if (rc != MPI_SUCCESS) return fail(MpiStatus(rc, "MPI_Init_thread"));
+    owns_mpi_ = true;
+    std::atexit([] { Runtime::Get().FinalizeAtExit(); });
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  provided_ = provided;
+  multiple_ = provided >= MPI_THREAD_MULTIPLE;
+#if defined(OMPI_HAVE_MPI_EXT_CUDA) && OMPI_HAVE_MPI_EXT_CUDA
+  cuda_aware_ = MPIX_Query_cuda_support() == 1;
+#else
+  cuda_aware_ = false;
+#endif
+  if (absl::Status s = InitDatatypes(); !s.ok()) return fail(s);
+  IallreduceTuning::Get().Init();
+  // Below SERIALIZED only the threads the host uses may call MPI, so no
+  // background thread then.
+  if (provided >= MPI_THREAD_SERIALIZED) ProgressEngine::Get().Start();
+  initialized_ = true;
+  Log(DIST_LOG_INFO,
+      absl::StrCat("MPI initialized by ", owns_mpi_ ? "the plugin" : "the host", " at ",
+                   ThreadLevelName(provided), "; CUDA-aware: ", cuda_aware_ ? "yes" : "no"));
+  if (!owns_mpi_ && provided < MPI_THREAD_SERIALIZED) {
+    Log(DIST_LOG_WARN, absl::StrCat("the host initialized MPI at ", ThreadLevelName(provided),
+                                    "; call dist only from the thread(s) MPI allows, or "
+                                    "initialize MPI with MPI_THREAD_MULTIPLE"));
+  }
+  init_status_ = absl::OkStatus();
+  return init_status_;
+}
+
+bool Runtime::initialized() const {
+  absl::MutexLock lock(&mu_);
+  return initialized_;
+}
+
+bool Runtime::thread_multiple() const { return initialized() ? multiple_ : true; }
+
+bool Runtime::cuda_aware() const {
+  if (initialized()) return cuda_aware_;
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+  return true;
+#else
+  return false;
+#endif
+}
+
+const char* Runtime::thread_notes() const {
+  if (!initialized()) {
+    return "MPI_THREAD_MULTIPLE is requested when the first communicator initializes MPI; "
+           "without it, one lock serializes every MPI call";
+  }
+  switch (provided_) {
+    case MPI_THREAD_MULTIPLE:
+      return "MPI_THREAD_MULTIPLE: callers issue and poll MPI directly; a background thread "
+             "progresses work nobody is waiting on";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED: one process-wide lock serializes every MPI call; a "
+             "background thread progresses work nobody is waiting on";
+    default:
+      return "MPI below MPI_THREAD_SERIALIZED (host's choice): MPI calls are serialized and "
+             "made only from the threads that call dist; no background progress";
+  }
+}
+
+const char* Runtime::library_version() {
+  static const std::string* version = [] {
+    char text[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+    int length = 0;
+    // Allowed before MPI_Init.
+    if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) length = 0;
+    std::string all(text, static_cast<size_t>(length));
+    const size_t end = all.find_first_of("\r\n");
+    while (!all.empty() && (all.back() == '\n' || all.back() == '\r')) all.pop_back();
+    return new std::string(end == std::string::npos ? all : all.substr(0, end));
+  }();
+  return version->c_str();
+}
+
+void Runtime::Log(dist_log_level_t level, const std::string& message) const {
+  if (host_ != nullptr && host_->log != nullptr) {
+    if (host_->log_enabled == nullptr || host_->log_enabled(level)) {
+      host_->log(level, "mpi", message.c_str());
+    }
+  } else if (level <= DIST_LOG_WARN) {
+    std::fprintf(stderr, "[dist mpi] %s\n", message.c_str());
+  }
+}
+
+void Runtime::FinalizeAtExit() {
+  ProgressEngine::Get().Stop();
+  if (!owns_mpi_) return;  // the host's MPI is the host's to finalize
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  const size_t pending = Comm::TotalPendingOps();
+  if (pending > 0) {
+    // MPI_Finalize with collectives in flight would wait for ranks that may
+    // never come; exiting without it makes mpirun report the failure.
+    Log(DIST_LOG_WARN, absl::StrCat("skipping MPI_Finalize at exit: ", pending,
+                                    " operation(s) still pending (destroy process groups "
+                                    "after their work completes)"));
+    return;
+  }
+  IallreduceTuning::Get().Finalize();
+  FreeDatatypes();
+  MPI_Finalize();
+}
+
+}  // namespace dist_mpi
