@@ -1,0 +1,189 @@
+#include "tools/distinfo/report.h"
+
+#include <sys/stat.h>
+
+#include <climits>
+#include <cstdlib>
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace dist::distinfo {
+namespace {
+
+std::string OrEmpty(const char* text) { return text != nullptr ? text : ""; }
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+PluginEntry FromInfo(const dist_plugin_info_t& info) {
+  PluginEntry entry;
+  entry.kind = info.kind;
+  entry.name = OrEmpty(info.name);
+  entry.path = OrEmpty(info.path);
+  entry.status = info.status;
+  entry.reason = OrEmpty(info.reason);
+  entry.abi_major = info.abi_major;
+  entry.abi_minor = info.abi_minor;
+  entry.version = OrEmpty(info.version);
+  entry.library_version = OrEmpty(info.library_version);
+  if (info.kind == DIST_PLUGIN_BACKEND) {
+    entry.capabilities = info.capabilities;
+    // The core fills capabilities (and their size) only for tables it
+    // could read and initialize.
+    entry.has_capabilities = info.capabilities.struct_size != 0;
+  }
+  if (info.schemes != nullptr) {
+    for (const char* const* s = info.schemes; *s != nullptr; ++s) {
+      entry.schemes.emplace_back(*s);
+    }
+  }
+  return entry;
+}
+
+template <typename NameFn>
+std::vector<std::string> BitNames(uint32_t mask, int count, NameFn name) {
+  std::vector<std::string> names;
+  for (int bit = 0; bit < 32; ++bit) {
+    if ((mask & (1u << bit)) == 0) continue;
+    names.push_back(bit < count ? std::string(name(bit))
+                                : absl::StrCat("bit", bit));  // from a newer ABI
+  }
+  return names;
+}
+
+}  // namespace
+
+Report CollectReport(const dist_init_options_t* options) {
+  Report report;
+  report.core_version = OrEmpty(dist_version());
+
+  // The core lists the directory beside libdist.so first, then
+  // DIST_PLUGIN_PATH's, made absolute.
+  std::vector<std::string> from_env;
+  if (const char* env = std::getenv("DIST_PLUGIN_PATH")) {
+    for (absl::string_view dir : absl::StrSplit(env, ':', absl::SkipEmpty())) {
+      char resolved[PATH_MAX];
+      std::string text(dir);
+      from_env.push_back(realpath(text.c_str(), resolved) ? resolved : text);
+    }
+  }
+  const char* const* dirs = dist_plugin_search_path();
+  for (int i = 0; dirs != nullptr && dirs[i] != nullptr; ++i) {
+    SearchDir dir;
+    dir.path = dirs[i];
+    bool listed = std::find(from_env.begin(), from_env.end(), dir.path) !=
+                  from_env.end();
+    dir.origin = (i == 0 && !listed) ? "beside libdist.so" : "DIST_PLUGIN_PATH";
+    dir.exists = IsDirectory(dir.path);
+    report.search_path.push_back(dir);
+  }
+
+  const dist_plugin_info_t* infos = nullptr;
+  size_t count = 0;
+  if (dist_error_t* error = dist_list_plugins(&infos, &count)) {
+    report.list_error = dist_error_message(error);
+    dist_error_destroy(error);
+  } else {
+    for (size_t i = 0; i < count; ++i) {
+      PluginEntry entry = FromInfo(infos[i]);
+      (entry.kind == DIST_PLUGIN_BACKEND ? report.backends : report.rendezvous)
+          .push_back(std::move(entry));
+    }
+  }
+
+  dist_config_entry_t* entries = nullptr;
+  size_t num_entries = 0;
+  if (dist_error_t* error =
+          dist_resolve_config(options, &entries, &num_entries)) {
+    report.config_error = dist_error_message(error);
+    dist_error_destroy(error);
+  } else {
+    for (size_t i = 0; i < num_entries; ++i) {
+      report.config.push_back({OrEmpty(entries[i].key),
+                               OrEmpty(entries[i].value),
+                               OrEmpty(entries[i].source)});
+    }
+    dist_config_entries_free(entries, num_entries);
+  }
+  return report;
+}
+
+const PluginEntry* Report::FindBackend(const std::string& name) const {
+  for (const PluginEntry& entry : backends) {
+    if (entry.name == name && entry.status != DIST_PLUGIN_SHADOWED) {
+      return &entry;
+    }
+  }
+  return nullptr;
+}
+
+const PluginEntry* Report::FindScheme(const std::string& scheme) const {
+  for (const PluginEntry& entry : rendezvous) {
+    if (entry.status == DIST_PLUGIN_SHADOWED) continue;
+    for (const std::string& s : entry.schemes) {
+      if (s == scheme) return &entry;
+    }
+  }
+  return nullptr;
+}
+
+const char* StatusWord(dist_plugin_status_t status) {
+  switch (status) {
+    case DIST_PLUGIN_OK: return "ok";
+    case DIST_PLUGIN_UNAVAILABLE: return "unavailable";
+    case DIST_PLUGIN_LOAD_FAILED: return "load failed";
+    case DIST_PLUGIN_BAD_ABI: return "bad ABI";
+    case DIST_PLUGIN_INIT_FAILED: return "init failed";
+    case DIST_PLUGIN_SHADOWED: return "shadowed";
+  }
+  return "unknown";
+}
+
+const char* StatusId(dist_plugin_status_t status) {
+  switch (status) {
+    case DIST_PLUGIN_OK: return "ok";
+    case DIST_PLUGIN_UNAVAILABLE: return "unavailable";
+    case DIST_PLUGIN_LOAD_FAILED: return "load_failed";
+    case DIST_PLUGIN_BAD_ABI: return "bad_abi";
+    case DIST_PLUGIN_INIT_FAILED: return "init_failed";
+    case DIST_PLUGIN_SHADOWED: return "shadowed";
+  }
+  return "unknown";
+}
+
+std::vector<std::string> DeviceNames(uint32_t mask) {
+  return BitNames(mask, DIST_DEVICE_TYPE_COUNT, [](int bit) {
+    return dist_device_type_name(static_cast<dist_device_type_t>(bit));
+  });
+}
+
+std::vector<std::string> DtypeNames(uint32_t mask) {
+  return BitNames(mask, DIST_DTYPE_COUNT, [](int bit) {
+    return dist_dtype_name(static_cast<dist_dtype_t>(bit));
+  });
+}
+
+std::vector<std::string> CollectiveNames(uint32_t mask) {
+  return BitNames(mask, DIST_COLLECTIVE_COUNT, [](int bit) {
+    return dist_collective_name(static_cast<dist_collective_t>(bit));
+  });
+}
+
+std::vector<std::string> ReduceOpNames(uint32_t mask) {
+  return BitNames(mask, DIST_REDUCE_OP_COUNT, [](int bit) {
+    return dist_reduce_op_name(static_cast<dist_reduce_op_t>(bit));
+  });
+}
+
+std::vector<std::string> FlagNames(uint32_t flags) {
+  static constexpr const char* kNames[] = {
+      "subgroups", "stream_wait", "thread_multiple", "needs_launcher",
+      "cuda_aware"};
+  return BitNames(flags, 5, [](int bit) { return kNames[bit]; });
+}
+
+}  // namespace dist::distinfo
