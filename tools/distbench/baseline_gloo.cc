@@ -276,19 +276,24 @@ absl::StatusOr<std::unique_ptr<Baseline>> MakeGlooBaseline(const BaselineSetup& 
   }
   absl::StatusOr<std::unique_ptr<OwnedStore>> store = MakeBaselineStore(setup);
   if (!store.ok()) return store.status();
-  // Gloo listens on the interface GLOO_SOCKET_IFNAME names, as in torch;
-  // otherwise on the address the other ranks reach rank 0 at.
+  // The same choice of interface as the gloo plugin makes (device.cc), so
+  // both sides use the same network path.
   gloo::transport::tcp::attr attr;
   std::string address;
-  if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface != nullptr && *iface) {
-    attr.iface = iface;
-    address = iface;
+  const char* ifname = std::getenv("DIST_GLOO_IFNAME");
+  const char* hostname = std::getenv("DIST_GLOO_HOSTNAME");
+  if (ifname != nullptr && *ifname != '\0') {
+    attr.iface = ifname;
+    address = absl::StrCat("interface ", ifname);
   } else {
-    attr.hostname = setup.local_world_size == setup.world_size ? "127.0.0.1" : "";
-    if (attr.hostname.empty()) {
+    if (hostname != nullptr && *hostname != '\0') {
+      attr.hostname = hostname;
+    } else if (setup.local_world_size > 0 && setup.local_world_size == setup.world_size) {
+      attr.hostname = "127.0.0.1";  // every rank on this host
+    } else {
       char host[256] = {0};
-      gethostname(host, sizeof(host) - 1);
-      attr.hostname = host;
+      if (gethostname(host, sizeof(host) - 1) == 0) attr.hostname = host;
+      if (attr.hostname.empty()) attr.hostname = "127.0.0.1";
     }
     address = attr.hostname;
   }

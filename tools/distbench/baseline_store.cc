@@ -40,7 +40,9 @@ std::string RankZeroAddress(const BaselineSetup& setup) {
   if (const char* master = std::getenv("MASTER_ADDR"); master != nullptr && *master != '\0') {
     return master;
   }
-  if (setup.local_world_size == setup.world_size) return "127.0.0.1";
+  if (setup.local_world_size > 0 && setup.local_world_size == setup.world_size) {
+    return "127.0.0.1";
+  }
   char host[256] = {0};
   if (gethostname(host, sizeof(host) - 1) != 0) return "127.0.0.1";
   return host;

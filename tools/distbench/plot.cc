@@ -26,6 +26,7 @@ struct Series {
   std::string title;
   std::string data_file;
   bool raw = false;
+  int color = 0;  // a plugin line and its raw baseline share a color
 };
 
 std::string Quote(const std::string& text) {
@@ -84,7 +85,9 @@ absl::Status PlotBusBandwidth(const std::string& png_path, const std::vector<nlo
   const std::string dir = dir_template;
 
   std::vector<Series> series;
-  for (const nlohmann::json& run : runs) {
+  int color = 0;
+  for (size_t run_index = 0; run_index < runs.size(); ++run_index) {
+    const nlohmann::json& run = runs[run_index];
     const std::string backend = run.value("backend", std::string("?"));
     const int world = run.value("world_size", 0);
     std::string baseline;
@@ -98,7 +101,15 @@ absl::Status PlotBusBandwidth(const std::string& png_path, const std::vector<nlo
       if (op == "barrier") continue;  // no payload: no bandwidth
       if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
     }
+    // Two runs of one backend (say two machines) need telling apart.
+    int same_backend = 0;
+    for (size_t k = 0; k < runs.size(); ++k) {
+      if (runs[k].value("backend", std::string("?")) == backend) ++same_backend;
+    }
+    const std::string run_tag =
+        same_backend > 1 ? absl::StrCat(" [file ", run_index + 1, "]") : std::string();
     for (const std::string& op : ops) {
+      ++color;
       for (bool raw : {false, true}) {
         const std::string file = absl::StrCat(dir, "/s", series.size(), ".dat");
         std::ofstream out(file);
@@ -108,14 +119,16 @@ absl::Status PlotBusBandwidth(const std::string& png_path, const std::vector<nlo
           const nlohmann::json& side = raw ? r.value("raw", nlohmann::json()) : r;
           if (!side.is_object() || !side.contains("busbw_gbps")) continue;
           const double size = r.value("size", 0.0);
-          if (size <= 0) continue;
+          // Log axes: a zero (a too-fast or empty case) cannot be drawn.
+          if (size <= 0 || side.value("busbw_gbps", 0.0) <= 0) continue;
           out << size << " " << side.value("busbw_gbps", 0.0) << "\n";
           ++points;
         }
         if (points == 0) continue;
         Series s;
-        s.title = raw ? absl::StrCat("raw ", baseline, " ", op, " (", world, " ranks)")
-                      : absl::StrCat(backend, " ", op, " (", world, " ranks)");
+        s.title = raw ? absl::StrCat("raw ", baseline, " ", op, " (", world, " ranks)", run_tag)
+                      : absl::StrCat(backend, " ", op, " (", world, " ranks)", run_tag);
+        s.color = color;
         s.data_file = file;
         s.raw = raw;
         series.push_back(s);
@@ -135,13 +148,14 @@ absl::Status PlotBusBandwidth(const std::string& png_path, const std::vector<nlo
        << "set title \"distbench: bus bandwidth vs message size\"\n"
        << "set xlabel \"size (bytes)\"\nset ylabel \"busbw (GB/s)\"\n"
        << "set logscale x 2\nset format x \"%.0b%B\"\n"
+       << "set logscale y 10\nset format y \"%g\"\n"
        << "set key top left\nset grid\n";
     std::vector<std::string> plots;
     for (size_t i = 0; i < series.size(); ++i) {
       const Series& s = series[i];
-      plots.push_back(absl::StrCat(Quote(s.data_file), " using 1:2 with linespoints ",
-                                   s.raw ? "dashtype 2 " : "", "pointtype ", 5 + i % 8, " title ",
-                                   Quote(s.title)));
+      plots.push_back(absl::StrCat(Quote(s.data_file), " using 1:2 with linespoints linecolor ",
+                                   s.color, s.raw ? " dashtype 2 pointtype 6" : " pointtype 7",
+                                   " title ", Quote(s.title)));
     }
     gp << "plot " << absl::StrJoin(plots, ", \\\n     ") << "\n";
   }

@@ -13,14 +13,18 @@ std::string RedopText(const Case& c) {
   return c.op->reduces ? dist_reduce_op_name(c.redop) : "none";
 }
 std::string WrongText(int64_t wrong) { return wrong < 0 ? "N/A" : absl::StrCat(wrong); }
+// plugin / raw; 0 when undefined (a barrier moves no bytes).
 double Ratio(double a, double b) { return b > 0 ? a / b : 0; }
+std::string RatioText(double a, double b) {
+  return b > 0 ? absl::StrFormat("%.3f", a / b) : std::string("-");
+}
 
 }  // namespace
 
 void TablePrinter::PrintHeader() {
   absl::FPrintF(out_, "# distbench: dist %s, backend %s", info_.dist_version, info_.backend);
-  if (!info_.library_version.empty()) absl::FPrintF(out_, " (%s)", info_.library_version);
-  if (!info_.backend_version.empty()) absl::FPrintF(out_, ", plugin %s", info_.backend_version);
+  if (!info_.backend_version.empty()) absl::FPrintF(out_, " %s", info_.backend_version);
+  if (!info_.library_version.empty()) absl::FPrintF(out_, " on %s", info_.library_version);
   absl::FPrintF(out_, "\n# world size %d, host %s, device %s, init %s\n", info_.world_size,
                 info_.host, info_.device, info_.init_method);
   absl::FPrintF(out_, "# warmup %d, iters %d x %d rounds (median round, slowest rank), check %s\n",
@@ -57,8 +61,9 @@ void TablePrinter::PrintRow(const Row& row) {
   if (with_raw()) {
     if (row.raw.has_value()) {
       const Measurement& raw = *row.raw;
-      absl::FPrintF(out_, " %11.2f %11.3f %10.3f %11.3f", raw.time_us, raw.busbw,
-                    Ratio(row.plugin.time_us, raw.time_us), Ratio(row.plugin.busbw, raw.busbw));
+      absl::FPrintF(out_, " %11.2f %11.3f %10s %11s", raw.time_us, raw.busbw,
+                    RatioText(row.plugin.time_us, raw.time_us),
+                    RatioText(row.plugin.busbw, raw.busbw));
       if (raw.wrong > 0) absl::FPrintF(out_, "  (raw #wrong %d)", raw.wrong);
     } else {
       absl::FPrintF(out_, "  raw skipped: %s", row.raw_skipped);
