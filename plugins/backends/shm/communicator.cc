@@ -47,6 +47,7 @@ Communicator::Communicator(const dist_comm_config_t& config, std::unique_ptr<Seg
       waiter_(segment_.get(), rank_, group_, &abort_, spin),
       collectives_(segment_.get(), &waiter_, rank_),
       p2p_(segment_.get(), &waiter_, rank_) {
+  waiter_.set_progress([this] { return p2p_.Progress(); });
   worker_ = std::thread([this] { Run(); });
 }
 
@@ -55,9 +56,7 @@ Communicator::~Communicator() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return queue_.empty() && !running_;
-    };
+    auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return outstanding_ == 0; };
     idle = mu_.AwaitWithTimeout(absl::Condition(&drained), absl::Milliseconds(timeout_ms_));
   }
   if (!idle) {
@@ -115,67 +114,107 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t coll
         absl::StrCat("shm: ", what, " on group '", group_, "' issued during comm_destroy"));
   }
   queue_.push_back(Task{collective, args, work});
+  ++outstanding_;
+  queued_.fetch_add(1, std::memory_order_release);
+  waiter_.NotifySelf();  // the worker may sleep on its bell with send/recv pending
   return work;
 }
 
 void Communicator::Run() {
   while (true) {
     Task task;
+    bool have = false;
     {
       absl::MutexLock lock(&mu_);
-      auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !queue_.empty() || stopping_;
-      };
-      mu_.Await(absl::Condition(&has_work));
-      if (queue_.empty()) return;  // stopping and drained
-      task = std::move(queue_.front());
-      queue_.pop_front();
-      running_ = true;
+      if (queue_.empty() && p2p_.idle()) {
+        auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return !queue_.empty() || stopping_;
+        };
+        mu_.Await(absl::Condition(&has_work));
+      }
+      if (!queue_.empty()) {
+        task = std::move(queue_.front());
+        queue_.pop_front();
+        queued_.fetch_sub(1, std::memory_order_relaxed);
+        have = true;
+      } else if (stopping_ && p2p_.idle()) {
+        return;
+      }
     }
-    absl::Status status = Execute(task);
-    task.work->Complete(status);
-    absl::MutexLock lock(&mu_);
-    running_ = false;
+    if (have) {
+      Execute(task);
+    } else if (abort_.aborted()) {
+      p2p_.FailAll(waiter_.AbortedError("send/recv"));
+    } else {
+      waiter_.Idle([this] { return queued_.load(std::memory_order_acquire) > 0; });
+    }
   }
 }
 
-absl::Status Communicator::Execute(const Task& task) {
-  const char* what = dist_collective_name(task.collective);
-  if (abort_.aborted()) return waiter_.AbortedError(what);
-  {
+void Communicator::Finish(const std::shared_ptr<Started>& started, absl::Status status) {
+  // A mismatch is found by every rank at the same step, so the segment stays
+  // consistent; anything else leaves the ranks out of step for good.
+  if (!status.ok() && status.code() != absl::StatusCode::kInvalidArgument &&
+      !abort_.aborted()) {
+    bool first = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (broken_.ok()) {
+        broken_ = status;
+        first = true;
+      }
+    }
+    if (first) {
+      Log(DIST_LOG_ERROR, std::string(status.message()));
+      Publish(kFailed, std::string(status.message()));
+    }
+  }
+  started->done = true;
+  started->status = std::move(status);
+  int64_t published = 0;
+  while (!started_.empty() && started_.front()->done) {
+    started_.front()->work->Complete(started_.front()->status);
+    started_.pop_front();
+    ++published;
+  }
+  if (published > 0) {
     absl::MutexLock lock(&mu_);
-    if (!broken_.ok()) {
-      return absl::Status(broken_.code(),
-                          absl::StrCat("shm: ", what, " on group '", group_,
-                                       "' not run: the communicator failed earlier (",
-                                       broken_.message(), ")"));
+    outstanding_ -= published;
+  }
+}
+
+void Communicator::Execute(const Task& task) {
+  const char* what = dist_collective_name(task.collective);
+  auto started = std::make_shared<Started>();
+  started->work = task.work;
+  started_.push_back(started);
+  if (abort_.aborted()) return Finish(started, waiter_.AbortedError(what));
+  {
+    absl::Status broken;
+    {
+      absl::MutexLock lock(&mu_);
+      broken = broken_;
+    }
+    if (!broken.ok()) {
+      return Finish(started, absl::Status(broken.code(),
+                                          absl::StrCat("shm: ", what, " on group '", group_,
+                                                       "' not run: the communicator failed "
+                                                       "earlier (", broken.message(), ")")));
     }
   }
   const dist_op_args_t& a = task.args;
   const int64_t timeout_ms = a.timeout_ms > 0 ? a.timeout_ms : timeout_ms_;
   const OpContext context{what, absl::Now() + absl::Milliseconds(timeout_ms), timeout_ms};
-  absl::Status status;
+  auto done = [this, started](absl::Status status) { Finish(started, std::move(status)); };
   if (task.collective == DIST_COLL_SEND) {
-    status = p2p_.Send(a.peer, a.tag, a.send.data, a.send.count * dist_dtype_size(a.send.dtype),
-                       context);
+    p2p_.PostSend(a.peer, a.tag, a.send.data, a.send.count * dist_dtype_size(a.send.dtype),
+                  context, done);
   } else if (task.collective == DIST_COLL_RECV) {
-    status = p2p_.Recv(a.peer, a.tag, a.recv.data, a.recv.count * dist_dtype_size(a.recv.dtype),
-                       context);
+    p2p_.PostRecv(a.peer, a.tag, a.recv.data, a.recv.count * dist_dtype_size(a.recv.dtype),
+                  context, done);
   } else {
-    status = collectives_.Run(task.collective, a, context);
+    Finish(started, collectives_.Run(task.collective, a, context));
   }
-  // A mismatch is found by every rank at the same step, so the segment stays
-  // consistent; anything else leaves the ranks out of step for good.
-  if (!status.ok() && status.code() != absl::StatusCode::kInvalidArgument &&
-      !abort_.aborted()) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (broken_.ok()) broken_ = status;
-    }
-    Log(DIST_LOG_ERROR, std::string(status.message()));
-    Publish(kFailed, std::string(status.message()));
-  }
-  return status;
 }
 
 }  // namespace dist_shm

@@ -3,6 +3,7 @@
 #ifndef DIST_PLUGINS_BACKENDS_SHM_COMMUNICATOR_H_
 #define DIST_PLUGINS_BACKENDS_SHM_COMMUNICATOR_H_
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <string>
@@ -43,11 +44,19 @@ class Communicator {
     dist_op_args_t args;
     std::shared_ptr<Work> work;
   };
+  // An operation that has started; completions are published in issue
+  // order, so a send still streaming holds back the operations after it.
+  struct Started {
+    std::shared_ptr<Work> work;
+    bool done = false;
+    absl::Status status;
+  };
 
   Communicator(const dist_comm_config_t& config, std::unique_ptr<Segment> segment,
                absl::Duration spin, const dist_host_api_t* host);
   void Run();
-  absl::Status Execute(const Task& task);
+  void Execute(const Task& task);
+  void Finish(const std::shared_ptr<Started>& started, absl::Status status);
   // Tells the peers this rank's state (kFailed, kAborted, kLeft).
   void Publish(RankState state, const std::string& reason);
   void Log(dist_log_level_t level, const std::string& message) const;
@@ -62,12 +71,14 @@ class Communicator {
   Waiter waiter_;
   Collectives collectives_;  // worker thread only
   PointToPoint p2p_;         // worker thread only
+  std::deque<std::shared_ptr<Started>> started_;  // worker thread only
+  std::atomic<int> queued_{0};  // tasks in queue_, read without the lock
 
   absl::Mutex publish_mu_;  // serializes writes of this rank's state/reason
 
   absl::Mutex mu_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
-  bool running_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // issued, not completed
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   std::thread worker_;

@@ -4,79 +4,25 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "dist/cpp/status.hpp"
-#include "plugins/backends/shm/layout.h"
 
 namespace dist_shm {
 namespace {
 
-constexpr uint64_t kAlign = sizeof(MessageHeader);
+constexpr uint64_t kHeaderBytes = sizeof(MessageHeader);
+constexpr absl::Duration kCheckEvery = absl::Milliseconds(10);
+constexpr absl::Duration kLivenessEvery = absl::Milliseconds(50);
 
-uint64_t Padded(uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+uint64_t Padded(uint64_t bytes) { return (bytes + kHeaderBytes - 1) / kHeaderBytes * kHeaderBytes; }
 
 }  // namespace
 
-absl::Status PointToPoint::Write(int peer, const char* data, uint64_t bytes,
-                                 const OpContext& context) {
-  RingControl& ring = segment_->ring(rank_, peer);
-  char* base = segment_->ring_data(rank_, peer);
-  const uint64_t capacity = segment_->ring_bytes();
-  uint64_t head = ring.head.load(std::memory_order_relaxed);
-  uint64_t free_bytes = 0;
-  while (bytes > 0) {
-    auto ready = [&]() {
-      free_bytes = capacity - (head - ring.tail.load(std::memory_order_acquire));
-      return free_bytes > 0;
-    };
-    auto pending = [&](std::vector<int>* out) { out->push_back(peer); };
-    DIST_RETURN_IF_ERROR(waiter_->Wait(ready, pending, context));
-    const uint64_t at = head % capacity;
-    const uint64_t n = std::min({free_bytes, bytes, capacity - at});
-    if (data != nullptr) std::memcpy(base + at, data, n);  // NULL: padding
-    if (data != nullptr) data += n;
-    bytes -= n;
-    head += n;
-    ring.head.store(head, std::memory_order_release);
-    waiter_->Notify(peer);
-  }
-  return absl::OkStatus();
-}
+PointToPoint::PointToPoint(Segment* segment, Waiter* waiter, int rank)
+    : segment_(segment), waiter_(waiter), rank_(rank), peers_(segment->world_size()) {}
 
-absl::Status PointToPoint::Read(int peer, char* data, uint64_t bytes,
-                                const OpContext& context) {
-  RingControl& ring = segment_->ring(peer, rank_);
-  const char* base = segment_->ring_data(peer, rank_);
-  const uint64_t capacity = segment_->ring_bytes();
-  uint64_t tail = ring.tail.load(std::memory_order_relaxed);
-  uint64_t available = 0;
-  while (bytes > 0) {
-    auto ready = [&]() {
-      available = ring.head.load(std::memory_order_acquire) - tail;
-      return available > 0;
-    };
-    auto pending = [&](std::vector<int>* out) { out->push_back(peer); };
-    DIST_RETURN_IF_ERROR(waiter_->Wait(ready, pending, context));
-    const uint64_t at = tail % capacity;
-    const uint64_t n = std::min({available, bytes, capacity - at});
-    if (data != nullptr) {
-      std::memcpy(data, base + at, n);
-      data += n;
-    }
-    bytes -= n;
-    tail += n;
-    ring.tail.store(tail, std::memory_order_release);
-    waiter_->Notify(peer);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status PointToPoint::Send(int peer, int64_t tag, const void* data, uint64_t bytes,
-                                const OpContext& context) {
-  MessageHeader header{tag, bytes};
-  DIST_RETURN_IF_ERROR(
-      Write(peer, reinterpret_cast<const char*>(&header), sizeof(header), context));
-  DIST_RETURN_IF_ERROR(Write(peer, static_cast<const char*>(data), bytes, context));
-  return Write(peer, nullptr, Padded(bytes) - bytes, context);
+void PointToPoint::Finish(Done& done, absl::Status status) {
+  --pending_;
+  Done callback = std::move(done);
+  callback(std::move(status));
 }
 
 absl::Status PointToPoint::SizeMismatch(int peer, int64_t tag, uint64_t expected,
@@ -87,36 +33,243 @@ absl::Status PointToPoint::SizeMismatch(int peer, int64_t tag, uint64_t expected
       " bytes; send and recv must use the same count and dtype"));
 }
 
-absl::Status PointToPoint::Recv(int peer, int64_t tag, void* data, uint64_t bytes,
-                                const OpContext& context) {
-  std::deque<Message>& queue = unexpected_[peer];
-  for (auto it = queue.begin(); it != queue.end(); ++it) {
-    if (it->tag != tag) continue;
-    Message message = std::move(*it);
-    queue.erase(it);
-    if (message.bytes.size() != bytes) {
-      return SizeMismatch(peer, tag, bytes, message.bytes.size());
+void PointToPoint::PostSend(int peer, int64_t tag, const void* data, uint64_t bytes,
+                            const OpContext& context, Done done) {
+  ++pending_;
+  Send send;
+  send.tag = tag;
+  send.header = MessageHeader{tag, bytes};
+  send.data = static_cast<const char*>(data);
+  send.bytes = bytes;
+  send.context = context;
+  send.done = std::move(done);
+  peers_[peer].sends.push_back(std::move(send));
+  ProgressSends(peer);
+}
+
+void PointToPoint::PostRecv(int peer, int64_t tag, void* data, uint64_t bytes,
+                            const OpContext& context, Done done) {
+  ++pending_;
+  auto recv = std::make_unique<Recv>(Recv{tag, static_cast<char*>(data), bytes, context,
+                                          std::move(done)});
+  Peer& p = peers_[peer];
+  for (auto it = p.early.begin(); it != p.early.end(); ++it) {
+    if (it->tag != tag || it->claimed != nullptr) continue;
+    if (!it->complete) {
+      it->claimed = std::move(recv);  // delivered when the rest arrives
+      return;
     }
-    if (bytes > 0) std::memcpy(data, message.bytes.data(), bytes);
-    return absl::OkStatus();
+    Early early = std::move(*it);
+    p.early.erase(it);
+    if (early.bytes.size() != bytes) {
+      Finish(recv->done, SizeMismatch(peer, tag, bytes, early.bytes.size()));
+      return;
+    }
+    if (bytes > 0) std::memcpy(data, early.bytes.data(), bytes);
+    Finish(recv->done, absl::OkStatus());
+    return;
   }
-  while (true) {
-    MessageHeader header{};
-    DIST_RETURN_IF_ERROR(Read(peer, reinterpret_cast<char*>(&header), sizeof(header), context));
-    const uint64_t padding = Padded(header.bytes) - header.bytes;
-    if (header.tag == tag) {
-      const bool fits = header.bytes == bytes;
-      DIST_RETURN_IF_ERROR(
-          Read(peer, fits ? static_cast<char*>(data) : nullptr, header.bytes, context));
-      DIST_RETURN_IF_ERROR(Read(peer, nullptr, padding, context));
-      if (!fits) return SizeMismatch(peer, tag, bytes, header.bytes);
-      return absl::OkStatus();
+  p.recvs.push_back(std::move(recv));
+  ProgressIncoming(peer);
+}
+
+bool PointToPoint::ProgressSends(int peer) {
+  Peer& p = peers_[peer];
+  if (p.sends.empty()) return false;
+  RingControl& ring = segment_->ring(rank_, peer);
+  char* base = segment_->ring_data(rank_, peer);
+  const uint64_t capacity = segment_->ring_bytes();
+  uint64_t head = ring.head.load(std::memory_order_relaxed);
+  const uint64_t tail = ring.tail.load(std::memory_order_acquire);
+  uint64_t free_bytes = capacity - (head - tail);
+  bool moved = false;
+  while (!p.sends.empty() && free_bytes > 0) {
+    Send& s = p.sends.front();
+    const uint64_t total = kHeaderBytes + Padded(s.bytes);
+    while (s.position < total && free_bytes > 0) {
+      const uint64_t at = head % capacity;
+      uint64_t n = std::min(free_bytes, capacity - at);
+      if (s.position < kHeaderBytes) {
+        n = std::min(n, kHeaderBytes - s.position);
+        std::memcpy(base + at, reinterpret_cast<const char*>(&s.header) + s.position, n);
+      } else if (s.position < kHeaderBytes + s.bytes) {
+        const uint64_t offset = s.position - kHeaderBytes;
+        n = std::min(n, s.bytes - offset);
+        std::memcpy(base + at, s.data + offset, n);
+      } else {
+        n = std::min(n, total - s.position);  // padding: nothing to copy
+      }
+      s.position += n;
+      head += n;
+      free_bytes -= n;
+      moved = true;
     }
-    // Another tag came first: keep it for the recv that wants it.
-    Message early{header.tag, std::vector<char>(header.bytes)};
-    DIST_RETURN_IF_ERROR(Read(peer, early.bytes.data(), header.bytes, context));
-    DIST_RETURN_IF_ERROR(Read(peer, nullptr, padding, context));
-    queue.push_back(std::move(early));
+    if (s.position == total) {
+      Send done = std::move(s);
+      p.sends.pop_front();
+      // Publish before completing: the send is complete once its bytes are
+      // in the ring.
+      ring.head.store(head, std::memory_order_release);
+      Finish(done.done, absl::OkStatus());
+    }
+  }
+  if (moved) {
+    ring.head.store(head, std::memory_order_release);
+    waiter_->Notify(peer);
+  }
+  return moved;
+}
+
+bool PointToPoint::ProgressIncoming(int peer) {
+  Peer& p = peers_[peer];
+  Incoming& in = p.incoming;
+  RingControl& ring = segment_->ring(peer, rank_);
+  const char* base = segment_->ring_data(peer, rank_);
+  const uint64_t capacity = segment_->ring_bytes();
+  uint64_t tail = ring.tail.load(std::memory_order_relaxed);
+  uint64_t available = ring.head.load(std::memory_order_acquire) - tail;
+  bool moved = false;
+  while (true) {
+    if (in.in_message && in.received == Padded(in.bytes)) {
+      // The whole message is here.
+      if (in.target != nullptr) {
+        std::unique_ptr<Recv> recv = std::move(in.target);
+        Finish(recv->done, recv->bytes == in.bytes
+                               ? absl::OkStatus()
+                               : SizeMismatch(peer, recv->tag, recv->bytes, in.bytes));
+      } else if (in.early != nullptr) {
+        Early* early = in.early;
+        early->complete = true;
+        if (early->claimed != nullptr) {
+          std::unique_ptr<Recv> recv = std::move(early->claimed);
+          if (recv->bytes == early->bytes.size()) {
+            if (recv->bytes > 0) std::memcpy(recv->data, early->bytes.data(), recv->bytes);
+            Finish(recv->done, absl::OkStatus());
+          } else {
+            Finish(recv->done, SizeMismatch(peer, recv->tag, recv->bytes, early->bytes.size()));
+          }
+          p.early.remove_if([early](const Early& e) { return &e == early; });
+        }
+      }
+      in = Incoming();
+      continue;
+    }
+    if (available == 0) break;
+    const uint64_t at = tail % capacity;
+    uint64_t n = std::min(available, capacity - at);
+    if (!in.in_message) {
+      n = std::min(n, kHeaderBytes - in.header_received);
+      std::memcpy(in.header + in.header_received, base + at, n);
+      in.header_received += n;
+      if (in.header_received == kHeaderBytes) {
+        MessageHeader header;
+        std::memcpy(&header, in.header, sizeof(header));
+        in.in_message = true;
+        in.bytes = header.bytes;
+        in.received = 0;
+        auto match = std::find_if(p.recvs.begin(), p.recvs.end(),
+                                  [&](const std::unique_ptr<Recv>& r) { return r->tag == header.tag; });
+        if (match != p.recvs.end()) {
+          in.target = std::move(*match);
+          p.recvs.erase(match);
+        } else {
+          p.early.emplace_back();
+          p.early.back().tag = header.tag;
+          p.early.back().bytes.resize(header.bytes);
+          in.early = &p.early.back();
+        }
+      }
+    } else {
+      n = std::min(n, Padded(in.bytes) - in.received);
+      if (in.received < in.bytes) {
+        const uint64_t useful = std::min(n, in.bytes - in.received);
+        char* dest = nullptr;
+        if (in.target != nullptr && in.target->bytes == in.bytes) {
+          dest = in.target->data + in.received;
+        } else if (in.early != nullptr) {
+          dest = in.early->bytes.data() + in.received;
+        }
+        if (dest != nullptr) std::memcpy(dest, base + at, useful);
+      }
+      in.received += n;
+    }
+    tail += n;
+    available -= n;
+    moved = true;
+  }
+  if (moved) {
+    ring.tail.store(tail, std::memory_order_release);
+    waiter_->Notify(peer);
+  }
+  return moved;
+}
+
+void PointToPoint::CheckTimeouts() {
+  const absl::Time now = absl::Now();
+  if (now < next_check_) return;
+  const bool liveness = now >= next_liveness_;
+  next_check_ = now + kCheckEvery;
+  if (liveness) next_liveness_ = now + kLivenessEvery;
+  for (int peer = 0; peer < static_cast<int>(peers_.size()); ++peer) {
+    Peer& p = peers_[peer];
+    // The oldest operation on this peer: the first send and the first recv.
+    const OpContext* oldest = nullptr;
+    const char* kind = "";
+    int64_t tag = 0;
+    auto consider = [&](const OpContext& c, const char* k, int64_t t) {
+      if (oldest == nullptr || c.deadline < oldest->deadline) {
+        oldest = &c;
+        kind = k;
+        tag = t;
+      }
+    };
+    if (!p.sends.empty()) consider(p.sends.front().context, "send to", p.sends.front().tag);
+    if (p.incoming.target != nullptr) {
+      consider(p.incoming.target->context, "recv from", p.incoming.target->tag);
+    }
+    for (const auto& r : p.recvs) consider(r->context, "recv from", r->tag);
+    for (const auto& e : p.early) {
+      if (e.claimed != nullptr) consider(e.claimed->context, "recv from", e.claimed->tag);
+    }
+    if (oldest == nullptr) continue;
+    absl::Status status = waiter_->CheckPeers({peer}, *oldest, liveness);
+    if (status.ok() && now >= oldest->deadline) {
+      status = absl::DeadlineExceededError(absl::StrCat(
+          "shm: ", kind, " rank ", peer, " with tag ", tag, " on group '", waiter_->group(),
+          "' timed out after ", oldest->timeout_ms, " ms at rank ", rank_, ": rank ", peer,
+          " is alive but did not ", kind[0] == 's' ? "receive" : "send",
+          " it; match every send with a recv of the same tag (raise the timeout if it is "
+          "merely slow)"));
+    }
+    if (!status.ok()) {
+      // The ring's stream is now out of step: everything pending fails.
+      FailAll(status);
+      return;
+    }
+  }
+}
+
+bool PointToPoint::Progress() {
+  if (pending_ == 0) return false;
+  bool moved = false;
+  for (int peer = 0; peer < static_cast<int>(peers_.size()); ++peer) {
+    if (peer == rank_) continue;
+    moved |= ProgressSends(peer);
+    moved |= ProgressIncoming(peer);
+  }
+  if (!moved && pending_ > 0) CheckTimeouts();
+  return moved;
+}
+
+void PointToPoint::FailAll(const absl::Status& status) {
+  for (Peer& p : peers_) {
+    for (Send& s : p.sends) Finish(s.done, status);
+    for (auto& r : p.recvs) Finish(r->done, status);
+    if (p.incoming.target != nullptr) Finish(p.incoming.target->done, status);
+    for (Early& e : p.early) {
+      if (e.claimed != nullptr) Finish(e.claimed->done, status);
+    }
+    p = Peer();
   }
 }
 

@@ -1,16 +1,26 @@
 // send/recv over one single-producer single-consumer byte ring per ordered
-// pair of ranks. A send is eager: it completes once its bytes are in the
-// ring (streaming through it in pieces, so any size fits). A recv matches by
-// tag; messages from the same peer with other tags that arrive first are
-// moved to a local queue, so tags may be received in any order.
+// pair of ranks, driven by a non-blocking progress engine.
+//
+// Posting a send or recv never blocks the worker: Progress() moves whatever
+// bytes the rings allow, for every pending operation, and the worker calls it
+// while idle and while it waits inside collectives. So send-then-recv rings
+// of any message size cannot deadlock on the bounded rings. A recv matches
+// the first message from its peer with its tag; messages with other tags
+// that arrive first are buffered locally, so tags may be received in any
+// order.
 #ifndef DIST_PLUGINS_BACKENDS_SHM_POINT_TO_POINT_H_
 #define DIST_PLUGINS_BACKENDS_SHM_POINT_TO_POINT_H_
 
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <list>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "plugins/backends/shm/layout.h"
 #include "plugins/backends/shm/segment.h"
 #include "plugins/backends/shm/waiter.h"
 
@@ -18,30 +28,79 @@ namespace dist_shm {
 
 class PointToPoint {
  public:
-  PointToPoint(Segment* segment, Waiter* waiter, int rank)
-      : segment_(segment), waiter_(waiter), rank_(rank),
-        unexpected_(segment->world_size()) {}
+  using Done = std::function<void(absl::Status)>;
 
-  absl::Status Send(int peer, int64_t tag, const void* data, uint64_t bytes,
-                    const OpContext& context);
-  absl::Status Recv(int peer, int64_t tag, void* data, uint64_t bytes,
-                    const OpContext& context);
+  PointToPoint(Segment* segment, Waiter* waiter, int rank);
+
+  // Start an operation; `done` runs (on the worker) when it finishes.
+  void PostSend(int peer, int64_t tag, const void* data, uint64_t bytes,
+                const OpContext& context, Done done);
+  void PostRecv(int peer, int64_t tag, void* data, uint64_t bytes, const OpContext& context,
+                Done done);
+
+  // Moves every byte the rings allow, completes what is finished, fails
+  // what timed out or whose peer failed. Returns true if anything moved.
+  bool Progress();
+  // Fails everything pending with `status` (abort).
+  void FailAll(const absl::Status& status);
+  bool idle() const { return pending_ == 0; }
 
  private:
-  struct Message {
+  struct Send {
+    int64_t tag;
+    MessageHeader header;
+    const char* data;
+    uint64_t bytes;
+    uint64_t position = 0;  // of header + payload + padding
+    OpContext context;
+    Done done;
+  };
+  struct Recv {
+    int64_t tag;
+    char* data;
+    uint64_t bytes;
+    OpContext context;
+    Done done;
+  };
+  // A message that arrived before its recv was posted.
+  struct Early {
     int64_t tag;
     std::vector<char> bytes;
+    uint64_t received = 0;
+    bool complete = false;
+    std::unique_ptr<Recv> claimed;  // a recv waiting for the rest of it
+  };
+  // What the ring from one peer is in the middle of.
+  struct Incoming {
+    unsigned char header[sizeof(MessageHeader)];
+    uint64_t header_received = 0;
+    bool in_message = false;
+    uint64_t bytes = 0;     // payload size
+    uint64_t received = 0;  // payload + padding consumed
+    std::unique_ptr<Recv> target;  // posted recv being filled, or
+    Early* early = nullptr;        // early message being filled
+  };
+  struct Peer {
+    std::deque<Send> sends;
+    std::list<std::unique_ptr<Recv>> recvs;  // posted, unmatched, in order
+    std::list<Early> early;
+    Incoming incoming;
   };
 
-  absl::Status Write(int peer, const char* data, uint64_t bytes, const OpContext& context);
-  // Reads `bytes` from the ring from `peer` into data (NULL: discard).
-  absl::Status Read(int peer, char* data, uint64_t bytes, const OpContext& context);
+  bool ProgressSends(int peer);
+  bool ProgressIncoming(int peer);
+  void Deliver(Recv& recv, const char* data, uint64_t bytes);
+  void Finish(Done& done, absl::Status status);
   absl::Status SizeMismatch(int peer, int64_t tag, uint64_t expected, uint64_t got) const;
+  void CheckTimeouts();
 
   Segment* segment_;
   Waiter* waiter_;
   int rank_;
-  std::vector<std::deque<Message>> unexpected_;  // per source rank
+  std::vector<Peer> peers_;
+  int pending_ = 0;  // posted operations not finished
+  absl::Time next_check_ = absl::InfinitePast();
+  absl::Time next_liveness_ = absl::InfinitePast();
 };
 
 }  // namespace dist_shm

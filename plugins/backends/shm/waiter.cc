@@ -96,6 +96,7 @@ absl::Status Waiter::Wait(absl::FunctionRef<bool()> ready,
     const absl::Time spin_end = absl::Now() + spin_;
     for (int i = 1;; ++i) {
       _mm_pause();
+      if (progress_) progress_();
       if (ready()) return absl::OkStatus();
       if ((i & 63) == 0 && absl::Now() >= spin_end) break;
     }
@@ -108,6 +109,7 @@ absl::Status Waiter::Wait(absl::FunctionRef<bool()> ready,
     const uint32_t bell = me.bell.load(std::memory_order_acquire);
     me.sleeping.store(1, std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    const bool moved = progress_ && progress_();
     if (ready()) {
       me.sleeping.store(0, std::memory_order_relaxed);
       return absl::OkStatus();
@@ -130,9 +132,19 @@ absl::Status Waiter::Wait(absl::FunctionRef<bool()> ready,
           ", alive but not arriving; every rank must issue the same operations in "
           "the same order (raise the timeout if they are merely slow)"));
     }
-    FutexWait(&me.bell, bell, std::min(kSlice, context.deadline - now));
+    if (!moved) FutexWait(&me.bell, bell, std::min(kSlice, context.deadline - now));
     me.sleeping.store(0, std::memory_order_relaxed);
   }
+}
+
+void Waiter::Idle(absl::FunctionRef<bool()> has_work) {
+  RankControl& me = segment_->rank(rank_);
+  const uint32_t bell = me.bell.load(std::memory_order_acquire);
+  me.sleeping.store(1, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const bool moved = progress_ && progress_();
+  if (!moved && !has_work() && !abort_->aborted()) FutexWait(&me.bell, bell, kSlice);
+  me.sleeping.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace dist_shm

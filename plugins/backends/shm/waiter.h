@@ -4,6 +4,7 @@
 #ifndef DIST_PLUGINS_BACKENDS_SHM_WAITER_H_
 #define DIST_PLUGINS_BACKENDS_SHM_WAITER_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ class Waiter {
                     absl::FunctionRef<void(std::vector<int>*)> pending,
                     const OpContext& context);
 
+  // The worker's wait for new operations while send/recv are pending: runs
+  // progress, then sleeps one slice unless something moved or has_work().
+  void Idle(absl::FunctionRef<bool()> has_work);
+
   // Wakes `rank` if it sleeps (call after publishing what it waits for).
   void Notify(int rank);
   // Wakes every other rank.
@@ -45,17 +50,24 @@ class Waiter {
   // The error for an aborted communicator.
   absl::Status AbortedError(const char* what) const;
 
+  // Fails if one of `ranks` failed, aborted, left or (check_liveness) died.
+  absl::Status CheckPeers(const std::vector<int>& ranks, const OpContext& context,
+                          bool check_liveness);
+
+  // Called while waiting, so pending send/recv keep moving (worker only);
+  // returns true when it moved something.
+  void set_progress(std::function<bool()> progress) { progress_ = std::move(progress); }
+
   const std::string& group() const { return group_; }
 
  private:
-  absl::Status CheckPeers(const std::vector<int>& ranks, const OpContext& context,
-                          bool check_liveness);
 
   Segment* segment_;
   int rank_;
   std::string group_;
   const AbortState* abort_;
   absl::Duration spin_;
+  std::function<bool()> progress_;
 };
 
 }  // namespace dist_shm
