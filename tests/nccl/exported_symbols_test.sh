@@ -1,0 +1,25 @@
+#!/bin/bash
+# The nccl plugin exports exactly one dynamic symbol, its entry point, so
+# that its copies of Abseil (and anything else) never clash with another
+# plugin's or the host's. Also checks that it links libnccl and libcudart
+# by absolute rpath, so it loads outside the Bazel tree.
+set -euo pipefail
+plugin="$1"
+symbols="$(nm -D --defined-only "$plugin" | awk '{print $3}' | sort)"
+if [[ "$symbols" != "dist_backend_plugin_v1" ]]; then
+  echo "FAIL: $plugin exports more than its entry symbol:" >&2
+  echo "$symbols" >&2
+  exit 1
+fi
+for library in libnccl.so libcudart.so; do
+  if ! objdump -p "$plugin" | grep -q "NEEDED *$library"; then
+    echo "FAIL: $plugin does not link $library" >&2
+    exit 1
+  fi
+done
+if ! objdump -p "$plugin" | grep -Eq "(RUNPATH|RPATH) .*/lib64"; then
+  echo "FAIL: $plugin has no rpath to the CUDA libraries" >&2
+  objdump -p "$plugin" | grep -E "RUNPATH|RPATH" >&2 || true
+  exit 1
+fi
+echo "PASS: only dist_backend_plugin_v1 is exported"
