@@ -48,7 +48,7 @@ std::string Describe(const LoadedPlugin& plugin) {
 }
 
 int Finish(const Report& report, const WorkerOptions& options, int32_t rank) {
-  if (options.results_file.empty() && rank <= 0) {
+  if (options.results_file.empty() && options.results_dir.empty() && rank <= 0) {
     PrintTable(report.rows(), options.only_failures, stdout);
   }
   return report.failed() > 0 ? 1 : 0;
@@ -67,7 +67,11 @@ int RunWorker(const WorkerOptions& options) {
                               : FromEnvironment({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
                                                  "WORLD_SIZE"});
   rendezvous.timeout_ms = std::max<int64_t>(options.suite.op_timeout_ms, 60000);
-  Report report(options.results_file);
+  std::string results_file = options.results_file;
+  if (results_file.empty() && !options.results_dir.empty()) {
+    results_file = absl::StrCat(options.results_dir, "/rank", rendezvous.rank, ".tsv");
+  }
+  Report report(results_file);
 
   absl::StatusOr<LoadedPlugin> plugin = LoadPlugin(options.plugin);
   if (!plugin.ok()) {

@@ -14,6 +14,7 @@ struct WorkerOptions {
   int32_t rank = -1;         // -1: from the launcher's environment
   int32_t world_size = -1;
   std::string results_file;  // rows go here; "" prints the table on rank 0
+  std::string results_dir;   // or here, as rank<R>.tsv (under mpirun)
   bool through_core = false;
   bool only_failures = false;
   SuiteOptions suite;

@@ -1,0 +1,70 @@
+"""Bazel test macro for the dist conformance kit.
+
+    load("//sdk/conformance:conformance.bzl", "dist_conformance_test")
+
+    dist_conformance_test(
+        name = "gloo_conformance",
+        plugin = "//plugins/backends/gloo:libdist-backend-gloo.so",
+        world_sizes = [1, 2, 3, 4],
+    )
+
+makes one test per world size (`gloo_conformance_np1`, ...) and a
+test_suite `gloo_conformance` over them. Each test starts N real processes of
+dist_conformance on the plugin (`launcher = "mpirun"` for backends that need
+an MPI launcher) and fails if any check fails; a backend whose probe says it
+cannot run here (no GPU) passes with every check skipped and the reason in
+the log.
+"""
+
+def dist_conformance_test(
+        name,
+        plugin,
+        world_sizes = [1, 2],
+        launcher = "local",
+        quick = True,
+        via = "abi",
+        extra_args = [],
+        timeout_s = 110,
+        tags = [],
+        **kwargs):
+    """One test per world size running dist_conformance on `plugin`.
+
+    Args:
+      name: test_suite name; the tests are <name>_np<N>.
+      plugin: label of the backend plugin .so.
+      world_sizes: numbers of ranks to run with.
+      launcher: "local" (fork + loopback tcp:// rendezvous) or "mpirun".
+      quick: quick sizes (large = 64 KiB, roots 0 and N-1).
+      via: "abi" (the plugin's table directly) or "core" (dist_init and the host API).
+      extra_args: more dist_conformance flags.
+      timeout_s: the kit kills every rank after this and fails.
+      tags: test tags.
+      **kwargs: passed to each sh_test (size, timeout, ...).
+    """
+    if launcher not in ["local", "mpirun"]:
+        fail("dist_conformance_test: launcher must be 'local' or 'mpirun', not '%s'" % launcher)
+    tests = []
+    for n in world_sizes:
+        test = "%s_np%d" % (name, n)
+        native.sh_test(
+            name = test,
+            srcs = ["//sdk/conformance:run_conformance_test.sh"],
+            args = [
+                "$(rootpath //sdk/conformance:dist_conformance)",
+                "--plugin=$(rootpath %s)" % plugin,
+                "-n",
+                str(n),
+                "--launcher=" + launcher,
+                "--via=" + via,
+                "--timeout_s=%d" % timeout_s,
+                "--only_failures",
+            ] + (["--quick"] if quick else []) + extra_args,
+            data = [
+                "//sdk/conformance:dist_conformance",
+                plugin,
+            ],
+            tags = tags + (["mpi"] if launcher == "mpirun" else []),
+            **kwargs
+        )
+        tests.append(":" + test)
+    native.test_suite(name = name, tests = tests, tags = tags)

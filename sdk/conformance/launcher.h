@@ -1,0 +1,28 @@
+// dist conformance kit: starts N real processes of this binary (locally or
+// under mpirun), bounded by a timeout, merges their results and prints the
+// table.
+#ifndef DIST_SDK_CONFORMANCE_LAUNCHER_H_
+#define DIST_SDK_CONFORMANCE_LAUNCHER_H_
+
+#include <string>
+#include <vector>
+
+namespace dist::conformance {
+
+struct LaunchOptions {
+  std::string self;                      // this binary
+  std::vector<std::string> worker_args;  // passed to every rank
+  int world_size = 2;
+  std::string launcher = "local";  // "local" or "mpirun"
+  std::string mpirun = "mpirun";
+  std::string init = "tcp";        // "tcp" (a free loopback port) or "file"
+  int timeout_s = 600;
+  bool only_failures = false;
+};
+
+// Returns the exit code: 0 when every rank ran every check and all passed.
+int Launch(const LaunchOptions& options);
+
+}  // namespace dist::conformance
+
+#endif  // DIST_SDK_CONFORMANCE_LAUNCHER_H_

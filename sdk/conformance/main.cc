@@ -1,0 +1,136 @@
+// dist_conformance: runs the conformance kit on a backend plugin.
+//
+//   dist_conformance --plugin=./libdist-backend-mine.so -n 4
+//   dist_conformance --plugin=mpi -n 4 --launcher=mpirun --quick
+//
+// Starts N processes of itself (locally with a loopback tcp:// or file://
+// rendezvous, or under mpirun), each driving the plugin through every ABI
+// entry point it declares, and prints a pass/fail table and a final line
+// "N passed, N failed". Exit code 0 only when nothing failed.
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "sdk/conformance/launcher.h"
+#include "sdk/conformance/worker.h"
+
+ABSL_FLAG(std::string, plugin, "",
+          "the backend plugin: a path to its .so, or a name found in the plugin search path");
+ABSL_FLAG(int, n, 2, "number of ranks (processes) to start");
+ABSL_FLAG(bool, quick, false,
+          "quick sizes: the large size is --quick_large_bytes and rooted collectives use roots "
+          "0 and N-1 only");
+ABSL_FLAG(std::string, launcher, "local",
+          "how ranks start: 'local' (fork, loopback rendezvous) or 'mpirun' (for backends that "
+          "need an MPI launcher)");
+ABSL_FLAG(std::string, via, "abi",
+          "'abi' drives the plugin's table directly; 'core' goes through dist_init and the host "
+          "API");
+ABSL_FLAG(std::string, init, "tcp", "rendezvous of the local launcher: 'tcp' or 'file'");
+ABSL_FLAG(std::string, mpirun, "mpirun", "the mpirun to use with --launcher=mpirun");
+ABSL_FLAG(int, timeout_s, 600, "the whole run is killed after this many seconds (a failure)");
+ABSL_FLAG(int64_t, op_timeout_ms, 30000, "timeout of every operation and wait");
+ABSL_FLAG(uint64_t, large_bytes, 16u << 20, "total bytes of the 'large' size");
+ABSL_FLAG(uint64_t, quick_large_bytes, 64u << 10, "total bytes of the 'large' size with --quick");
+ABSL_FLAG(bool, only_failures, false, "print only the failing rows of the table");
+// Internal: how the launcher starts each rank.
+ABSL_FLAG(bool, worker, false, "internal: run as one rank");
+ABSL_FLAG(std::string, url, "", "internal: the init method URL of the ranks");
+ABSL_FLAG(int, rank, -1, "internal: this rank (-1: from the launcher's environment)");
+ABSL_FLAG(int, world_size, -1, "internal: the world size (-1: from the launcher's environment)");
+ABSL_FLAG(std::string, results_file, "", "internal: where this rank writes its rows");
+ABSL_FLAG(std::string, results_dir, "", "internal: where each rank writes rank<R>.tsv");
+
+namespace {
+
+std::string SelfPath() {
+  char buffer[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
+  if (n <= 0) return "dist_conformance";
+  buffer[n] = '\0';
+  return buffer;
+}
+
+// A plugin given as a path is made absolute, so every rank finds it.
+std::string Absolute(const std::string& plugin) {
+  if (plugin.find('/') == std::string::npos) return plugin;
+  char buffer[PATH_MAX];
+  return realpath(plugin.c_str(), buffer) != nullptr ? std::string(buffer) : plugin;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "runs the dist conformance kit on a backend plugin.\n"
+      "  dist_conformance --plugin=PATH.so [-n N] [--quick] [--launcher=local|mpirun]\n"
+      "Prints a pass/fail table and 'N passed, N failed'; exits non-zero on any failure.");
+  absl::ParseCommandLine(argc, argv);
+  const std::string plugin = Absolute(absl::GetFlag(FLAGS_plugin));
+  if (plugin.empty()) {
+    std::fprintf(stderr, "dist_conformance: --plugin is required (a path to a backend .so or a "
+                         "backend name); see --help\n");
+    return 2;
+  }
+  const std::string via = absl::GetFlag(FLAGS_via);
+  if (via != "abi" && via != "core") {
+    std::fprintf(stderr, "dist_conformance: --via=%s: use 'abi' or 'core'\n", via.c_str());
+    return 2;
+  }
+  dist::conformance::SuiteOptions suite;
+  suite.quick = absl::GetFlag(FLAGS_quick);
+  suite.large_bytes = absl::GetFlag(FLAGS_large_bytes);
+  suite.quick_large_bytes = absl::GetFlag(FLAGS_quick_large_bytes);
+  suite.op_timeout_ms = absl::GetFlag(FLAGS_op_timeout_ms);
+
+  if (absl::GetFlag(FLAGS_worker)) {
+    dist::conformance::WorkerOptions worker;
+    worker.plugin = plugin;
+    worker.url = absl::GetFlag(FLAGS_url);
+    worker.rank = absl::GetFlag(FLAGS_rank);
+    worker.world_size = absl::GetFlag(FLAGS_world_size);
+    worker.results_file = absl::GetFlag(FLAGS_results_file);
+    worker.results_dir = absl::GetFlag(FLAGS_results_dir);
+    worker.through_core = via == "core";
+    worker.only_failures = absl::GetFlag(FLAGS_only_failures);
+    worker.suite = suite;
+    return dist::conformance::RunWorker(worker);
+  }
+
+  const int n = absl::GetFlag(FLAGS_n);
+  const std::string launcher = absl::GetFlag(FLAGS_launcher);
+  if (n < 1) {
+    std::fprintf(stderr, "dist_conformance: -n %d: need at least 1 rank\n", n);
+    return 2;
+  }
+  if (launcher != "local" && launcher != "mpirun") {
+    std::fprintf(stderr, "dist_conformance: --launcher=%s: use 'local' or 'mpirun'\n",
+                 launcher.c_str());
+    return 2;
+  }
+  dist::conformance::LaunchOptions options;
+  options.self = SelfPath();
+  options.world_size = n;
+  options.launcher = launcher;
+  options.mpirun = absl::GetFlag(FLAGS_mpirun);
+  options.init = absl::GetFlag(FLAGS_init);
+  options.timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  options.only_failures = absl::GetFlag(FLAGS_only_failures);
+  options.worker_args = {
+      "--plugin=" + plugin,
+      "--via=" + via,
+      absl::StrCat("--quick=", suite.quick ? "true" : "false"),
+      absl::StrCat("--large_bytes=", suite.large_bytes),
+      absl::StrCat("--quick_large_bytes=", suite.quick_large_bytes),
+      absl::StrCat("--op_timeout_ms=", suite.op_timeout_ms),
+  };
+  return dist::conformance::Launch(options);
+}
