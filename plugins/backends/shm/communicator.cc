@@ -79,9 +79,12 @@ void Communicator::Publish(RankState state, const std::string& reason) {
   absl::MutexLock lock(&publish_mu_);
   RankControl& me = segment_->rank(rank_);
   const uint32_t current = me.state.load(std::memory_order_relaxed);
-  // Keep the first failure's story; leaving always wins (peers must stop
-  // waiting on a rank that is gone).
-  if (state != kLeft && (current == kFailed || current == kAborted)) return;
+  // Keep the first failure's story, also when leaving afterwards: peers
+  // stop waiting either way, and learn the cause.
+  if (current == kFailed || current == kAborted) {
+    waiter_.NotifyOthers();
+    return;
+  }
   const size_t n = std::min(reason.size(), kReasonBytes - 1);
   std::memcpy(me.reason, reason.data(), n);
   me.reason[n] = '\0';

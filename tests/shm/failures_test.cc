@@ -1,0 +1,328 @@
+// Failure behaviour of the shm backend with real forked processes: a killed
+// peer, a silent peer, abort, mismatched calls, bad arguments, ranks on
+// different hosts, and that no segment is ever left in /dev/shm.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/shm/harness.h"
+#include "tests/shm/values.h"
+
+namespace shm_test {
+namespace {
+
+dist_op_args_t AllReduceArgs(float* data, uint64_t n) {
+  dist_op_args_t a = Args();
+  a.send = dist_make_buffer(data, n, DIST_FLOAT32, dist_cpu());
+  a.recv = a.send;
+  a.op = DIST_SUM;
+  return a;
+}
+
+// Checks that `error` has `code` and mentions `text`; consumes the error.
+bool Is(int rank, dist_error_t* error, dist_error_code_t code, const char* text) {
+  const bool ok = error != nullptr && dist_error_code(error) == code &&
+                  absl::StrContains(dist_error_message(error), text);
+  if (!ok) {
+    std::fprintf(stderr, "rank %d: wanted %s containing '%s', got %s: %s\n", rank,
+                 dist_error_code_name(code), text, dist_error_code_name(dist_error_code(error)),
+                 dist_error_message(error));
+  }
+  dist_error_destroy(error);
+  return ok;
+}
+
+void ExpectAllOk(const std::vector<RankResult>& results) {
+  for (size_t r = 0; r < results.size(); ++r) {
+    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].Describe();
+  }
+}
+
+TEST(ShmFailures, KilledPeerGivesUnavailableNamingItAndLeavesNoSegment) {
+  const std::string store = TempDir("killed") + "/store";
+  pid_t leader = 0;
+  auto results = RunRanks(
+      3, absl::Seconds(60),
+      [&](int rank) {
+        dist_store_t* s = OpenStore(store, rank, 3);
+        dist_backend_comm_t* comm = nullptr;
+        CommOptions options;
+        options.timeout_ms = 30000;
+        RANK_OK(rank, CreateComm(s, rank, 3, options, &comm));
+        float data[4] = {1, 2, 3, 4};
+        dist_op_args_t a = AllReduceArgs(data, 4);
+        RANK_OK(rank, RunOp(Plugin()->all_reduce, comm, a));
+        RANK_CHECK(rank, data[0] == 3);
+        if (rank == 2) raise(SIGKILL);
+        const absl::Time start = absl::Now();
+        RANK_CHECK(rank, Is(rank, RunOp(Plugin()->all_reduce, comm, a), DIST_UNAVAILABLE,
+                            "rank 2 (pid"));
+        // Well inside the 30 s timeout: death is noticed, not waited out.
+        RANK_CHECK(rank, absl::Now() - start < absl::Seconds(10));
+        // The communicator stays failed, and says why.
+        RANK_CHECK(rank, Is(rank, RunOp(Plugin()->barrier, comm, Args()), DIST_UNAVAILABLE,
+                            "failed earlier"));
+        Plugin()->comm_destroy(comm);
+        return 0;
+      },
+      [&](const std::vector<pid_t>& pids) { leader = pids[0]; });
+  EXPECT_TRUE(results[0].ok()) << results[0].Describe();
+  EXPECT_TRUE(results[1].ok()) << results[1].Describe();
+  EXPECT_TRUE(WIFSIGNALED(results[2].status)) << results[2].Describe();
+  EXPECT_TRUE(SegmentsOf(leader).empty());
+}
+
+TEST(ShmFailures, KilledSenderFailsThePendingRecv) {
+  const std::string store = TempDir("killed-p2p") + "/store";
+  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, 2);
+    dist_backend_comm_t* comm = nullptr;
+    RANK_OK(rank, CreateComm(s, rank, 2, CommOptions(), &comm));
+    RANK_OK(rank, RunOp(Plugin()->barrier, comm, Args()));
+    if (rank == 1) {
+      absl::SleepFor(absl::Milliseconds(200));
+      raise(SIGKILL);
+    }
+    float data[8];
+    dist_op_args_t a = Args();
+    a.recv = dist_make_buffer(data, 8, DIST_FLOAT32, dist_cpu());
+    a.peer = 1;
+    a.tag = 5;
+    RANK_CHECK(rank, Is(rank, RunOp(Plugin()->recv, comm, a), DIST_UNAVAILABLE, "rank 1 (pid"));
+    Plugin()->comm_destroy(comm);
+    return 0;
+  });
+  EXPECT_TRUE(results[0].ok()) << results[0].Describe();
+}
+
+TEST(ShmFailures, SilentPeerGivesDeadlineExceededNamingIt) {
+  const std::string store = TempDir("silent") + "/store";
+  auto results = RunRanks(3, absl::Seconds(60), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, 3);
+    dist_backend_comm_t* comm = nullptr;
+    CommOptions options;
+    options.timeout_ms = 1000;
+    RANK_OK(rank, CreateComm(s, rank, 3, options, &comm));
+    if (rank == 2) {
+      absl::SleepFor(absl::Seconds(2));  // alive, but never joins the all_reduce
+    } else {
+      float data[4] = {1, 2, 3, 4};
+      const absl::Time start = absl::Now();
+      RANK_CHECK(rank, Is(rank, RunOp(Plugin()->all_reduce, comm, AllReduceArgs(data, 4)),
+                          DIST_DEADLINE_EXCEEDED, "waiting for rank 2,"));
+      const absl::Duration took = absl::Now() - start;
+      RANK_CHECK(rank, took >= absl::Milliseconds(900) && took < absl::Seconds(2));
+    }
+    Plugin()->comm_destroy(comm);
+    return 0;
+  });
+  ExpectAllOk(results);
+}
+
+TEST(ShmFailures, UnmatchedRecvTimesOutAndWorkWaitTimeoutKeepsWorkPending) {
+  const std::string store = TempDir("p2p-timeout") + "/store";
+  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, 2);
+    dist_backend_comm_t* comm = nullptr;
+    RANK_OK(rank, CreateComm(s, rank, 2, CommOptions(), &comm));
+    const dist_backend_plugin_t* p = Plugin();
+    int32_t value = 0;
+    if (rank == 0) {
+      // A short work_wait times out but the recv stays pending and completes.
+      dist_op_args_t a = Args();
+      a.recv = dist_make_buffer(&value, 1, DIST_INT32, dist_cpu());
+      a.peer = 1;
+      a.tag = 1;
+      dist_backend_work_t* work = nullptr;
+      RANK_OK(rank, p->recv(comm, &a, &work));
+      RANK_CHECK(rank, Is(rank, p->work_wait(work, 50), DIST_DEADLINE_EXCEEDED, "still runs"));
+      int done = 1;
+      RANK_OK(rank, p->work_test(work, &done));
+      RANK_CHECK(rank, done == 0);
+      RANK_OK(rank, p->work_wait(work, 20000));
+      p->work_destroy(work);
+      RANK_CHECK(rank, value == 42);
+      // A recv nobody sends to fails at its own timeout, naming the peer.
+      a.tag = 2;
+      a.timeout_ms = 300;
+      RANK_CHECK(rank, Is(rank, RunOp(p->recv, comm, a), DIST_DEADLINE_EXCEEDED,
+                          "recv from rank 1 with tag 2"));
+    } else {
+      absl::SleepFor(absl::Milliseconds(300));
+      value = 42;
+      dist_op_args_t a = Args();
+      a.send = dist_make_buffer(&value, 1, DIST_INT32, dist_cpu());
+      a.peer = 0;
+      a.tag = 1;
+      RANK_OK(rank, RunOp(p->send, comm, a));
+      absl::SleepFor(absl::Seconds(1));
+    }
+    p->comm_destroy(comm);
+    return 0;
+  });
+  ExpectAllOk(results);
+}
+
+TEST(ShmFailures, AbortFailsPendingAndLaterOpsAndTellsPeers) {
+  const std::string store = TempDir("abort") + "/store";
+  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, 2);
+    dist_backend_comm_t* comm = nullptr;
+    RANK_OK(rank, CreateComm(s, rank, 2, CommOptions(), &comm));
+    const dist_backend_plugin_t* p = Plugin();
+    RANK_OK(rank, RunOp(p->barrier, comm, Args()));
+    if (rank == 0) {
+      int32_t value = 0;
+      dist_op_args_t a = Args();
+      a.recv = dist_make_buffer(&value, 1, DIST_INT32, dist_cpu());
+      a.peer = 1;
+      dist_backend_work_t* pending_recv = nullptr;
+      dist_backend_work_t* pending_barrier = nullptr;
+      RANK_OK(rank, p->recv(comm, &a, &pending_recv));
+      RANK_OK(rank, p->barrier(comm, &a, &pending_barrier));  // peer joins it late
+      std::thread aborter([&] {
+        absl::SleepFor(absl::Milliseconds(200));
+        p->comm_abort(comm, "test says stop");
+      });
+      const absl::Time start = absl::Now();
+      RANK_CHECK(rank, Is(rank, p->work_wait(pending_recv, 20000), DIST_ABORTED, "test says stop"));
+      RANK_CHECK(rank, Is(rank, p->work_wait(pending_barrier, 20000), DIST_ABORTED, "test says stop"));
+      RANK_CHECK(rank, absl::Now() - start < absl::Seconds(5));
+      aborter.join();
+      p->work_destroy(pending_recv);
+      p->work_destroy(pending_barrier);
+      dist_backend_work_t* later = nullptr;
+      RANK_CHECK(rank, Is(rank, p->barrier(comm, &a, &later), DIST_ABORTED, "test says stop"));
+      RANK_CHECK(rank, later == nullptr);
+      p->comm_abort(comm, "again");  // idempotent
+    } else {
+      // Rank 0 reached this barrier before its abort; the next one it never
+      // reaches, and the peer learns why instead of waiting out its timeout.
+      absl::SleepFor(absl::Milliseconds(400));
+      RANK_OK(rank, RunOp(p->barrier, comm, Args()));
+      const absl::Time start = absl::Now();
+      RANK_CHECK(rank, Is(rank, RunOp(p->barrier, comm, Args()), DIST_UNAVAILABLE,
+                          "rank 0 aborted its communicator (test says stop)"));
+      RANK_CHECK(rank, absl::Now() - start < absl::Seconds(5));
+    }
+    p->comm_destroy(comm);
+    return 0;
+  });
+  ExpectAllOk(results);
+}
+
+TEST(ShmFailures, MismatchedCollectivesFailOnEveryRankAndTheCommunicatorRecovers) {
+  const std::string store = TempDir("mismatch") + "/store";
+  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, 2);
+    dist_backend_comm_t* comm = nullptr;
+    RANK_OK(rank, CreateComm(s, rank, 2, CommOptions(), &comm));
+    float data[5] = {1, 1, 1, 1, 1};
+    RANK_CHECK(rank, Is(rank, RunOp(Plugin()->all_reduce, comm, AllReduceArgs(data, 4 + rank)),
+                        DIST_INVALID_ARGUMENT, "ranks disagree"));
+    RANK_OK(rank, RunOp(Plugin()->all_reduce, comm, AllReduceArgs(data, 4)));
+    RANK_CHECK(rank, data[0] == 2 && data[3] == 2);
+    Plugin()->comm_destroy(comm);
+    return 0;
+  });
+  ExpectAllOk(results);
+}
+
+TEST(ShmFailures, BadArgumentsAndCudaBuffersAreRefusedAtIssue) {
+  const std::string store = TempDir("args") + "/store";
+  auto results = RunRanks(1, absl::Seconds(30), [&](int rank) {
+    dist_store_t* s = OpenStore(store, 0, 1);
+    dist_backend_comm_t* comm = nullptr;
+    RANK_OK(rank, CreateComm(s, 0, 1, CommOptions(), &comm));
+    const dist_backend_plugin_t* p = Plugin();
+    float data[4] = {1, 2, 3, 4};
+    dist_backend_work_t* work = nullptr;
+    dist_op_args_t a = AllReduceArgs(data, 4);
+    a.send.device = dist_cuda(0);
+    RANK_CHECK(rank, Is(rank, p->all_reduce(comm, &a, &work), DIST_UNIMPLEMENTED, "nccl"));
+    a = AllReduceArgs(data, 4);
+    a.op = DIST_BXOR;
+    RANK_CHECK(rank, Is(rank, p->all_reduce(comm, &a, &work), DIST_INVALID_ARGUMENT, "bitwise"));
+    a = AllReduceArgs(data, 4);
+    a.recv.count = 3;
+    RANK_CHECK(rank, Is(rank, p->all_reduce(comm, &a, &work), DIST_INVALID_ARGUMENT, "recv.count"));
+    a = AllReduceArgs(data, 4);
+    a.root = 1;
+    RANK_CHECK(rank, Is(rank, p->broadcast(comm, &a, &work), DIST_INVALID_ARGUMENT, "root 1"));
+    a.peer = 0;
+    RANK_CHECK(rank, Is(rank, p->send(comm, &a, &work), DIST_INVALID_ARGUMENT, "this rank"));
+    RANK_CHECK(rank, work == nullptr);
+    // World size 1 works: every collective is a local copy.
+    a = AllReduceArgs(data, 4);
+    a.op = DIST_AVG;
+    RANK_OK(rank, RunOp(p->all_reduce, comm, a));
+    RANK_CHECK(rank, data[0] == 1 && data[3] == 4);
+    p->comm_destroy(comm);
+    return 0;
+  });
+  ExpectAllOk(results);
+}
+
+TEST(ShmFailures, RanksOnDifferentHostsAreRefusedClearly) {
+  const std::string store = TempDir("hosts") + "/store";
+  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, 2);
+    if (rank == 1) {
+      // Pretend to be elsewhere: publish another host identity, then wait
+      // for rank 0's verdict through the store as the plugin would.
+      const char fake[] = "host=elsewhere boot=0 pidns=0 shm=0";
+      RANK_OK(rank, s->set(s->ctx, "shm/host/1", fake, sizeof(fake) - 1));
+      void* value = nullptr;
+      size_t size = 0;
+      RANK_OK(rank, s->get(s->ctx, "shm/segment", 20000, &value, &size));
+      const std::string verdict(static_cast<char*>(value), size);
+      s->free_value(s->ctx, value);
+      RANK_CHECK(rank, absl::StartsWith(verdict, "error:"));
+      return 0;
+    }
+    dist_backend_comm_t* comm = nullptr;
+    RANK_CHECK(rank, Is(rank, CreateComm(s, 0, 2, CommOptions(), &comm), DIST_FAILED_PRECONDITION,
+                        "every rank on one host"));
+    RANK_CHECK(rank, comm == nullptr);
+    RANK_CHECK(rank, SegmentsOf(getpid()).empty());
+    return 0;
+  });
+  ExpectAllOk(results);
+}
+
+TEST(ShmFailures, RankThatNeverAttachesTimesOutAndLeavesNoSegment) {
+  const std::string store = TempDir("no-attach") + "/store";
+  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, 2);
+    if (rank == 1) {
+      // Passes the host check (copies rank 0's identity) but never maps the
+      // segment: rank 0 gives up and removes it.
+      void* value = nullptr;
+      size_t size = 0;
+      RANK_OK(rank, s->get(s->ctx, "shm/host/0", 20000, &value, &size));
+      RANK_OK(rank, s->set(s->ctx, "shm/host/1", value, size));
+      s->free_value(s->ctx, value);
+      absl::SleepFor(absl::Seconds(2));
+      return 0;
+    }
+    dist_backend_comm_t* comm = nullptr;
+    CommOptions options;
+    options.timeout_ms = 800;
+    RANK_CHECK(rank, Is(rank, CreateComm(s, 0, 2, options, &comm), DIST_DEADLINE_EXCEEDED,
+                        "comm_create (attaching the shared memory segment) on group 'test' timed "
+                        "out after 800 ms at rank 0 waiting for rank 1,"));
+    RANK_CHECK(rank, SegmentsOf(getpid()).empty());
+    return 0;
+  });
+  ExpectAllOk(results);
+}
+
+}  // namespace
+}  // namespace shm_test
