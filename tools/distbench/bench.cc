@@ -108,20 +108,35 @@ absl::StatusOr<Row> Bench::Run(const Case& c) {
     }
   }
 
-  // The slowest rank's time is the operation's time.
+  // The slowest rank's time is a round's time: one reduction for all rounds
+  // of both sides.
+  std::vector<double> times = plugin_times;
+  times.insert(times.end(), raw_times.begin(), raw_times.end());
+  absl::StatusOr<std::vector<double>> slowest = AllReduceDoubles(pg_, device, times, DIST_MAX);
+  if (!slowest.ok()) return slowest.status();
+  const size_t rounds = plugin_times.size();
+  const std::vector<double> plugin_rounds(slowest->begin(), slowest->begin() + rounds);
   const double factor = BusBandwidthFactor(*c.op, c.world_size);
-  auto finish = [&](const std::vector<double>& times, Measurement& m) -> absl::Status {
-    absl::StatusOr<double> seconds = AllReduceDouble(pg_, device, Median(times), DIST_MAX);
-    if (!seconds.ok()) return seconds.status();
-    m.time_us = *seconds * 1e6;
-    m.algbw = *seconds > 0 ? static_cast<double>(c.bytes()) / *seconds / 1e9 : 0;
+  auto fill = [&](const std::vector<double>& round_seconds, Measurement& m) {
+    const double seconds = Median(round_seconds);
+    m.time_us = seconds * 1e6;
+    m.algbw = seconds > 0 ? static_cast<double>(c.bytes()) / seconds / 1e9 : 0;
     m.busbw = m.algbw * factor;
-    return absl::OkStatus();
   };
-  DIST_RETURN_IF_ERROR(finish(plugin_times, row.plugin));
+  fill(plugin_rounds, row.plugin);
   if (raw_side != nullptr) {
+    const std::vector<double> raw_rounds(slowest->begin() + rounds, slowest->end());
     if (!row.raw.has_value()) row.raw.emplace();
-    DIST_RETURN_IF_ERROR(finish(raw_times, *row.raw));
+    fill(raw_rounds, *row.raw);
+    std::vector<double> ratios;
+    for (size_t k = 0; k < rounds; ++k) {
+      if (raw_rounds[k] > 0) ratios.push_back(plugin_rounds[k] / raw_rounds[k]);
+    }
+    if (!ratios.empty()) {
+      row.time_ratio = Median(ratios);
+      // busbw is bytes / time times a constant: its ratio is the inverse.
+      row.busbw_ratio = c.bytes() > 0 && row.time_ratio > 0 ? 1.0 / row.time_ratio : 0;
+    }
   }
   return row;
 }

@@ -34,6 +34,10 @@ struct Row {
   Measurement plugin;
   std::optional<Measurement> raw;  // set when the baseline ran
   std::string raw_skipped;         // why not, when a baseline was asked for
+  // plugin / raw, each the median over rounds of the ratio within a round
+  // (A and B measured back to back), so slow phases of the machine cancel.
+  double time_ratio = 0;
+  double busbw_ratio = 0;
 };
 
 class Bench {

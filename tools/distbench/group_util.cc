@@ -30,20 +30,30 @@ absl::StatusOr<std::string> BroadcastString(dist_process_group_t* pg, dist_devic
   return std::string(out->data(), strnlen(out->data(), kMaxString));
 }
 
-absl::StatusOr<double> AllReduceDouble(dist_process_group_t* pg, dist_device_t device,
-                                       double value, dist_reduce_op_t op) {
-  absl::StatusOr<std::unique_ptr<DeviceBuffer>> buffer = DeviceBuffer::Allocate(device, sizeof(double));
+absl::StatusOr<std::vector<double>> AllReduceDoubles(dist_process_group_t* pg,
+                                                     dist_device_t device,
+                                                     const std::vector<double>& values,
+                                                     dist_reduce_op_t op) {
+  const size_t bytes = values.size() * sizeof(double);
+  absl::StatusOr<std::unique_ptr<DeviceBuffer>> buffer = DeviceBuffer::Allocate(device, bytes);
   if (!buffer.ok()) return buffer.status();
-  std::vector<char> host(sizeof(double));
-  std::memcpy(host.data(), &value, sizeof(double));
+  std::vector<char> host(bytes);
+  if (bytes > 0) std::memcpy(host.data(), values.data(), bytes);
   DIST_RETURN_IF_ERROR((*buffer)->CopyFromHost(host));
-  const dist_buffer_t b = dist_make_buffer((*buffer)->data(), 1, DIST_FLOAT64, device);
+  const dist_buffer_t b = dist_make_buffer((*buffer)->data(), values.size(), DIST_FLOAT64, device);
   DIST_RETURN_IF_ERROR(dist::TakeError(dist_all_reduce(pg, &b, &b, op, nullptr)));
   absl::StatusOr<std::vector<char>> out = (*buffer)->CopyToHost();
   if (!out.ok()) return out.status();
-  double result;
-  std::memcpy(&result, out->data(), sizeof(double));
+  std::vector<double> result(values.size());
+  if (bytes > 0) std::memcpy(result.data(), out->data(), bytes);
   return result;
+}
+
+absl::StatusOr<double> AllReduceDouble(dist_process_group_t* pg, dist_device_t device,
+                                       double value, dist_reduce_op_t op) {
+  absl::StatusOr<std::vector<double>> result = AllReduceDoubles(pg, device, {value}, op);
+  if (!result.ok()) return result.status();
+  return (*result)[0];
 }
 
 }  // namespace distbench

@@ -4,6 +4,7 @@
 #define DIST_TOOLS_DISTBENCH_GROUP_UTIL_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "dist/dist.h"
@@ -17,6 +18,12 @@ absl::StatusOr<std::string> BroadcastString(dist_process_group_t* pg, dist_devic
 // `value` reduced over every rank with DIST_SUM or DIST_MAX.
 absl::StatusOr<double> AllReduceDouble(dist_process_group_t* pg, dist_device_t device,
                                        double value, dist_reduce_op_t op);
+
+// The same, element-wise, for several values at once (same size on every rank).
+absl::StatusOr<std::vector<double>> AllReduceDoubles(dist_process_group_t* pg,
+                                                     dist_device_t device,
+                                                     const std::vector<double>& values,
+                                                     dist_reduce_op_t op);
 
 }  // namespace distbench
 

@@ -13,10 +13,12 @@ std::string RedopText(const Case& c) {
   return c.op->reduces ? dist_reduce_op_name(c.redop) : "none";
 }
 std::string WrongText(int64_t wrong) { return wrong < 0 ? "N/A" : absl::StrCat(wrong); }
-// plugin / raw; 0 when undefined (a barrier moves no bytes).
-double Ratio(double a, double b) { return b > 0 ? a / b : 0; }
-std::string RatioText(double a, double b) {
-  return b > 0 ? absl::StrFormat("%.3f", a / b) : std::string("-");
+// 0 means undefined (a barrier moves no bytes, so it has no busbw ratio).
+std::string RatioText(double ratio) {
+  return ratio > 0 ? absl::StrFormat("%.3f", ratio) : std::string("-");
+}
+nlohmann::json RatioJson(double ratio) {
+  return ratio > 0 ? nlohmann::json(ratio) : nlohmann::json(nullptr);
 }
 
 }  // namespace
@@ -31,8 +33,8 @@ void TablePrinter::PrintHeader() {
                 info_.warmup, info_.iters, info_.rounds, info_.check ? "on" : "off");
   if (!info_.baseline.empty()) {
     absl::FPrintF(out_,
-                  "# baseline: %s, measured in the same processes, interleaved per size; "
-                  "ratio = plugin / raw\n",
+                  "# baseline: %s, same processes, rounds alternate plugin and raw; "
+                  "ratio = plugin / raw, median of per-round ratios\n",
                   info_.baseline_library);
   } else if (info_.baseline_requested) {
     absl::FPrintF(out_, "# baseline: skipped: %s\n", info_.baseline_skipped);
@@ -62,8 +64,7 @@ void TablePrinter::PrintRow(const Row& row) {
     if (row.raw.has_value()) {
       const Measurement& raw = *row.raw;
       absl::FPrintF(out_, " %11.2f %11.3f %10s %11s", raw.time_us, raw.busbw,
-                    RatioText(row.plugin.time_us, raw.time_us),
-                    RatioText(row.plugin.busbw, raw.busbw));
+                    RatioText(row.time_ratio), RatioText(row.busbw_ratio));
       if (raw.wrong > 0) absl::FPrintF(out_, "  (raw #wrong %d)", raw.wrong);
     } else {
       absl::FPrintF(out_, "  raw skipped: %s", row.raw_skipped);
@@ -120,8 +121,8 @@ nlohmann::json ToJson(const RunInfo& info, const std::vector<Row>& rows) {
           {"algbw_gbps", row.raw->algbw},
           {"busbw_gbps", row.raw->busbw},
           {"wrong", row.raw->wrong < 0 ? nlohmann::json(nullptr) : nlohmann::json(row.raw->wrong)},
-          {"time_ratio", Ratio(row.plugin.time_us, row.raw->time_us)},
-          {"busbw_ratio", Ratio(row.plugin.busbw, row.raw->busbw)},
+          {"time_ratio", RatioJson(row.time_ratio)},
+          {"busbw_ratio", RatioJson(row.busbw_ratio)},
       };
     } else if (!row.raw_skipped.empty()) {
       r["raw_skipped"] = row.raw_skipped;
@@ -174,9 +175,9 @@ absl::Status WriteCsv(const std::string& path, const RunInfo& info, const std::v
                            row.plugin.time_us, row.plugin.algbw, row.plugin.busbw,
                            row.plugin.wrong < 0 ? "" : absl::StrCat(row.plugin.wrong));
     if (row.raw.has_value()) {
-      out << absl::StrFormat(",%.3f,%.4f,%.4f,%.4f", row.raw->time_us, row.raw->busbw,
-                             Ratio(row.plugin.time_us, row.raw->time_us),
-                             Ratio(row.plugin.busbw, row.raw->busbw));
+      out << absl::StrFormat(",%.3f,%.4f,%s,%s", row.raw->time_us, row.raw->busbw,
+                             row.time_ratio > 0 ? absl::StrFormat("%.4f", row.time_ratio) : "",
+                             row.busbw_ratio > 0 ? absl::StrFormat("%.4f", row.busbw_ratio) : "");
     } else {
       out << ",,,,";
     }

@@ -88,7 +88,9 @@ assert doc["baseline"]["name"] == "gloo", doc["baseline"]
 for r in doc["results"]:
     raw = r["raw"]
     assert raw["wrong"] == 0 and raw["time_us"] > 0, r
-    assert abs(raw["time_ratio"] - r["time_us"] / raw["time_us"]) < 1e-6 * raw["time_ratio"], r
+    # Ratios are medians of per-round ratios; busbw's is the inverse of time's.
+    assert raw["time_ratio"] > 0, r
+    assert abs(raw["busbw_ratio"] * raw["time_ratio"] - 1) < 1e-9, r
 PY
 
 # ---- 3. --plot: a PNG of this run and of several JSON files ---------------
@@ -141,6 +143,56 @@ if [ $rc -ne 0 ] && [ "$(grep -c '^distbench: rank [01]: .*nosuch' "$TMP/nob.err
   pass "unknown backend: rc $rc, $(grep -m1 nosuch "$TMP/nob.err")"
 else
   fail "unknown backend: rc $rc"; cat "$TMP/nob.err"
+fi
+
+# ---- 5. a rank killed mid-run: the launcher stops the other and says who --
+"$DISTBENCH" -n 2 --backend gloo -b 64M -e 64M --iters 1000 --rounds 1 -w 0 \
+    >"$TMP/kill.out" 2>"$TMP/kill.err" &
+launcher=$!
+ranks=""
+for _ in $(seq 100); do
+  ranks=$(pgrep -P "$launcher" | sort -n)
+  [ "$(echo "$ranks" | wc -w)" = 2 ] && break
+  sleep 0.1
+done
+sleep 2
+victim=$(echo "$ranks" | tail -1)  # forked second: rank 1
+kill -9 "$victim" 2>/dev/null
+rc=""
+for _ in $(seq 300); do  # 30 s at most
+  if ! kill -0 "$launcher" 2>/dev/null; then wait "$launcher"; rc=$?; break; fi
+  sleep 0.1
+done
+if [ -z "$rc" ]; then
+  fail "launcher still running 30 s after rank 1 was killed"
+  kill -9 "$launcher" $ranks 2>/dev/null
+elif [ "$rc" -ne 0 ] && grep -q 'rank 1 was killed by signal 9' "$TMP/kill.err"; then
+  pass "killed rank: launcher exits $rc: $(grep 'rank 1' "$TMP/kill.err" | head -1)"
+else
+  fail "killed rank: rc $rc"; cat "$TMP/kill.err"
+fi
+
+# ---- 6. raw MPI under mpirun ----------------------------------------------
+if command -v mpirun >/dev/null; then
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  extra=()
+  [ -n "${DIST_PLUGIN_PATH:-}" ] && extra=(-x DIST_PLUGIN_PATH)
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -k 5 100 \
+    mpirun --oversubscribe -np 2 -x DIST_TIMEOUT "${extra[@]}" \
+      -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" \
+      "$DISTBENCH" --backend mpi --op all_reduce,all_to_all -b 8 -e 4K -f 8 -w 1 --iters 5 \
+      --check --baseline --json "$TMP/mpi.json" --progress=false >"$TMP/mpi.out" 2>"$TMP/mpi.err"
+  rc=$?
+  cat "$TMP/mpi.out"
+  bad=$(rows "$TMP/mpi.out" | awk 'NF != 13 || $12 <= 0 || $9 != "0"' | wc -l)
+  if [ $rc = 0 ] && grep -q '^# baseline: Open MPI' "$TMP/mpi.out" && [ "$bad" = 0 ] &&
+     [ "$(rows "$TMP/mpi.out" | wc -l)" = 8 ]; then
+    pass "mpirun -np 2 --backend mpi --baseline: raw MPI ratios, #wrong 0"
+  else
+    fail "mpi baseline: rc $rc, $bad bad rows"; cat "$TMP/mpi.err"
+  fi
+else
+  echo "skip: no mpirun in PATH (Debian: openmpi-bin)"
 fi
 
 if [ $failures -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi

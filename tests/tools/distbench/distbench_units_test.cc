@@ -168,7 +168,11 @@ std::vector<Row> SampleRows(bool with_raw) {
     Row row;
     row.c = TwoRankCase("all_reduce", 0, block, DIST_FLOAT32);
     row.plugin = {10.0, 0.8, 0.8, 0};
-    if (with_raw) row.raw = Measurement{8.0, 1.0, 1.0, 0};
+    if (with_raw) {
+      row.raw = Measurement{8.0, 1.0, 1.0, 0};
+      row.time_ratio = 1.25;
+      row.busbw_ratio = 0.8;
+    }
     rows.push_back(row);
   }
   return rows;
