@@ -193,6 +193,10 @@ void Communicator::Execute(Task task) {
     return;
   }
   const OpEnv env{context_, GlooTimeout(op), &policy_};
+  // Some of Gloo 0.5's algorithms wait with the transport's timeout instead
+  // of the one in their options; operations run one at a time, so setting
+  // it per operation is safe.
+  if (context_->getTimeout() != env.timeout) SetTransportTimeout(*context_, env.timeout);
   absl::Status status;
   try {
     if (op.kind == DIST_COLL_SEND || op.kind == DIST_COLL_RECV) {
@@ -254,7 +258,9 @@ absl::Status Communicator::Fail(const Op& op, const std::string& what) {
   const std::string where = absl::StrCat(dist_collective_name(op.kind), " #", op.seq, " on group '", group_,
                                          "' (rank ", rank_, " of ", size_, ")");
   const std::string report = absl::StrCat("rank ", rank_, " ", where, ": ", failure.Describe());
-  const std::string notes = CompareNotes(StoreView(store_), rank_, size_, failure, report, Grace(op));
+  // Most of the grace period, so that the error still arrives within the
+  // operation's timeout.
+  const std::string notes = CompareNotes(StoreView(store_), rank_, size_, failure, report, Grace(op) * 0.8);
   const std::string message = absl::StrCat("gloo backend: ", where, " failed: ", failure.Describe(), notes,
                                            "; the communicator is aborted, create a new one to continue");
   Log(DIST_LOG_ERROR, message);

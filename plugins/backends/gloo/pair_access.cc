@@ -1,6 +1,7 @@
 #include "plugins/backends/gloo/pair_access.h"
 
 #include "gloo/config.h"
+#include "gloo/transport/context.h"
 #include "gloo/transport/tcp/pair.h"
 
 static_assert(GLOO_VERSION == 500,
@@ -16,6 +17,13 @@ class PairAccess : public tcp::Pair {
   static std::string Peer(tcp::Pair& pair) { return (pair.*(&PairAccess::peer))().str(); }
   static void Fail(tcp::Pair& pair, const std::string& reason) {
     (pair.*(&PairAccess::signalExceptionExternal))(reason);
+  }
+};
+
+class ContextAccess : public gloo::Context {
+ public:
+  static std::shared_ptr<gloo::transport::Context>& Transport(gloo::Context& context) {
+    return context.*(&ContextAccess::transportContext_);
   }
 };
 
@@ -43,6 +51,15 @@ void FailAllPairs(gloo::Context& context, const std::string& reason) {
     } catch (...) {
       // A pair that failed already keeps its first exception; nothing to do.
     }
+  }
+}
+
+void SetTransportTimeout(gloo::Context& context, std::chrono::milliseconds timeout) {
+  try {
+    context.setTimeout(timeout);
+    std::shared_ptr<gloo::transport::Context>& transport = ContextAccess::Transport(context);
+    if (transport != nullptr) transport->setTimeout(timeout);
+  } catch (...) {
   }
 }
 

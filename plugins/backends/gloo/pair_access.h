@@ -6,13 +6,16 @@
 //   - failing every pending operation on the pair, so that comm_abort can
 //     unblock an operation that is waiting on a silent peer right away
 //     (Context::closeConnections does not wake waiters in this Gloo).
-// Both use a derived class to form pointers to protected members, which is
+//   - the transport context's timeout, which some Gloo 0.5 algorithms use
+//     for their waits instead of the timeout in their options.
+// All use a derived class to form pointers to protected members, which is
 // plain C++ (no layout assumptions); the one call goes to libgloo's own
 // Pair::signalExceptionExternal, which takes the pair's lock and is
 // idempotent.
 #ifndef DIST_PLUGINS_BACKENDS_GLOO_PAIR_ACCESS_H_
 #define DIST_PLUGINS_BACKENDS_GLOO_PAIR_ACCESS_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -27,6 +30,10 @@ std::string PeerAddress(gloo::Context& context, int rank);
 // Fails every pending and future operation on every pair of `context` with
 // `reason` and closes the connections. Never throws.
 void FailAllPairs(gloo::Context& context, const std::string& reason);
+
+// Sets the timeout the transport uses for waits that pass none (Gloo's
+// ring allreduce, among others). Never throws.
+void SetTransportTimeout(gloo::Context& context, std::chrono::milliseconds timeout);
 
 }  // namespace dist::gloo_backend
 

@@ -1,0 +1,179 @@
+// Failures with real processes: a killed peer, a silent peer, an abort from
+// another thread, and a rank that never joins. Every surviving rank must
+// get an error within the timeout that names the rank at fault, and later
+// calls must fail at once with the same reason.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/gloo/harness.h"
+
+namespace gloo_test {
+namespace {
+
+dist_op_args_t SumArgs(std::vector<float>* in, std::vector<float>* out) {
+  dist_op_args_t a = Args();
+  a.send = Buffer(in->data(), in->size(), DIST_FLOAT32);
+  a.recv = Buffer(out->data(), out->size(), DIST_FLOAT32);
+  a.op = DIST_SUM;
+  return a;
+}
+
+// After a failure the communicator is aborted: the next call fails at once
+// with the same reason.
+void CheckLaterCallsFail(int rank, dist_backend_comm_t* comm, const std::string& reason) {
+  std::vector<float> in(4, 1.f), out(4);
+  dist_op_args_t a = SumArgs(&in, &out);
+  dist_backend_work_t* work = nullptr;
+  const absl::Time start = absl::Now();
+  dist_error_t* e = Plugin()->all_reduce(comm, &a, &work);
+  RANK_CHECK(rank, absl::Now() - start < absl::Milliseconds(100));
+  RANK_CHECK(rank, dist_error_code(e) == DIST_ABORTED);
+  RANK_CHECK(rank, reason == dist_error_message(e));
+  dist_error_destroy(e);
+}
+
+TEST(GlooFailure, KilledPeerIsNamedOnEverySurvivor) {
+  const std::string dir = TempDir("killed");
+  constexpr int64_t kTimeoutMs = 8000;
+  auto results = RunRanks(3, absl::Seconds(60), [&](int rank) {
+    dist_store_t* store = OpenStore(dir + "/store");
+    dist_backend_comm_t* comm = nullptr;
+    CommOptions options;
+    options.timeout_ms = kTimeoutMs;
+    RANK_OK(rank, CreateComm(store, rank, 3, options, &comm));
+    std::vector<float> in(100000, 1.f), out(100000);
+    dist_op_args_t a = SumArgs(&in, &out);
+    RANK_OK(rank, RunOp(Plugin()->all_reduce, comm, a));
+    RANK_CHECK(rank, out[0] == 3.f);
+    if (rank == 2) raise(SIGKILL);  // dies between two collectives
+    absl::SleepFor(absl::Milliseconds(200));
+    const absl::Time start = absl::Now();
+    dist_error_t* e = RunOp(Plugin()->all_reduce, comm, a);
+    const absl::Duration took = absl::Now() - start;
+    std::fprintf(stderr, "rank %d after %s: %s: %s\n", rank, absl::FormatDuration(took).c_str(),
+                 dist_error_code_name(dist_error_code(e)), dist_error_message(e));
+    RANK_CHECK(rank, e != nullptr);
+    RANK_CHECK(rank, took < absl::Milliseconds(kTimeoutMs));
+    RANK_CHECK(rank, absl::StrContains(dist_error_message(e), "rank 2"));
+    const std::string reason = dist_error_message(e);
+    dist_error_destroy(e);
+    CheckLaterCallsFail(rank, comm, reason);
+    Plugin()->comm_destroy(comm);
+    return 0;
+  });
+  EXPECT_TRUE(results[0].ok()) << results[0].Describe();
+  EXPECT_TRUE(results[1].ok()) << results[1].Describe();
+  EXPECT_TRUE(WIFSIGNALED(results[2].status)) << results[2].Describe();
+}
+
+TEST(GlooFailure, SilentPeerTimesOutAndIsNamed) {
+  const std::string dir = TempDir("silent");
+  constexpr int64_t kTimeoutMs = 3000;
+  auto results = RunRanks(3, absl::Seconds(60), [&](int rank) {
+    dist_store_t* store = OpenStore(dir + "/store");
+    dist_backend_comm_t* comm = nullptr;
+    CommOptions options;
+    options.timeout_ms = kTimeoutMs;
+    RANK_OK(rank, CreateComm(store, rank, 3, options, &comm));
+    std::vector<float> in(1000, 1.f), out(1000);
+    dist_op_args_t a = SumArgs(&in, &out);
+    RANK_OK(rank, RunOp(Plugin()->all_reduce, comm, a));
+    if (rank == 2) {  // alive, connected, but never calls the next collective
+      absl::SleepFor(absl::Milliseconds(kTimeoutMs + 3000));
+      std::_Exit(0);
+    }
+    const absl::Time start = absl::Now();
+    dist_error_t* e = RunOp(Plugin()->all_reduce, comm, a);
+    const absl::Duration took = absl::Now() - start;
+    std::fprintf(stderr, "rank %d after %s: %s: %s\n", rank, absl::FormatDuration(took).c_str(),
+                 dist_error_code_name(dist_error_code(e)), dist_error_message(e));
+    RANK_CHECK(rank, e != nullptr);
+    RANK_CHECK(rank, took >= absl::Milliseconds(kTimeoutMs / 2));  // it did wait
+    RANK_CHECK(rank, took <= absl::Milliseconds(kTimeoutMs));  // within the timeout
+    const std::string message = dist_error_message(e);
+    RANK_CHECK(rank, absl::StrContains(message, ": 2 (dead, stuck") ||
+                         absl::StrContains(message, "ranks not responding: 2"));
+    dist_error_destroy(e);
+    CheckLaterCallsFail(rank, comm, message);
+    Plugin()->comm_destroy(comm);
+    return 0;
+  });
+  for (const RankResult& r : results) EXPECT_TRUE(r.ok()) << r.Describe();
+}
+
+TEST(GlooFailure, AbortFromAnotherThreadUnblocksWaiters) {
+  const std::string dir = TempDir("abort");
+  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
+    dist_store_t* store = OpenStore(dir + "/store");
+    dist_backend_comm_t* comm = nullptr;
+    RANK_OK(rank, CreateComm(store, rank, 2, CommOptions{}, &comm));  // 20 s timeout
+    if (rank == 1) {  // never joins the collective below
+      absl::SleepFor(absl::Seconds(3));
+      Plugin()->comm_destroy(comm);
+      return 0;
+    }
+    std::vector<float> in(1000, 1.f), out(1000), out2(1000);
+    dist_op_args_t a = SumArgs(&in, &out);
+    dist_op_args_t b = SumArgs(&in, &out2);
+    dist_backend_work_t* first = nullptr;
+    dist_backend_work_t* queued = nullptr;
+    RANK_OK(rank, Plugin()->all_reduce(comm, &a, &first));
+    RANK_OK(rank, Plugin()->all_reduce(comm, &b, &queued));
+    std::thread aborter([&] {
+      absl::SleepFor(absl::Milliseconds(300));
+      Plugin()->comm_abort(comm, "test says stop");
+    });
+    const absl::Time start = absl::Now();
+    dist_error_t* e = Plugin()->work_wait(first, 20000);  // the caller may run it inline
+    const absl::Duration took = absl::Now() - start;
+    aborter.join();
+    RANK_CHECK(rank, dist_error_code(e) == DIST_ABORTED);
+    RANK_CHECK(rank, absl::StrContains(dist_error_message(e), "test says stop"));
+    RANK_CHECK(rank, took < absl::Seconds(2));
+    const std::string reason = dist_error_message(e);
+    dist_error_destroy(e);
+    e = Plugin()->work_wait(queued, 1000);
+    RANK_CHECK(rank, dist_error_code(e) == DIST_ABORTED);
+    RANK_CHECK(rank, reason == dist_error_message(e));
+    dist_error_destroy(e);
+    Plugin()->work_destroy(first);
+    Plugin()->work_destroy(queued);
+    Plugin()->comm_abort(comm, "again");  // idempotent: the first reason stays
+    CheckLaterCallsFail(rank, comm, reason);
+    Plugin()->comm_destroy(comm);
+    return 0;
+  });
+  for (const RankResult& r : results) EXPECT_TRUE(r.ok()) << r.Describe();
+}
+
+TEST(GlooFailure, MissingRankAtCreationIsNamed) {
+  const std::string dir = TempDir("missing");
+  auto results = RunRanks(3, absl::Seconds(60), [&](int rank) {
+    if (rank == 2) return 0;  // never creates the communicator
+    dist_store_t* store = OpenStore(dir + "/store");
+    dist_backend_comm_t* comm = nullptr;
+    CommOptions options;
+    options.timeout_ms = 1500;
+    const absl::Time start = absl::Now();
+    dist_error_t* e = CreateComm(store, rank, 3, options, &comm);
+    std::fprintf(stderr, "rank %d: %s\n", rank, dist_error_message(e));
+    RANK_CHECK(rank, comm == nullptr);
+    RANK_CHECK(rank, dist_error_code(e) == DIST_DEADLINE_EXCEEDED);
+    RANK_CHECK(rank, absl::StrContains(dist_error_message(e), "rank(s) 2"));
+    RANK_CHECK(rank, absl::Now() - start < absl::Seconds(5));
+    dist_error_destroy(e);
+    return 0;
+  });
+  for (const RankResult& r : results) EXPECT_TRUE(r.ok()) << r.Describe();
+}
+
+}  // namespace
+}  // namespace gloo_test
