@@ -127,6 +127,7 @@ std::string FormatReport(const Report& report) {
     key_width = std::max(key_width, row.key.size());
     value_width = std::max(value_width, row.value.size());
   }
+  value_width = std::min<size_t>(value_width, 24);  // a long path just pushes its source
   for (const ConfigRow& row : report.config) {
     absl::StrAppendFormat(&out, "  %-*s  %-*s  %s\n", key_width, row.key,
                           value_width, row.value.empty() ? "-" : row.value,
@@ -144,8 +145,8 @@ std::string FormatSelftests(const std::vector<SelftestResult>& results) {
   for (const SelftestResult& r : results) width = std::max(width, r.backend.size());
   for (const SelftestResult& r : results) {
     absl::StrAppendFormat(&out, "  %-*s  ", width, r.backend);
-    if (r.skipped) {
-      absl::StrAppend(&out, "skip  ", r.detail, "\n");
+    if (r.skipped || r.steps.empty()) {  // nothing ran
+      absl::StrAppend(&out, r.skipped ? "skip  " : "FAIL  ", r.detail, "\n");
       continue;
     }
     absl::StrAppend(&out, r.passed ? "pass" : "FAIL",

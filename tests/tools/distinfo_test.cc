@@ -1,0 +1,332 @@
+// distinfo end to end: the real binary, the real bundled plugins (gloo,
+// mpi, shm, nccl where CUDA was found at build time), real broken plugin
+// files, and a real self-test (gloo ranks over TCP, mpi through mpirun).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "dist/backend_plugin.h"
+#include "dist/rendezvous_plugin.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/tools/subprocess.h"
+#include "tools/distinfo/device_memory.h"
+
+namespace dist::testing {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using json = nlohmann::json;
+
+std::string Distinfo() { return RunfilePath("tools/distinfo/distinfo"); }
+
+ProcessResult RunDistinfo(std::vector<std::string> args, std::vector<std::string> env = {}) {
+  args.insert(args.begin(), Distinfo());
+  // The test's own environment must not steer the result.
+  for (const char* var : {"DIST_BACKEND=", "DIST_INIT_METHOD=", "DIST_CONFIG=",
+                          "DIST_TIMEOUT=", "DIST_PLUGIN_PATH="}) {
+    env.insert(env.begin(), var);
+  }
+  return Subprocess::Run(args, env, absl::Seconds(100));
+}
+
+json ParseJson(const ProcessResult& r) {
+  json j = json::parse(r.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << "not JSON:\n" << r.out << r.err;
+  return j;
+}
+
+const json* FindNamed(const json& list, const std::string& name) {
+  for (const json& entry : list) {
+    if (entry.value("name", "") == name) return &entry;
+  }
+  return nullptr;
+}
+
+// Whether this machine can run NCCL at all (a driver and a device).
+bool HaveCudaDevice() {
+  absl::StatusOr<int> count = distinfo::CudaDeviceCount();
+  return count.ok() && *count > 0;
+}
+
+void WriteFile(const std::string& path, const std::string& content) {
+  std::ofstream(path, std::ios::binary) << content;
+}
+
+void CopyFile(const std::string& from, const std::string& to) {
+  std::ifstream in(from, std::ios::binary);
+  ASSERT_TRUE(in.good()) << from;
+  std::ofstream(to, std::ios::binary) << in.rdbuf();
+}
+
+TEST(DistinfoTest, ListsTheBackendsOfThisMachine) {
+  ProcessResult r = RunDistinfo({});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("Backend plugin ABI:    ", DIST_BACKEND_ABI_MAJOR,
+                                            ".", DIST_BACKEND_ABI_MINOR)));
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("Rendezvous plugin ABI: ",
+                                            DIST_RENDEZVOUS_ABI_MAJOR, ".",
+                                            DIST_RENDEZVOUS_ABI_MINOR)));
+  EXPECT_THAT(r.out, HasSubstr("/dist/plugins (beside libdist.so)"));
+  EXPECT_THAT(r.out, HasSubstr("\n  gloo: ok\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  mpi: ok\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  shm: ok\n"));
+  EXPECT_THAT(r.out, HasSubstr("Library:             Gloo"));
+  EXPECT_THAT(r.out, HasSubstr("Library:             Open MPI"));
+#if DIST_TEST_CUDA_FOUND
+  if (HaveCudaDevice()) {
+    EXPECT_THAT(r.out, HasSubstr("\n  nccl: ok\n"));
+  } else {
+    EXPECT_THAT(r.out, HasSubstr("\n  nccl: unavailable: no CUDA device"));
+  }
+  EXPECT_THAT(r.out, HasSubstr("Library:             NCCL"));
+#endif
+  EXPECT_THAT(r.out, HasSubstr("all_reduce ops:      sum product min max avg"));
+  EXPECT_THAT(r.out, HasSubstr("Schemes:             tcp://"));
+  EXPECT_THAT(r.out, HasSubstr("Schemes:             env://"));
+  EXPECT_THAT(r.out, HasSubstr("Configuration (what dist_init would use):"));
+  EXPECT_THAT(r.out, HasSubstr("backend      gloo    default"));
+}
+
+TEST(DistinfoTest, JsonHasEveryField) {
+  ProcessResult r = RunDistinfo({"--json"}, {"DIST_BACKEND=shm", "DIST_TIMEOUT=45s"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = ParseJson(r);
+  EXPECT_FALSE(j.value("version", "").empty());
+  EXPECT_EQ(j["abi"]["backend"]["major"], DIST_BACKEND_ABI_MAJOR);
+  EXPECT_EQ(j["abi"]["backend"]["minor"], DIST_BACKEND_ABI_MINOR);
+  EXPECT_EQ(j["abi"]["rendezvous"]["major"], DIST_RENDEZVOUS_ABI_MAJOR);
+  ASSERT_GE(j["plugin_search_path"].size(), 1u);
+  EXPECT_EQ(j["plugin_search_path"][0]["origin"], "beside libdist.so");
+  EXPECT_EQ(j["plugin_search_path"][0]["exists"], true);
+
+  const json* gloo = FindNamed(j["backends"], "gloo");
+  ASSERT_NE(gloo, nullptr) << j.dump(2);
+  EXPECT_EQ((*gloo)["status"], "ok");
+  EXPECT_EQ((*gloo)["usable"], true);
+  EXPECT_TRUE((*gloo)["reason"].is_null());
+  EXPECT_EQ((*gloo)["abi_major"], DIST_BACKEND_ABI_MAJOR);
+  EXPECT_TRUE(absl::EndsWith((*gloo)["path"].get<std::string>(), "/libdist-backend-gloo.so"));
+  EXPECT_THAT((*gloo)["library_version"].get<std::string>(), HasSubstr("Gloo"));
+  const json& caps = (*gloo)["capabilities"];
+  EXPECT_THAT(caps["devices"], Contains("cpu"));
+  EXPECT_THAT(caps["dtypes"], Contains("float32"));
+  EXPECT_THAT(caps["collectives"], Contains("all_reduce"));
+  EXPECT_THAT(caps["collectives"], Contains("barrier"));
+  EXPECT_THAT(caps["ops"]["all_reduce"], Contains("sum"));
+  EXPECT_TRUE(caps.contains("flags"));
+
+  const json* mpi = FindNamed(j["backends"], "mpi");
+  ASSERT_NE(mpi, nullptr);
+  EXPECT_THAT((*mpi)["capabilities"]["flags"], Contains("needs_launcher"));
+  EXPECT_THAT((*mpi)["library_version"].get<std::string>(), HasSubstr("Open MPI"));
+#if DIST_TEST_CUDA_FOUND
+  const json* nccl = FindNamed(j["backends"], "nccl");
+  ASSERT_NE(nccl, nullptr);
+  if (!HaveCudaDevice()) {
+    EXPECT_EQ((*nccl)["status"], "unavailable");
+    EXPECT_THAT((*nccl)["reason"].get<std::string>(), HasSubstr("no CUDA device"));
+  }
+  EXPECT_THAT((*nccl)["capabilities"]["devices"], Contains("cuda"));
+#endif
+
+  const json* tcp = FindNamed(j["rendezvous"], "tcp");
+  ASSERT_NE(tcp, nullptr);
+  EXPECT_THAT((*tcp)["schemes"], Contains("tcp"));
+  EXPECT_EQ((*tcp)["abi_major"], DIST_RENDEZVOUS_ABI_MAJOR);
+
+  // The configuration with its sources, as set above.
+  std::map<std::string, std::pair<std::string, std::string>> config;
+  for (const json& row : j["config"]) {
+    config[row["key"]] = {row["value"], row["source"]};
+  }
+  EXPECT_EQ(config["backend"].first, "shm");
+  EXPECT_EQ(config["backend"].second, "environment (DIST_BACKEND)");
+  EXPECT_EQ(config["timeout_ms"].first, "45000");
+  EXPECT_EQ(config["init_method"].second, "default");
+  EXPECT_TRUE(j["config_error"].is_null());
+}
+
+TEST(DistinfoTest, ConfigFileIsNamedAsTheSource) {
+  std::string dir = MakeTempDir("distinfo_config");
+  std::string file = dir + "/dist.toml";
+  WriteFile(file, "backend = \"mpi\"\ninit_method = \"tcp://127.0.0.1:1234\"\n");
+  ProcessResult r = RunDistinfo({"--config", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("\n  backend +mpi +config file \\("));
+  r = RunDistinfo({"--config", file, "--json"}, {"DIST_BACKEND=gloo"});
+  json j = ParseJson(r);
+  std::map<std::string, std::pair<std::string, std::string>> config;
+  for (const json& row : j["config"]) config[row["key"]] = {row["value"], row["source"]};
+  // The environment beats the file; the file beats the default.
+  EXPECT_EQ(config["backend"], std::make_pair(std::string("gloo"),
+                                              std::string("environment (DIST_BACKEND)")));
+  EXPECT_EQ(config["init_method"].first, "tcp://127.0.0.1:1234");
+  EXPECT_THAT(config["init_method"].second, HasSubstr(absl::StrCat("config file (", file)));
+  EXPECT_EQ(config["config_file"].second, "argument");
+}
+
+TEST(DistinfoTest, BadConfigIsReportedNotFatal) {
+  ProcessResult r = RunDistinfo({}, {"DIST_TIMEOUT=soon"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("  error: "));
+  EXPECT_THAT(r.out, HasSubstr("DIST_TIMEOUT"));
+  EXPECT_THAT(r.out, HasSubstr("\n  gloo: ok\n"));
+}
+
+TEST(DistinfoTest, RequireOfAMissingBackendFailsNamingIt) {
+  ProcessResult r = RunDistinfo({"--require", "gloo,nosuchbackend"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.out, HasSubstr("distinfo: gloo: ok"));
+  EXPECT_THAT(r.err, HasSubstr("distinfo: nosuchbackend: missing: no "
+                               "libdist-backend-nosuchbackend.so in "));
+  EXPECT_THAT(r.err, HasSubstr("--require failed: nosuchbackend not usable here"));
+  EXPECT_THAT(r.err, Not(HasSubstr("gloo")));
+}
+
+TEST(DistinfoTest, RequireOfUsableBackendsAndSchemesPasses) {
+  ProcessResult r = RunDistinfo({"--require=gloo,mpi,shm,tcp://,env://"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("distinfo: mpi: ok"));
+  EXPECT_THAT(r.out, HasSubstr("distinfo: tcp://: ok"));
+  r = RunDistinfo({"--require=nosuch://"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("no usable rendezvous plugin handles nosuch://"));
+}
+
+#if DIST_TEST_CUDA_FOUND
+TEST(DistinfoTest, RequireNcclWithoutDeviceSaysWhy) {
+  if (HaveCudaDevice()) GTEST_SKIP() << "this machine has a CUDA device";
+  ProcessResult r = RunDistinfo({"--require", "nccl", "--json"});
+  EXPECT_EQ(r.exit_code, 1);
+  json j = ParseJson(r);
+  ASSERT_EQ(j["require"].size(), 1u);
+  EXPECT_EQ(j["require"][0]["ok"], false);
+  EXPECT_THAT(j["require"][0]["detail"].get<std::string>(),
+              HasSubstr("unavailable: no CUDA device"));
+}
+#endif
+
+TEST(DistinfoTest, BrokenPluginsShowTheirReasonAndDoNotBreakTheListing) {
+  std::string dir = MakeTempDir("distinfo_plugins");
+  WriteFile(dir + "/libdist-backend-broken.so", std::string(200, 'g'));
+  const std::string fixtures = "tests/core/fixtures/";
+  CopyFile(RunfilePath(fixtures + "libdist-backend-fixture_wrong_major.so"),
+           dir + "/libdist-backend-fixture_wrong_major.so");
+  CopyFile(RunfilePath(fixtures + "libdist-backend-fixture_missing_dep.so"),
+           dir + "/libdist-backend-fixture_missing_dep.so");
+  // A second gloo later in the path is shadowed by the bundled one.
+  CopyFile(RunfilePath("core/dist/plugins/libdist-backend-gloo.so"),
+           dir + "/libdist-backend-gloo.so");
+
+  ProcessResult r = RunDistinfo({}, {"DIST_PLUGIN_PATH=" + dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat(dir, " (DIST_PLUGIN_PATH)")));
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("  broken: load failed: ", dir,
+                                            "/libdist-backend-broken.so: invalid ELF header")));
+  EXPECT_THAT(r.out, HasSubstr("  fixture_wrong_major: bad ABI: plugin ABI 2."));
+  EXPECT_THAT(r.out, HasSubstr("  fixture_missing_dep: load failed: "
+                               "libdist-absent-dependency.so.1: cannot open shared object file"));
+  EXPECT_THAT(r.out, HasSubstr("  gloo: shadowed: shadowed by "));
+  // Everything else is still listed and usable.
+  EXPECT_THAT(r.out, HasSubstr("\n  gloo: ok\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  shm: ok\n"));
+
+  r = RunDistinfo({"--json"}, {"DIST_PLUGIN_PATH=" + dir});
+  json j = ParseJson(r);
+  const json* broken = FindNamed(j["backends"], "broken");
+  ASSERT_NE(broken, nullptr);
+  EXPECT_EQ((*broken)["status"], "load_failed");
+  EXPECT_THAT((*broken)["reason"].get<std::string>(), HasSubstr("invalid ELF header"));
+  EXPECT_TRUE((*broken)["capabilities"].is_null());
+  const json* wrong = FindNamed(j["backends"], "fixture_wrong_major");
+  ASSERT_NE(wrong, nullptr);
+  EXPECT_EQ((*wrong)["status"], "bad_abi");
+  EXPECT_EQ((*wrong)["abi_major"], 2);
+
+  // --require names the broken one with its reason.
+  r = RunDistinfo({"--require", "broken"}, {"DIST_PLUGIN_PATH=" + dir});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("broken: load failed: "));
+  EXPECT_THAT(r.err, HasSubstr("invalid ELF header"));
+}
+
+TEST(DistinfoTest, SelftestPassesForGloo) {
+  ProcessResult r = RunDistinfo({"--selftest", "--selftest_backends=gloo",
+                                 "--selftest_timeout=60s"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("  gloo  pass "));
+  EXPECT_THAT(r.out, HasSubstr("all_reduce "));
+  EXPECT_THAT(r.out, HasSubstr("broadcast "));
+  EXPECT_THAT(r.out, HasSubstr("barrier "));
+}
+
+TEST(DistinfoTest, SelftestOfEveryUsableBackendAsJson) {
+  ProcessResult r = RunDistinfo({"--selftest", "--json", "--selftest_timeout=60s"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  json j = ParseJson(r);
+  std::map<std::string, json> results;
+  for (const json& s : j["selftest"]) results[s["backend"]] = s;
+  for (const char* backend : {"gloo", "mpi", "shm"}) {
+    ASSERT_TRUE(results.count(backend)) << backend;
+    const json& s = results[backend];
+    EXPECT_EQ(s["result"], "pass") << s.dump(2);
+    std::vector<std::string> steps;
+    for (const json& step : s["steps"]) {
+      steps.push_back(step["name"]);
+      EXPECT_EQ(step["ok"], true);
+      EXPECT_GE(step["ms"].get<double>(), 0.0);
+    }
+    EXPECT_EQ(steps, (std::vector<std::string>{"init", "all_reduce", "broadcast", "barrier"}));
+  }
+  EXPECT_THAT(results["mpi"]["launcher"].get<std::string>(), HasSubstr("mpirun"));
+  EXPECT_THAT(results["mpi"]["launcher"].get<std::string>(), HasSubstr("--oversubscribe -np 2"));
+  if (geteuid() == 0) {
+    EXPECT_THAT(results["mpi"]["launcher"].get<std::string>(), HasSubstr("--allow-run-as-root"));
+  }
+#if DIST_TEST_CUDA_FOUND
+  if (!HaveCudaDevice()) {
+    EXPECT_EQ(results["nccl"]["result"], "skip");
+    EXPECT_THAT(results["nccl"]["detail"].get<std::string>(), HasSubstr("no CUDA device"));
+  }
+#endif
+}
+
+TEST(DistinfoTest, SelftestReportsAFailingBackend) {
+  std::string dir = MakeTempDir("distinfo_failing");
+  CopyFile(RunfilePath("tests/core/fixtures/libdist-backend-fixture_create_fails.so"),
+           dir + "/libdist-backend-fixture_create_fails.so");
+  ProcessResult r = RunDistinfo(
+      {"--selftest", "--selftest_backends=fixture_create_fails,nosuch", "--selftest_timeout=30s"},
+      {"DIST_PLUGIN_PATH=" + dir});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("fixture_create_fails  FAIL"));
+  EXPECT_THAT(r.out, HasSubstr("rank 0: init: "));
+  EXPECT_THAT(r.out, HasSubstr("fixture comm_create fails on purpose (rank 0)"));
+  EXPECT_THAT(r.out, HasSubstr("nosuch                FAIL  no such backend plugin"));
+}
+
+TEST(DistinfoTest, HelpShowsThePublicFlagsOnly) {
+  ProcessResult r = RunDistinfo({"--help"});
+  EXPECT_THAT(r.out, HasSubstr("--require"));
+  EXPECT_THAT(r.out, HasSubstr("--selftest"));
+  EXPECT_THAT(r.out, HasSubstr("--json"));
+  EXPECT_THAT(r.out, Not(HasSubstr("--selftest_worker")));
+}
+
+TEST(DistinfoTest, StrayArgumentIsAUsageError) {
+  ProcessResult r = RunDistinfo({"gloo"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("unexpected argument 'gloo'"));
+}
+
+}  // namespace
+}  // namespace dist::testing
