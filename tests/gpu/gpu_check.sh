@@ -1,0 +1,111 @@
+#!/bin/bash
+# The GPU check of the nccl backend, in one go (under 5 minutes): builds the
+# plugin, its tests and its benchmark, runs the tests on the GPU(s), then
+# the benchmark (plugin vs raw NCCL all-reduce bandwidth, side by side in one
+# run) at world size 1 and, with more than one GPU, across all GPUs.
+#
+#   tests/gpu/gpu_check.sh                 build with Bazel here, then run (a GPU
+#                                          machine with the project's toolchain)
+#   tests/gpu/gpu_check.sh --pack DIR      on a build machine (no GPU needed): build
+#                                          with Bazel and copy the binaries and the
+#                                          shared libraries they need (not NCCL) to DIR
+#   tests/gpu/gpu_check.sh --prebuilt DIR  on a GPU machine without Bazel: run what
+#                                          --pack put in DIR (NCCL from /usr/local/cuda,
+#                                          else from a pip nvidia-nccl package)
+#
+# Exit status: 0 all passed, 1 a build, test or benchmark failed, 2 no GPU
+# visible (the check cannot run). Nothing here needs more than one GPU; see
+# plugins/backends/nccl/README.md for what only runs with two or more.
+set -uo pipefail
+
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+mode="bazel"
+dir=""
+case "${1:-}" in
+  --pack) mode="pack"; dir="${2:?--pack needs a directory}" ;;
+  --prebuilt) mode="prebuilt"; dir="${2:?--prebuilt needs a directory}" ;;
+  "") ;;
+  *) echo "usage: $0 [--pack DIR | --prebuilt DIR]" >&2; exit 1 ;;
+esac
+start=$SECONDS
+step() { echo; echo "=== [$((SECONDS - start))s] $*"; }
+fail() { echo "GPU CHECK FAILED: $*" >&2; exit 1; }
+
+targets=(//plugins/backends/nccl/... //tests/nccl/...)
+
+build() {
+  step "bazel build ${targets[*]}"
+  (cd "$repo" && timeout 180 bazel build "${targets[@]}") || fail "bazel build"
+}
+
+if [[ "$mode" == "pack" ]]; then
+  build
+  mkdir -p "$dir/lib"
+  bin="$repo/bazel-bin"
+  cp -f "$bin/plugins/backends/nccl/libdist-backend-nccl.so" \
+        "$bin/plugins/backends/nccl/bench/nccl_bench" \
+        "$bin/tests/nccl/gpu_collectives_test" \
+        "$bin/tests/nccl/plugin_load_test" "$dir/" || fail "copying binaries"
+  chmod u+w "$dir"/*
+  # Shared libraries that a CUDA machine's image may lack (Abseil, ...);
+  # glibc, libstdc++ and NCCL (218 MB) stay behind, CUDA's runtime travels.
+  for f in "$dir"/libdist-backend-nccl.so "$dir"/nccl_bench "$dir"/*_test; do
+    ldd "$f" | awk '/=> \// {print $3}'
+  done | sort -u | grep -Ev '/(libc|libm|libpthread|libdl|librt|libgcc_s|libstdc\+\+|ld-linux[^/]*|libnccl)\.so' |
+    while read -r lib; do cp -fL "$lib" "$dir/lib/"; done
+  du -sh "$dir"
+  echo "packed into $dir; on the GPU machine: tests/gpu/gpu_check.sh --prebuilt $dir"
+  exit 0
+fi
+
+step "GPUs"
+if command -v nvidia-smi >/dev/null; then nvidia-smi -L || true; else echo "(no nvidia-smi)"; fi
+
+if [[ "$mode" == "bazel" ]]; then
+  build
+  plugin="$repo/bazel-bin/plugins/backends/nccl/libdist-backend-nccl.so"
+  gpu_test="$repo/bazel-bin/tests/nccl/gpu_collectives_test"
+  load_test="$repo/bazel-bin/tests/nccl/plugin_load_test"
+  bench="$repo/bazel-bin/plugins/backends/nccl/bench/nccl_bench"
+else
+  dir="$(cd "$dir" && pwd)"
+  plugin="$dir/libdist-backend-nccl.so"
+  gpu_test="$dir/gpu_collectives_test"
+  load_test="$dir/plugin_load_test"
+  bench="$dir/nccl_bench"
+  extra="$dir/lib"
+  if [[ ! -e /usr/local/cuda/lib64/libnccl.so.2 ]]; then
+    nccl_dir="$(find / -xdev -path '*nvidia/nccl/lib/libnccl.so.2' -printf '%h\n' 2>/dev/null | head -1)"
+    [[ -n "$nccl_dir" ]] || fail "no libnccl.so.2 in /usr/local/cuda/lib64 nor in a pip nvidia-nccl package"
+    extra="$extra:$nccl_dir"
+  fi
+  export LD_LIBRARY_PATH="$extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+fi
+
+step "plugin load test (probe must find the GPU)"
+timeout 60 "$load_test" "$plugin" | tee /tmp/nccl_load_test.log
+[[ ${PIPESTATUS[0]} -eq 0 ]] || fail "plugin_load_test"
+if grep -q "probe says: unavailable" /tmp/nccl_load_test.log; then
+  grep "probe says" /tmp/nccl_load_test.log >&2
+  echo "GPU CHECK NOT RUN: the plugin sees no usable GPU here" >&2
+  exit 2
+fi
+
+step "GPU tests (every collective x dtype x reduction vs host references, streams, timeouts, abort, split)"
+timeout 180 "$gpu_test" "$plugin" | tee /tmp/nccl_gpu_test.log
+[[ ${PIPESTATUS[0]} -eq 0 ]] || fail "gpu_collectives_test"
+grep -q "checked .* cases on world size" /tmp/nccl_gpu_test.log ||
+  fail "the collective test did not run (skipped?)"
+grep "SKIPPED" /tmp/nccl_gpu_test.log | sort -u || true
+
+gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || echo 1)"
+step "benchmark, world size 1"
+timeout 120 "$bench" --plugin="$plugin" --world_size=1 || fail "nccl_bench --world_size=1"
+if [[ "$gpus" -gt 1 ]]; then
+  step "benchmark, world size $gpus (one rank per GPU)"
+  timeout 120 "$bench" --plugin="$plugin" --world_size="$gpus" || fail "nccl_bench --world_size=$gpus"
+else
+  echo "(one GPU: the multi-rank benchmark and send/recv need 2 or more)"
+fi
+step "GPU CHECK PASSED in $((SECONDS - start))s"
