@@ -258,6 +258,36 @@ TEST(DistrunTest, ProgramFlagsAreNotDistrunsFlags) {
   EXPECT_EQ(r.out, "[0] --grace -n x\n");
 }
 
+// distrun's environment is what the real core's env:// rendezvous needs.
+TEST(DistrunTest, StartsARealDistJob) {
+  for (const char* backend : {"gloo", "shm"}) {
+    ProcessResult r = Subprocess::Run(
+        {Distrun(), "-n", "3", "--backend", backend,
+         RunfilePath("tests/tools/allreduce_program")},
+        {"DIST_TIMEOUT=30s", "DIST_PLUGIN_PATH=", "DIST_CONFIG="});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    for (int rank = 0; rank < 3; ++rank) {
+      // 1 + 2 + 3, computed by the ranks through the backend.
+      EXPECT_THAT(r.out, HasSubstr(absl::StrCat("[", rank, "] rank ", rank,
+                                                " of 3 backend ", backend, " sum 6\n")));
+    }
+  }
+}
+
+// Rank 1 of a real job exits 3 before the all-reduce: the others fail
+// (the core names the lost rank) or are stopped, and distrun exits 3.
+TEST(DistrunTest, RealJobWithADyingRank) {
+  ProcessResult r = Subprocess::Run(
+      {Distrun(), "-n", "3", "--backend", "gloo", "--grace=2s",
+       RunfilePath("tests/tools/allreduce_program"), "1"},
+      {"DIST_TIMEOUT=10s", "DIST_PLUGIN_PATH=", "DIST_CONFIG="});
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_LT(r.elapsed, absl::Seconds(30));
+  EXPECT_THAT(r.out, HasSubstr("[1] rank 1 exits early"));
+  EXPECT_THAT(r.err, HasSubstr("rank 1 failed first: exited with code 3"));
+  EXPECT_THAT(r.out, Not(HasSubstr("sum")));
+}
+
 TEST(DistrunTest, HelpListsTheFlags) {
   ProcessResult r = Subprocess::Run({Distrun(), "--help"});
   EXPECT_THAT(r.out, HasSubstr("--nproc_per_node"));
