@@ -97,14 +97,17 @@ absl::StatusOr<Row> Bench::Run(const Case& c) {
   }
   std::vector<double> plugin_times;
   std::vector<double> raw_times;
+  // A B, B A, A B, ...: alternating which side goes first also cancels
+  // order effects (caches, CPU frequency, the other side's leftovers).
   for (int round = 0; round < options_.rounds; ++round) {
-    absl::StatusOr<double> t = TimeBlock(options_.iters, plugin, plugin_barrier, device);
-    if (!t.ok()) return t.status();
-    plugin_times.push_back(*t);
-    if (raw_side != nullptr) {
-      absl::StatusOr<double> u = TimeBlock(options_.iters, raw, raw_barrier, device);
-      if (!u.ok()) return u.status();
-      raw_times.push_back(*u);
+    const bool raw_first = raw_side != nullptr && round % 2 == 1;
+    for (int turn = 0; turn < (raw_side != nullptr ? 2 : 1); ++turn) {
+      const bool raw_turn = (turn == 0) == raw_first;
+      absl::StatusOr<double> t =
+          raw_turn ? TimeBlock(options_.iters, raw, raw_barrier, device)
+                   : TimeBlock(options_.iters, plugin, plugin_barrier, device);
+      if (!t.ok()) return t.status();
+      (raw_turn ? raw_times : plugin_times).push_back(*t);
     }
   }
 

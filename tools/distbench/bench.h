@@ -1,6 +1,7 @@
 // Measures one case: correctness first (--check), then warm-up, then timed
-// rounds that alternate the plugin and the raw library (A B A B ...), so
-// that slow phases of a shared machine hit both sides alike.
+// rounds that alternate the plugin and the raw library (A B, B A, A B, ...),
+// so that slow phases of a shared machine and order effects hit both sides
+// alike.
 #ifndef DIST_TOOLS_DISTBENCH_BENCH_H_
 #define DIST_TOOLS_DISTBENCH_BENCH_H_
 

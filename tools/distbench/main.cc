@@ -42,7 +42,7 @@ ABSL_FLAG(int, w, 5, "warm-up iterations per size (and per side with --baseline)
 ABSL_FLAG(int, iters, 20, "timed iterations per round");
 ABSL_FLAG(int, rounds, 3,
           "timed rounds per size; the median round is reported. With --baseline the rounds "
-          "alternate plugin and raw library (A B A B ...)");
+          "alternate plugin and raw library (A B, B A, ...)");
 ABSL_FLAG(int, n, 0,
           "start this many local ranks of distbench itself (env:// on 127.0.0.1); 0: this "
           "process is one rank of a job started by distrun, mpirun or by hand");

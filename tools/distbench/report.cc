@@ -33,7 +33,7 @@ void TablePrinter::PrintHeader() {
                 info_.warmup, info_.iters, info_.rounds, info_.check ? "on" : "off");
   if (!info_.baseline.empty()) {
     absl::FPrintF(out_,
-                  "# baseline: %s, same processes, rounds alternate plugin and raw; "
+                  "# baseline: %s, same processes, rounds alternate (A B, B A, ...); "
                   "ratio = plugin / raw, median of per-round ratios\n",
                   info_.baseline_library);
   } else if (info_.baseline_requested) {
