@@ -8,6 +8,9 @@
 # Run through Bazel, which builds everything first:
 #   bazel run //:install -- PREFIX
 set -euo pipefail
+# Called "install" by Bazel, this script must never run a bare `install`:
+# under `bazel test` the runfiles directory (which holds this script as
+# ./install) can be on PATH. Use /usr/bin/install.
 
 prefix=${1:?usage: install PREFIX}
 mkdir -p "$prefix"
@@ -17,19 +20,24 @@ here=${RUNFILES_DIR:-$0.runfiles}/dist
 [[ -d $here ]] || here=$(cd "$(dirname "$0")/../.." && pwd)
 
 mkdir -p "$prefix/bin" "$prefix/lib/dist/plugins" "$prefix/include/dist/cpp" "$prefix/lib/pkgconfig"
-install -m 0755 "$here/core/libdist.so" "$prefix/lib/libdist.so"
+/usr/bin/install -m 0755 "$here/core/libdist.so" "$prefix/lib/libdist.so"
 for plugin in "$here"/core/dist/plugins/libdist-*.so; do
-  [[ -e $plugin ]] && install -m 0755 "$plugin" "$prefix/lib/dist/plugins/"
+  [[ -e $plugin ]] && /usr/bin/install -m 0755 "$plugin" "$prefix/lib/dist/plugins/"
 done
 for header in "$here"/sdk/include/dist/*.h "$here"/sdk/include/dist/*.hpp; do
-  install -m 0644 "$header" "$prefix/include/dist/"
+  /usr/bin/install -m 0644 "$header" "$prefix/include/dist/"
 done
 for header in "$here"/sdk/include/dist/cpp/*.hpp; do
-  install -m 0644 "$header" "$prefix/include/dist/cpp/"
+  /usr/bin/install -m 0644 "$header" "$prefix/include/dist/cpp/"
 done
-for tool in tools/distinfo tools/distrun tools/distbench plugins/store/dist_store_server \
-            sdk/conformance/dist_conformance; do
-  if [[ -x $here/$tool ]]; then install -m 0755 "$here/$tool" "$prefix/bin/"; fi
+for tool in tools/distinfo/distinfo tools/distrun/distrun tools/distbench/distbench \
+            plugins/store/dist_store_server sdk/conformance/dist_conformance; do
+  if [[ -x $here/$tool ]]; then
+    /usr/bin/install -m 0755 "$here/$tool" "$prefix/bin/"
+    # Bazel links tools against its own _solib tree; installed, they find
+    # libdist.so in ../lib instead.
+    patchelf --set-rpath '$ORIGIN/../lib' "$prefix/bin/${tool##*/}"
+  fi
 done
 version=$(sed -n 's/.*kCoreVersion\[\] = "\(.*\)";/\1/p' "$here/core/version.h")
 cat > "$prefix/lib/pkgconfig/dist.pc" <<PC
