@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
     for (const RequirementResult& r : results) {
       if (!r.ok) failed.push_back(r.name);
       if (!json) {
+        std::fflush(stdout);  // keep the order when both go to one terminal
         std::fprintf(r.ok ? stdout : stderr, "distinfo: %s: %s\n", r.name.c_str(),
                      r.detail.c_str());
       }
@@ -115,6 +116,7 @@ int main(int argc, char** argv) {
     if (!failed.empty()) {
       exit_code = 1;
       if (!json) {
+        std::fflush(stdout);
         std::fprintf(stderr, "distinfo: --require failed: %s not usable here\n",
                      absl::StrJoin(failed, ", ").c_str());
       }
