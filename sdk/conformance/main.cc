@@ -9,6 +9,7 @@
 // "N passed, N failed". Exit code 0 only when nothing failed.
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "sdk/conformance/launcher.h"
 #include "sdk/conformance/worker.h"
 
@@ -41,6 +43,9 @@ ABSL_FLAG(int64_t, op_timeout_ms, 30000, "timeout of every operation and wait");
 ABSL_FLAG(uint64_t, large_bytes, 16u << 20, "total bytes of the 'large' size");
 ABSL_FLAG(uint64_t, quick_large_bytes, 64u << 10, "total bytes of the 'large' size with --quick");
 ABSL_FLAG(bool, only_failures, false, "print only the failing rows of the table");
+ABSL_FLAG(std::vector<std::string>, skip_sections, {},
+          "comma-separated sections not to run (reported as skipped): declared, matrix, p2p, "
+          "barrier, async, work, subgroups, errors, abort, mismatched");
 // Internal: how the launcher starts each rank.
 ABSL_FLAG(bool, worker, false, "internal: run as one rank");
 ABSL_FLAG(std::string, url, "", "internal: the init method URL of the ranks");
@@ -90,6 +95,15 @@ int main(int argc, char** argv) {
   suite.large_bytes = absl::GetFlag(FLAGS_large_bytes);
   suite.quick_large_bytes = absl::GetFlag(FLAGS_quick_large_bytes);
   suite.op_timeout_ms = absl::GetFlag(FLAGS_op_timeout_ms);
+  suite.skip_sections = absl::GetFlag(FLAGS_skip_sections);
+  for (const std::string& section : suite.skip_sections) {
+    const auto& known = dist::conformance::SectionNames();
+    if (std::find(known.begin(), known.end(), section) == known.end()) {
+      std::fprintf(stderr, "dist_conformance: --skip_sections: unknown section '%s'; use %s\n",
+                   section.c_str(), absl::StrJoin(known, ", ").c_str());
+      return 2;
+    }
+  }
 
   if (absl::GetFlag(FLAGS_worker)) {
     dist::conformance::WorkerOptions worker;
@@ -131,6 +145,7 @@ int main(int argc, char** argv) {
       absl::StrCat("--large_bytes=", suite.large_bytes),
       absl::StrCat("--quick_large_bytes=", suite.quick_large_bytes),
       absl::StrCat("--op_timeout_ms=", suite.op_timeout_ms),
+      "--skip_sections=" + absl::StrJoin(suite.skip_sections, ","),
   };
   return dist::conformance::Launch(options);
 }

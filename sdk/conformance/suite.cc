@@ -319,17 +319,29 @@ absl::Status Suite::ExpectFailure(Comm& comm, dist_collective_t coll, const dist
 
 // ---- The checks -------------------------------------------------------------
 
+const std::vector<std::string>& SectionNames() {
+  static const auto* names = new std::vector<std::string>{
+      "declared", "matrix", "p2p",    "barrier", "async",
+      "work",     "subgroups", "errors", "abort", "mismatched"};
+  return *names;
+}
+
 void Suite::Run() {
-  DeclaredEntries();
-  CollectiveMatrix();
-  PointToPoint();
-  Barrier();
-  AsyncOrdering();
-  WorkSemantics();
-  Subgroups();
-  ErrorPaths();
-  AbortCheck();
-  MismatchedCounts();
+  const std::vector<std::pair<std::string, void (Suite::*)()>> sections = {
+      {"declared", &Suite::DeclaredEntries}, {"matrix", &Suite::CollectiveMatrix},
+      {"p2p", &Suite::PointToPoint},         {"barrier", &Suite::Barrier},
+      {"async", &Suite::AsyncOrdering},      {"work", &Suite::WorkSemantics},
+      {"subgroups", &Suite::Subgroups},      {"errors", &Suite::ErrorPaths},
+      {"abort", &Suite::AbortCheck},         {"mismatched", &Suite::MismatchedCounts},
+  };
+  for (const auto& [name, run] : sections) {
+    if (std::find(options_.skip_sections.begin(), options_.skip_sections.end(), name) !=
+        options_.skip_sections.end()) {
+      Skip(name, "skipped by --skip_sections");
+      continue;
+    }
+    (this->*run)();
+  }
 }
 
 void Suite::DeclaredEntries() {
@@ -907,6 +919,7 @@ void Suite::AbortCheck() {
   const int32_t me = comm_.rank();
   const std::string reason = "conformance kit aborts this communicator on purpose";
   const std::string check = "abort";
+  Sync();
   absl::StatusOr<std::unique_ptr<Comm>> dup = comm_.Duplicate("abort", options_.op_timeout_ms);
   if (!dup.ok()) {
     Record("abort: create a second communicator", "-", "-", "-", dup.status());
@@ -927,18 +940,16 @@ void Suite::AbortCheck() {
     }
     return absl::OkStatus();
   };
-  // A pending operation is failed by the abort, within the timeout.
+  // A pending operation is failed by the abort, within the timeout. Rank 0
+  // aborts first; the others wait on the main communicator until it has, so
+  // that its recv fails because of its own abort, not because a peer left.
   if (world >= 2 && Declared(DIST_COLL_RECV)) {
     auto pending = [&]() -> absl::Status {
-      if (me != 0) {
-        c.Abort(reason);
-        return absl::OkStatus();
-      }
-      dist_op_args_t a = MakeArgs(dist_make_buffer(nullptr, 0, dtype, device_),
-                                  dist_make_buffer(host.data(), 16, dtype, dist_cpu()),
-                                  options_.op_timeout_ms);
+      if (me != 0) return absl::OkStatus();
       CONFORMANCE_ASSIGN(buf, Filled(device_, 16 * es, 0));
-      a.recv = dist_make_buffer(buf->data(), 16, dtype, device_);
+      dist_op_args_t a = MakeArgs(dist_make_buffer(nullptr, 0, dtype, device_),
+                                  dist_make_buffer(buf->data(), 16, dtype, device_),
+                                  options_.op_timeout_ms);
       a.peer = 1;
       a.tag = 999999;  // never sent
       CONFORMANCE_ASSIGN(w, c.Start(DIST_COLL_RECV, a));
@@ -954,9 +965,9 @@ void Suite::AbortCheck() {
       return aborted(status, "the pending recv");
     };
     Record("abort: pending operation fails with ABORTED", "-", "-", "-", pending());
-  } else {
-    c.Abort(reason);
+    Sync();
   }
+  c.Abort(reason);  // idempotent on rank 0
   // Later operations fail with ABORTED (at once or at wait).
   dist_collective_t later = Declared(DIST_COLL_ALL_REDUCE) ? DIST_COLL_ALL_REDUCE
                                                            : DIST_COLL_BARRIER;
@@ -975,6 +986,7 @@ void Suite::AbortCheck() {
     Record(absl::StrCat("abort: later ", dist_collective_name(later), " fails with ABORTED"),
            dist_dtype_name(dtype), "-", "16", run());
   }
+  Sync();
   const absl::Time start = absl::Now();
   dup->reset();
   const absl::Duration took = absl::Now() - start;
@@ -985,6 +997,21 @@ void Suite::AbortCheck() {
   (void)check;
 }
 
+void Suite::Sync() {
+  if (!stuck_.empty()) return;
+  dist_op_args_t a = MakeArgs(dist_make_buffer(nullptr, 0, DIST_UINT8, device_),
+                              dist_make_buffer(nullptr, 0, DIST_UINT8, device_),
+                              options_.op_timeout_ms);
+  absl::Status status;
+  if (Declared(DIST_COLL_BARRIER)) {
+    status = StartAndWait(comm_, DIST_COLL_BARRIER, a, options_.op_timeout_ms);
+  } else if (Declared(DIST_COLL_ALL_REDUCE)) {
+    Case c{DIST_COLL_ALL_REDUCE, PreferredDtype(), DIST_SUM, 1, 0, false, NextSeed()};
+    status = RunCase(comm_, device_, c, options_.op_timeout_ms);
+  }
+  if (absl::IsDeadlineExceeded(status)) stuck_ = "a synchronizing barrier never completed";
+}
+
 void Suite::MismatchedCounts() {
   const int32_t world = comm_.world_size();
   if (world < 2 || !Declared(DIST_COLL_ALL_REDUCE)) {
@@ -992,7 +1019,9 @@ void Suite::MismatchedCounts() {
     return;
   }
   constexpr int64_t kShortTimeoutMs = 3000;
-  absl::StatusOr<std::unique_ptr<Comm>> dup = comm_.Duplicate("mismatch", kShortTimeoutMs);
+  Sync();  // communicator creation starts together, whatever came before
+  absl::StatusOr<std::unique_ptr<Comm>> dup =
+      comm_.Duplicate("mismatch", options_.op_timeout_ms);
   if (!dup.ok()) {
     Record("mismatched counts: create a second communicator", "-", "-", "-", dup.status());
     return;

@@ -29,7 +29,13 @@ struct SuiteOptions {
   int64_t op_timeout_ms = 30000;
   // True when driving the core's host API rather than the raw table.
   bool through_core = false;
+  // Sections not to run (recorded as skipped); see SectionNames().
+  std::vector<std::string> skip_sections;
 };
+
+// The suite's sections, in the order they run: declared, matrix, p2p,
+// barrier, async, work, subgroups, errors, abort, mismatched.
+const std::vector<std::string>& SectionNames();
 
 // One collective call of the matrix.
 struct Case {
@@ -61,6 +67,10 @@ class Suite {
   void ErrorPaths();
   void AbortCheck();
   void MismatchedCounts();
+
+  // Lines the ranks up on the main communicator (a barrier, else a tiny
+  // all_reduce), for checks whose steps must not overlap across ranks.
+  void Sync();
 
   bool Declared(dist_collective_t coll) const;
   bool DeclaredDtype(dist_dtype_t dtype) const;

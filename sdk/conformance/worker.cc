@@ -74,6 +74,14 @@ int RunWorker(const WorkerOptions& options) {
   Report report(results_file);
 
   absl::StatusOr<LoadedPlugin> plugin = LoadPlugin(options.plugin);
+  if (absl::IsUnavailable(plugin.status())) {
+    // The core ran the plugin's probe: it cannot run here (no GPU, ...).
+    // Every check is skipped, with the reason.
+    report.Add(Row{"probe: the backend can run here", "-", "-", "-", Outcome::kSkip,
+                   plugin.status().ToString()});
+    if (rendezvous.rank <= 0) std::printf("SKIP: %s\n", plugin.status().ToString().c_str());
+    return Finish(report, options, rendezvous.rank);
+  }
   if (!plugin.ok()) {
     report.Add(Row{"load the plugin (dist_load_backend)", "-", "-", "-", Outcome::kFail,
                    plugin.status().ToString()});
