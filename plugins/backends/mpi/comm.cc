@@ -417,6 +417,25 @@ void Comm::Destroy() {
   waiters_.fetch_sub(1, std::memory_order_relaxed);
   ProgressEngine::Get().Unregister(this);
   absl::MutexLock lock(&mu_);
+  // Ops abandoned by an abort may still finish inside MPI (the other ranks
+  // can come late); give them a few seconds so the communicator and
+  // MPI_Finalize are safe.
+  const absl::Time drain_deadline = std::min(deadline, absl::Now() + absl::Seconds(10));
+  while (!abandoned_.empty() && absl::Now() < drain_deadline) {
+    for (auto it = abandoned_.begin(); it != abandoned_.end();) {
+      int flag = 0;
+      {
+        MpiCallGuard guard;
+        if (MPI_Test(&(*it)->request, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) flag = 1;
+      }
+      if (flag) {
+        it = abandoned_.erase(it);
+        g_total_pending.fetch_sub(1, std::memory_order_relaxed);
+      } else {
+        ++it;
+      }
+    }
+  }
   if (!pending_.empty() || !abandoned_.empty()) {
     // Freeing is allowed with requests pending, but those requests may still
     // write into buffers; keep the communicator and say so.
