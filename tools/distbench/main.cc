@@ -65,6 +65,9 @@ ABSL_FLAG(std::string, backend, "",
           "(cpu:gloo,cuda:nccl); empty: DIST_BACKEND or the config file");
 ABSL_FLAG(std::string, init_method, "",
           "env://, tcp://host:port?..., file:///path?...; empty: DIST_INIT_METHOD or env://");
+ABSL_FLAG(std::vector<std::string>, options, {},
+          "backend/rendezvous options for dist_init, comma-separated key=value "
+          "(e.g. gloo.ifname=lo,mpi.progress_thread=0)");
 ABSL_FLAG(absl::Duration, timeout, absl::ZeroDuration(),
           "timeout of every operation (e.g. 60s); 0: DIST_TIMEOUT or the default");
 ABSL_FLAG(std::string, device, "cpu", "cpu, cuda (GPU LOCAL_RANK) or cuda:N");
@@ -145,6 +148,12 @@ Config ValidateFlags() {
   if (absl::GetFlag(FLAGS_root) < 0) Fail(kUsageError, "--root must be 0 or more");
   if (absl::GetFlag(FLAGS_timeout) < absl::ZeroDuration()) {
     Fail(kUsageError, "--timeout must not be negative");
+  }
+  for (const std::string& option : absl::GetFlag(FLAGS_options)) {
+    const size_t eq = option.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      Fail(kUsageError, absl::StrCat("--options entry '", option, "' is not key=value"));
+    }
   }
   const std::string library = absl::GetFlag(FLAGS_baseline_library);
   if (library != "auto" && library != "gloo" && library != "mpi" && library != "nccl") {
@@ -241,6 +250,15 @@ int RunRank(const Config& config) {
   init.init_method = init_flag.empty() ? nullptr : init_flag.c_str();
   init.timeout_ms = absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_timeout));
   init.group_name = "distbench";
+  std::vector<std::pair<std::string, std::string>> option_text;
+  for (const std::string& option : absl::GetFlag(FLAGS_options)) {
+    const size_t eq = option.find('=');
+    option_text.emplace_back(option.substr(0, eq), option.substr(eq + 1));
+  }
+  std::vector<dist_kv_t> kvs;
+  for (const auto& [key, value] : option_text) kvs.push_back({key.c_str(), value.c_str()});
+  init.options = kvs.empty() ? nullptr : kvs.data();
+  init.num_options = kvs.size();
   dist_process_group_t* pg = nullptr;
   if (dist_error_t* error = dist_init(&init, &pg)) {
     const std::string message = dist_error_message(error);
