@@ -26,7 +26,11 @@ nlohmann::json RatioJson(double ratio) {
 void TablePrinter::PrintHeader() {
   absl::FPrintF(out_, "# distbench: dist %s, backend %s", info_.dist_version, info_.backend);
   if (!info_.backend_version.empty()) absl::FPrintF(out_, " %s", info_.backend_version);
-  if (!info_.library_version.empty()) absl::FPrintF(out_, " on %s", info_.library_version);
+  if (!info_.library_version.empty()) {
+    // "Open MPI v4.1.4, package: Debian OpenMPI, ..." -> "Open MPI v4.1.4".
+    const std::string library = info_.library_version.substr(0, info_.library_version.find(','));
+    absl::FPrintF(out_, " on %s", library);
+  }
   absl::FPrintF(out_, "\n# world size %d, host %s, device %s, init %s\n", info_.world_size,
                 info_.host, info_.device, info_.init_method);
   absl::FPrintF(out_, "# warmup %d, iters %d x %d rounds (median round, slowest rank), check %s\n",
