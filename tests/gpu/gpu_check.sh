@@ -49,7 +49,9 @@ if [[ "$mode" == "pack" ]]; then
   chmod u+w "$dir"/*
   # Shared libraries that a CUDA machine's image may lack (Abseil, ...);
   # glibc, libstdc++ and NCCL (218 MB) stay behind, CUDA's runtime travels.
-  for f in "$dir"/libdist-backend-nccl.so "$dir"/nccl_bench "$dir"/*_test; do
+  for f in "$bin/plugins/backends/nccl/libdist-backend-nccl.so" \
+           "$bin/plugins/backends/nccl/bench/nccl_bench" \
+           "$bin/tests/nccl/gpu_collectives_test" "$bin/tests/nccl/plugin_load_test"; do
     ldd "$f" | awk '/=> \// {print $3}'
   done | sort -u | grep -Ev '/(libc|libm|libpthread|libdl|librt|libgcc_s|libstdc\+\+|ld-linux[^/]*|libnccl)\.so' |
     while read -r lib; do cp -fL "$lib" "$dir/lib/"; done

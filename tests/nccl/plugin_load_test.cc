@@ -67,11 +67,12 @@ TEST(NcclPlugin, LibraryVersionNamesNcclAndTheCudaRuntime) {
   ASSERT_EQ(ncclGetVersion(&nccl), ncclSuccess);
   int runtime = 0;
   ASSERT_EQ(cudaRuntimeGetVersion(&runtime), cudaSuccess);
+  // The NCCL that is loaded (it may be newer than the headers built with).
   const std::string expected =
-      absl::StrCat("NCCL ", NCCL_MAJOR, ".", NCCL_MINOR, ".", NCCL_PATCH, " (CUDA runtime ",
-                   runtime / 1000, ".", (runtime % 1000) / 10, ")");
-  EXPECT_EQ(nccl, NCCL_VERSION_CODE);
+      absl::StrCat("NCCL ", nccl / 10000, ".", (nccl % 10000) / 100, ".", nccl % 100,
+                   " (CUDA runtime ", runtime / 1000, ".", (runtime % 1000) / 10, ")");
   EXPECT_EQ(std::string(table->library_version()), expected);
+  std::printf("library_version: %s\n", table->library_version());
 }
 
 TEST(NcclPlugin, ProbeAgreesWithTheCudaRuntime) {
