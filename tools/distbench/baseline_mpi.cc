@@ -94,6 +94,7 @@ class MpiBaseline : public Baseline {
   }
 
   absl::Status Supports(const Case& c) const override {
+    if (c.op->op == Op::kBarrier) return absl::OkStatus();  // no data, no dtype
     absl::StatusOr<MPI_Datatype> type = MpiType(c.dtype);
     if (!type.ok()) return type.status();
     if (c.op->reduces && (c.redop == DIST_BAND || c.redop == DIST_BOR || c.redop == DIST_BXOR) &&

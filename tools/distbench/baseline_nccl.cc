@@ -77,6 +77,7 @@ class NcclBaseline : public Baseline {
   }
 
   absl::Status Supports(const Case& c) const override {
+    if (c.op->op == Op::kBarrier) return absl::OkStatus();  // no data, no dtype
     if (!NcclType(c.dtype).ok()) return NcclType(c.dtype).status();
     if (c.op->reduces && !NcclOp(c.redop).ok()) return NcclOp(c.redop).status();
     return absl::OkStatus();
