@@ -14,7 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "dist/cpp/store.hpp"
+#include "plugins/backends/nccl/comm_config.h"
 #include "plugins/backends/nccl/cuda_status.h"
+#include "plugins/backends/nccl/device_guard.h"
 #include "plugins/backends/nccl/device_choice.h"
 #include "plugins/backends/nccl/log.h"
 #include "plugins/backends/nccl/nccl_poll.h"
@@ -153,7 +155,9 @@ absl::StatusOr<std::shared_ptr<Communicator>> CreateCommunicator(
   settings.device = *device;
   const std::string where = absl::StrCat("nccl init on rank ", settings.rank, " of group '",
                                          settings.group, "' (cuda:", settings.device, ")");
-  status = CudaStatus(cudaSetDevice(settings.device), absl::StrCat(where, ": cudaSetDevice"));
+  // NCCL binds the communicator to the device current at init.
+  const DeviceGuard device_guard(settings.device);
+  status = CudaStatus(device_guard.result(), absl::StrCat(where, ": cudaSetDevice"));
   if (!status.ok()) return status;
 
   const StoreView store(config.store);
@@ -164,9 +168,8 @@ absl::StatusOr<std::shared_ptr<Communicator>> CreateCommunicator(
   absl::StatusOr<ncclUniqueId> id = ShareUniqueId(store, config, deadline, where);
   if (!id.ok()) return id.status();
 
-  ncclConfig_t nccl_config = NCCL_CONFIG_INITIALIZER;
-  nccl_config.blocking = 0;  // init is polled below, so a missing rank cannot hang us
-  nccl_config.commName = settings.group.c_str();
+  // Non-blocking: init is polled below, so a missing rank cannot hang us.
+  ncclConfig_t nccl_config = NonBlockingConfig(settings.group);
   ncclComm_t comm = nullptr;
   const ncclResult_t result =
       ncclCommInitRankConfig(&comm, config.world_size, *id, config.rank, &nccl_config);

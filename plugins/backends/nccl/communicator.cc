@@ -8,7 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "dist/types.h"
+#include "plugins/backends/nccl/comm_config.h"
 #include "plugins/backends/nccl/cuda_status.h"
+#include "plugins/backends/nccl/device_guard.h"
 #include "plugins/backends/nccl/log.h"
 #include "plugins/backends/nccl/nccl_poll.h"
 #include "plugins/backends/nccl/nccl_types.h"
@@ -45,7 +47,8 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Adopt(ncclComm_t com
   cudaEvent_t order_event = nullptr;
   const std::string where = absl::StrCat("nccl init on rank ", settings.rank, " of group '",
                                          settings.group, "' (cuda:", settings.device, ")");
-  absl::Status status = CudaStatus(cudaSetDevice(settings.device), where);
+  const DeviceGuard device_guard(settings.device);
+  absl::Status status = CudaStatus(device_guard.result(), where);
   if (status.ok()) {
     // Non-blocking: the own stream must not serialize with the legacy
     // default stream implicitly (ordering is explicit, see Start).
@@ -205,7 +208,8 @@ absl::StatusOr<std::shared_ptr<WorkState>> Communicator::Start(dist_collective_t
   const absl::Duration timeout = OpTimeout(args, settings_);
   const absl::Time deadline = absl::Now() + timeout;
   const std::string what = absl::StrCat("nccl ", dist_collective_name(op), " on ", Where());
-  absl::Status status = CudaStatus(cudaSetDevice(settings_.device), what);
+  const DeviceGuard device_guard(settings_.device);
+  absl::Status status = CudaStatus(device_guard.result(), what);
   if (!status.ok()) return status;
 
   cudaEvent_t done = nullptr;
@@ -269,7 +273,7 @@ void Communicator::Abort(const absl::Status& reason, const std::shared_ptr<WorkS
   for (const std::shared_ptr<WorkState>& work : pending) work->Fail(aborted);
   absl::MutexLock lock(&nccl_mu_);
   if (comm_ != nullptr) {
-    cudaSetDevice(settings_.device);
+    const DeviceGuard device_guard(settings_.device);
     ncclCommAbort(comm_);  // makes NCCL kernels on the device return
     comm_ = nullptr;
   }
@@ -346,10 +350,10 @@ void Communicator::Shutdown() {
     backoff.Pause();
   }
   watchdog_.reset();  // joins the thread: no more ticks from here on
+  const DeviceGuard device_guard(settings_.device);
   {
     absl::MutexLock lock(&nccl_mu_);
     if (comm_ != nullptr) {
-      cudaSetDevice(settings_.device);
       // Finalize flushes NCCL's own work; polled so a dead peer cannot hang
       // destroy. Only a finalized communicator may be destroyed cleanly.
       ncclResult_t result = ncclCommFinalize(comm_);
@@ -368,7 +372,6 @@ void Communicator::Shutdown() {
   }
   // Destroying a stream or event with work still queued is safe in CUDA:
   // the resources go once the work is done.
-  cudaSetDevice(settings_.device);
   cudaEventDestroy(order_event_);
   cudaFree(scratch_);
   cudaStreamDestroy(stream_);
@@ -381,15 +384,15 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Split(
   const std::string what =
       absl::StrCat("nccl comm_split into group '", group, "' on ", Where());
   if (aborting_.load() || closed_.load()) return AbortStatus();
-  absl::Status status = CudaStatus(cudaSetDevice(settings_.device), what);
+  const DeviceGuard device_guard(settings_.device);
+  absl::Status status = CudaStatus(device_guard.result(), what);
   if (!status.ok()) return status;
   const absl::Duration timeout =
       config.timeout_ms > 0 ? absl::Milliseconds(config.timeout_ms) : settings_.timeout;
   const absl::Time deadline = absl::Now() + timeout;
 
-  ncclConfig_t nccl_config = NCCL_CONFIG_INITIALIZER;
-  nccl_config.blocking = 0;  // poll, so that a missing rank cannot hang us
-  nccl_config.commName = group.c_str();
+  // Non-blocking: polled, so that a missing rank cannot hang us.
+  ncclConfig_t nccl_config = NonBlockingConfig(group);
   ncclComm_t child = nullptr;
   {
     absl::MutexLock lock(&nccl_mu_);
