@@ -37,7 +37,7 @@
 
 #include "dist/backend_plugin.h"
 
-namespace {
+namespace kvstore {
 
 using Clock = std::chrono::steady_clock;
 
@@ -91,11 +91,12 @@ struct WorkState {
   }
 };
 
-}  // namespace
+}  // namespace kvstore
 
-// The ABI's opaque handle types, defined by this plugin.
+// The ABI's opaque handle types, defined by this plugin (global names: the
+// ABI declares them as struct dist_backend_work / dist_backend_comm).
 struct dist_backend_work {
-  std::shared_ptr<WorkState> state;
+  std::shared_ptr<kvstore::WorkState> state;
 };
 
 struct dist_backend_comm {
@@ -107,7 +108,7 @@ struct dist_backend_comm {
 
   std::mutex mu;
   std::condition_variable queue_cv;
-  std::deque<std::shared_ptr<WorkState>> queue;
+  std::deque<std::shared_ptr<kvstore::WorkState>> queue;
   bool stopping = false;
   bool aborted = false;
   std::string abort_reason;
@@ -123,7 +124,7 @@ struct dist_backend_comm {
   }
 };
 
-namespace {
+namespace kvstore {
 
 Status Aborted(const std::string& reason) {
   return Error(DIST_ABORTED, "communicator aborted: " + reason);
@@ -729,10 +730,10 @@ dist_backend_plugin_t MakeTable() {
   return t;
 }
 
-}  // namespace
+}  // namespace kvstore
 
 // The one exported symbol (the version script hides everything else).
 extern "C" DIST_EXPORT const dist_backend_plugin_t* dist_backend_plugin_v1(void) {
-  static const dist_backend_plugin_t table = MakeTable();
+  static const dist_backend_plugin_t table = kvstore::MakeTable();
   return &table;
 }

@@ -119,7 +119,6 @@ std::vector<Row> MergeRanks(const std::vector<std::vector<Row>>& per_rank) {
       row.outcome = Outcome::kSkip;
     } else {
       row.outcome = Outcome::kPass;
-      if (row.detail.empty() || per_rank.size() > 1) row.detail = row.detail;
     }
     merged.push_back(std::move(row));
   }
