@@ -150,7 +150,7 @@ std::string FormatSelftests(const std::vector<SelftestResult>& results) {
       continue;
     }
     absl::StrAppend(&out, r.passed ? "pass" : "FAIL",
-                    absl::StrFormat("  %6.2f s", absl::ToDoubleSeconds(r.elapsed)));
+                    absl::StrFormat("  %.2f s", absl::ToDoubleSeconds(r.elapsed)));
     std::vector<std::string> steps;
     for (const SelftestStep& step : r.steps) {
       steps.push_back(step.ok ? absl::StrFormat("%s %.1f ms", step.name, step.ms)
