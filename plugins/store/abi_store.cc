@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dist/cpp/status.hpp"
+#include "plugins/store/limits.h"
 
 namespace dist::store {
 namespace {
@@ -74,6 +75,8 @@ bool AnyNull(const char* const* keys, size_t count) {
 dist_error_t* Set(void* ctx, const char* key, const void* value, size_t size) {
   if (key == nullptr) return Invalid("a NULL key");
   if (value == nullptr && size > 0) return Invalid("a NULL value of nonzero size");
+  // Checked before the bytes are copied: `size` may not be backed by memory.
+  if (dist_error_t* error = ToError(ValidateValue(key, size))) return error;
   return Guard([&] {
     return ToError(H(ctx)->store->Set(
         key, std::string(static_cast<const char*>(value), value ? size : 0)));
@@ -113,6 +116,8 @@ dist_error_t* CompareSet(void* ctx, const char* key, const void* expected,
   if ((expected == nullptr && expected_size > 0) || (desired == nullptr && desired_size > 0)) {
     return Invalid("a NULL value of nonzero size");
   }
+  if (dist_error_t* error = ToError(ValidateValue(key, expected_size))) return error;
+  if (dist_error_t* error = ToError(ValidateValue(key, desired_size))) return error;
   return Guard([&]() -> dist_error_t* {
     std::optional<std::string> wanted;
     // NULL with size 0 means "the key is missing" (see store.h).

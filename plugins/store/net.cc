@@ -44,7 +44,7 @@ absl::StatusOr<std::vector<SocketAddress>> Resolve(const std::string& host,
   std::memset(&hints, 0, sizeof(hints));
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : AI_ADDRCONFIG);
+  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
   addrinfo* list = nullptr;
   const std::string service = std::to_string(port);
   const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(),

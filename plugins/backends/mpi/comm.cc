@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -313,17 +314,25 @@ absl::Status Comm::Wait(PendingOp& op, absl::Duration timeout) {
     if ((polls & 15) == 15 || timeout <= absl::ZeroDuration()) {
       const absl::Time now = absl::Now();
       if (now >= deadline) return TimeoutError(op, now - start);
+      // Long waits (a late peer) need not burn a core that the peer may
+      // need: yield after 10 ms, nap after 200 ms. Short ops never get here.
+      const absl::Duration waited = now - start;
+      if (waited > absl::Milliseconds(200)) {
+        absl::SleepFor(absl::Microseconds(50));
+      } else if (waited > absl::Milliseconds(10)) {
+        std::this_thread::yield();
+      }
     }
   }
 }
 
-bool Comm::BackgroundProgress() {
-  if (pending_count_.load(std::memory_order_relaxed) == 0) return false;
-  if (waiters_.load(std::memory_order_relaxed) > 0) return true;
-  if (!mu_.TryLock()) return true;
+Comm::Activity Comm::BackgroundProgress() {
+  if (pending_count_.load(std::memory_order_relaxed) == 0) return Activity::kIdle;
+  if (waiters_.load(std::memory_order_relaxed) > 0) return Activity::kAttended;
+  if (!mu_.TryLock()) return Activity::kAttended;
   ProgressLocked();
   mu_.Unlock();
-  return true;
+  return Activity::kUnattended;
 }
 
 absl::Status Comm::AbortedError() const {

@@ -107,8 +107,8 @@ class Comm : public std::enable_shared_from_this<Comm> {
   bool Test(PendingOp& op);
 
   // From the progress thread: polls once unless someone is waiting already.
-  // Returns whether work is pending.
-  bool BackgroundProgress();
+  enum class Activity { kIdle, kAttended, kUnattended };
+  Activity BackgroundProgress();
 
   void Abort(const std::string& reason);
   // Waits (up to the timeout) for pending work, then frees the MPI

@@ -69,11 +69,17 @@ void ProgressEngine::Loop() {
       absl::MutexLock lock(&mu_);
       if (mu_.AwaitWithTimeout(absl::Condition(&stop_), interval)) return;
     }
-    bool busy = false;
+    // Poll often only while work runs that nobody waits on; a waiter drives
+    // MPI itself, and waking up on a busy core would only delay it.
+    Comm::Activity most = Comm::Activity::kIdle;
     for (const std::shared_ptr<Comm>& comm : Snapshot()) {
-      if (comm->BackgroundProgress()) busy = true;
+      most = std::max(most, comm->BackgroundProgress());
     }
-    interval = busy ? absl::Microseconds(100) : absl::Milliseconds(2);
+    switch (most) {
+      case Comm::Activity::kUnattended: interval = absl::Microseconds(50); break;
+      case Comm::Activity::kAttended: interval = absl::Milliseconds(1); break;
+      case Comm::Activity::kIdle: interval = absl::Milliseconds(5); break;
+    }
   }
 }
 

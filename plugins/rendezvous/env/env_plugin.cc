@@ -29,7 +29,7 @@ absl::Status Bad(const Url& url, const std::string& why) {
 absl::Status MasterAddress(const Url& url, const Query& query, std::string* host,
                            int* port) {
   std::optional<std::string> addr = query.Get("master_addr");
-  std::string addr_source = "URL ?master_addr=";
+  std::string addr_source = "URL parameter master_addr";
   if (!addr) {
     if (const char* env = getenv("MASTER_ADDR")) addr = env;
     addr_source = "MASTER_ADDR";
@@ -48,7 +48,7 @@ absl::Status MasterAddress(const Url& url, const Query& query, std::string* host
         "' is not a host name or address; set it to rank 0's host"));
   }
   std::optional<std::string> port_text = query.Get("master_port");
-  std::string port_source = "URL ?master_port=";
+  std::string port_source = "URL parameter master_port";
   if (!port_text) {
     if (const char* env = getenv("MASTER_PORT")) port_text = env;
     port_source = "MASTER_PORT";

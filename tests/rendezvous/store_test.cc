@@ -1,0 +1,291 @@
+// Store semantics, the same for the TCP store and the file store, checked
+// through the C ABI (dist_store_t) that the core and backends use. Each
+// test uses two independent handles (two TCP clients; two opens of the
+// file) so that every write is observed through the other one.
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "dist/cpp/store.hpp"
+#include "gtest/gtest.h"
+#include "plugins/store/abi_store.h"
+#include "plugins/store/file_store.h"
+#include "plugins/store/tcp_store_client.h"
+#include "plugins/store/tcp_store_server.h"
+#include "tests/rendezvous/test_support.h"
+
+namespace dist::store {
+namespace {
+
+using ::dist::StoreView;
+
+constexpr absl::Duration kDefaultTimeout = absl::Seconds(5);
+
+class StoreTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "tcp") {
+      TcpStoreServerOptions options;
+      options.bind_host = "127.0.0.1";
+      auto server = TcpStoreServer::Start(options);
+      ASSERT_TRUE(server.ok()) << server.status();
+      server_ = std::move(*server);
+    } else {
+      path_ = testing::TempPath("store_test");
+    }
+    a_ = Open();
+    b_ = Open();
+    ASSERT_NE(a_, nullptr);
+    ASSERT_NE(b_, nullptr);
+  }
+  void TearDown() override {
+    if (a_) a_->release(a_->ctx);
+    if (b_) b_->release(b_->ctx);
+    server_.reset();
+  }
+
+  dist_store_t* Open() {
+    std::unique_ptr<Store> store;
+    if (GetParam() == "tcp") {
+      TcpStoreClientOptions options;
+      options.host = "127.0.0.1";
+      options.port = server_->port();
+      options.timeout = kDefaultTimeout;
+      auto client = TcpStoreClient::Connect(options);
+      EXPECT_TRUE(client.ok()) << client.status();
+      if (!client.ok()) return nullptr;
+      store = std::move(*client);
+    } else {
+      FileStoreOptions options;
+      options.path = path_;
+      options.timeout = kDefaultTimeout;
+      auto file = FileStore::Open(options);
+      EXPECT_TRUE(file.ok()) << file.status();
+      if (!file.ok()) return nullptr;
+      store = std::move(*file);
+    }
+    return MakeAbiStore(std::move(store), kDefaultTimeout);
+  }
+
+  std::unique_ptr<TcpStoreServer> server_;
+  std::string path_;
+  dist_store_t* a_ = nullptr;
+  dist_store_t* b_ = nullptr;
+};
+
+TEST_P(StoreTest, SetThenGetFromAnotherHandleAndOverwrite) {
+  StoreView a(a_), b(b_);
+  ASSERT_TRUE(a.Set("k", "v1").ok());
+  EXPECT_EQ(b.Get("k", absl::Seconds(1)).value(), "v1");
+  ASSERT_TRUE(b.Set("k", "second value").ok());
+  EXPECT_EQ(a.Get("k", absl::Seconds(1)).value(), "second value");
+}
+
+TEST_P(StoreTest, BinaryAndEmptyValuesRoundTrip) {
+  StoreView a(a_), b(b_);
+  const std::string binary("\0\x01\xff\0zz", 6);
+  ASSERT_TRUE(a.Set("bin", binary).ok());
+  EXPECT_EQ(b.Get("bin", absl::Seconds(1)).value(), binary);
+  ASSERT_TRUE(a.Set("empty", "").ok());
+  EXPECT_EQ(b.Get("empty", absl::Seconds(1)).value(), "");
+  // A 3 MiB value crosses many socket reads and file pages.
+  std::string big(3 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + (i >> 11));
+  ASSERT_TRUE(a.Set("big", big).ok());
+  EXPECT_EQ(b.Get("big", absl::Seconds(5)).value(), big);
+}
+
+TEST_P(StoreTest, GetTimesOutNamingTheKeyWithinBound) {
+  StoreView a(a_);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::string> got = a.Get("never/set", absl::Milliseconds(300));
+  const absl::Duration elapsed = absl::Now() - start;
+  ASSERT_EQ(got.status().code(), absl::StatusCode::kDeadlineExceeded) << got.status();
+  EXPECT_TRUE(absl::StrContains(got.status().message(), "never/set")) << got.status();
+  EXPECT_GE(elapsed, absl::Milliseconds(290));
+  EXPECT_LT(elapsed, absl::Seconds(3));
+}
+
+TEST_P(StoreTest, GetWaitsForALaterSet) {
+  StoreView a(a_), b(b_);
+  std::thread setter([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    EXPECT_TRUE(b.Set("later", "arrived").ok());
+  });
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::string> got = a.Get("later", absl::Seconds(5));
+  setter.join();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "arrived");
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(150));
+}
+
+TEST_P(StoreTest, NegativeTimeoutUsesTheStoreDefault) {
+  void* value = nullptr;
+  size_t size = 0;
+  ASSERT_TRUE(StoreView(b_).Set("present", "x").ok());
+  dist_error_t* error = a_->get(a_->ctx, "present", -1, &value, &size);
+  ASSERT_EQ(error, nullptr) << dist_error_message(error);
+  EXPECT_EQ(std::string(static_cast<char*>(value), size), "x");
+  a_->free_value(a_->ctx, value);
+  a_->free_value(a_->ctx, nullptr);  // a no-op
+}
+
+TEST_P(StoreTest, AddCountsFromZeroAndRejectsNonIntegers) {
+  StoreView a(a_), b(b_);
+  EXPECT_EQ(a.Add("n", 5).value(), 5);
+  EXPECT_EQ(b.Add("n", -7).value(), -2);
+  EXPECT_EQ(a.Add("n", 0).value(), -2);
+  EXPECT_EQ(b.Get("n", absl::Seconds(1)).value(), "-2");
+  ASSERT_TRUE(a.Set("text", "hello").ok());
+  absl::StatusOr<int64_t> bad = b.Add("text", 1);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "text")) << bad.status();
+}
+
+TEST_P(StoreTest, AddFromManyThreadsIsAtomic) {
+  constexpr int kThreads = 8, kAdds = 100;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      StoreView view(t % 2 ? a_ : b_);
+      for (int i = 0; i < kAdds; ++i) ASSERT_TRUE(view.Add("shared", 1).ok());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(StoreView(a_).Get("shared", absl::Seconds(1)).value(),
+            std::to_string(kThreads * kAdds));
+}
+
+TEST_P(StoreTest, CompareSetSemantics) {
+  StoreView a(a_), b(b_);
+  // Missing key, expected "missing" (NULL): swaps.
+  EXPECT_EQ(a.CompareSet("cas", "", "first").value(), "first");
+  // Missing expected but the key exists: no swap, returns the current value.
+  EXPECT_EQ(b.CompareSet("cas", "", "other").value(), "first");
+  // Wrong expected: no swap.
+  EXPECT_EQ(b.CompareSet("cas", "wrong", "other").value(), "first");
+  // Right expected: swaps.
+  EXPECT_EQ(b.CompareSet("cas", "first", "second").value(), "second");
+  EXPECT_EQ(a.Get("cas", absl::Seconds(1)).value(), "second");
+  // Expected an empty value (non-NULL, size 0) on a missing key: no swap.
+  void* actual = nullptr;
+  size_t size = 99;
+  dist_error_t* error =
+      a_->compare_set(a_->ctx, "cas-empty", "", 0, "v", 1, &actual, &size);
+  ASSERT_EQ(error, nullptr) << dist_error_message(error);
+  EXPECT_EQ(size, 0u);
+  a_->free_value(a_->ctx, actual);
+  EXPECT_FALSE(a.Check({"cas-empty"}).value());
+}
+
+TEST_P(StoreTest, CompareSetWakesAWaiter) {
+  StoreView a(a_), b(b_);
+  std::thread setter([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    EXPECT_EQ(b.CompareSet("leader", "", "rank 3").value(), "rank 3");
+  });
+  EXPECT_EQ(a.Get("leader", absl::Seconds(5)).value(), "rank 3");
+  setter.join();
+}
+
+TEST_P(StoreTest, RemoveReportsWhetherTheKeyExisted) {
+  StoreView a(a_), b(b_);
+  ASSERT_TRUE(a.Set("gone", "x").ok());
+  EXPECT_TRUE(b.Remove("gone").value());
+  EXPECT_FALSE(a.Remove("gone").value());
+  EXPECT_FALSE(a.Check({"gone"}).value());
+  int existed = 7;
+  ASSERT_EQ(a_->remove(a_->ctx, "gone", &existed), nullptr);
+  EXPECT_EQ(existed, 0);
+  ASSERT_EQ(a_->remove(a_->ctx, "gone", nullptr), nullptr);  // NULL is allowed
+}
+
+TEST_P(StoreTest, CheckDoesNotWait) {
+  StoreView a(a_), b(b_);
+  ASSERT_TRUE(a.Set("x", "1").ok());
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(b.Check({"x"}).value());
+  EXPECT_FALSE(b.Check({"x", "y"}).value());
+  EXPECT_TRUE(b.Check({}).value());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+}
+
+TEST_P(StoreTest, WaitTimesOutNamingOnlyTheMissingKeys) {
+  StoreView a(a_), b(b_);
+  ASSERT_TRUE(a.Set("here", "1").ok());
+  const absl::Time start = absl::Now();
+  absl::Status waited = b.Wait({"here", "missing-1", "missing-2"}, absl::Milliseconds(300));
+  const absl::Duration elapsed = absl::Now() - start;
+  ASSERT_EQ(waited.code(), absl::StatusCode::kDeadlineExceeded) << waited;
+  EXPECT_TRUE(absl::StrContains(waited.message(), "missing-1")) << waited;
+  EXPECT_TRUE(absl::StrContains(waited.message(), "missing-2")) << waited;
+  EXPECT_FALSE(absl::StrContains(waited.message(), "'here'")) << waited;
+  EXPECT_GE(elapsed, absl::Milliseconds(290));
+  EXPECT_LT(elapsed, absl::Seconds(3));
+}
+
+TEST_P(StoreTest, WaitReturnsWhenTheLastKeyAppears) {
+  StoreView a(a_), b(b_);
+  std::thread setter([&] {
+    for (int i = 0; i < 3; ++i) {
+      absl::SleepFor(absl::Milliseconds(50));
+      EXPECT_TRUE(b.Set(absl::StrCat("w", i), "x").ok());
+    }
+  });
+  EXPECT_TRUE(a.Wait({"w0", "w1", "w2", "w1"}, absl::Seconds(5)).ok());
+  setter.join();
+}
+
+TEST_P(StoreTest, NumKeysCountsEveryKey) {
+  StoreView a(a_), b(b_);
+  EXPECT_EQ(a.NumKeys().value(), 0);
+  ASSERT_TRUE(a.Set("p/1", "x").ok());
+  ASSERT_TRUE(b.Set("q/2", "y").ok());
+  ASSERT_TRUE(b.Add("c", 1).ok());
+  EXPECT_EQ(a.NumKeys().value(), 3);
+  ASSERT_TRUE(a.Remove("c").ok());
+  EXPECT_EQ(b.NumKeys().value(), 2);
+}
+
+TEST_P(StoreTest, SizeLimitsAreEnforced) {
+  StoreView a(a_);
+  const std::string long_key(DIST_STORE_MAX_KEY_BYTES + 1, 'k');
+  EXPECT_EQ(a.Set(long_key, "v").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(a.Get(long_key, absl::Seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  const std::string max_key(DIST_STORE_MAX_KEY_BYTES, 'k');
+  ASSERT_TRUE(a.Set(max_key, "v").ok());
+  EXPECT_EQ(StoreView(b_).Get(max_key, absl::Seconds(1)).value(), "v");
+  EXPECT_EQ(a.Set("", "v").code(), absl::StatusCode::kInvalidArgument);
+  // One byte over the value limit, without allocating 64 MiB: the size is
+  // checked before the data is touched.
+  static const char byte = 'x';
+  dist_error_t* error = a_->set(a_->ctx, "huge", &byte, DIST_STORE_MAX_VALUE_BYTES + 1ull);
+  ASSERT_NE(error, nullptr);
+  EXPECT_EQ(dist_error_code(error), DIST_INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(dist_error_message(error), "DIST_STORE_MAX_VALUE_BYTES"));
+  dist_error_destroy(error);
+}
+
+TEST_P(StoreTest, NullArgumentsAreErrorsNotCrashes) {
+  dist_error_t* error = a_->set(a_->ctx, nullptr, "v", 1);
+  EXPECT_EQ(dist_error_code(error), DIST_INVALID_ARGUMENT);
+  dist_error_destroy(error);
+  error = a_->get(a_->ctx, "k", 0, nullptr, nullptr);
+  EXPECT_EQ(dist_error_code(error), DIST_INVALID_ARGUMENT);
+  dist_error_destroy(error);
+  const char* keys[] = {"a", nullptr};
+  error = a_->wait(a_->ctx, keys, 2, 10);
+  EXPECT_EQ(dist_error_code(error), DIST_INVALID_ARGUMENT);
+  dist_error_destroy(error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, StoreTest, ::testing::Values("tcp", "file"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace dist::store
