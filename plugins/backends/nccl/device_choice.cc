@@ -67,7 +67,7 @@ absl::Status CheckOneRankPerGpu(const std::vector<GpuIdentity>& ranks) {
         "nccl: ranks ", it->second, " and ", rank, " both use the GPU at PCI ", gpu.bus_id,
         " on host ", gpu.host, " (cuda:", other.device, " and cuda:", gpu.device,
         "); NCCL needs one GPU per rank: set a device per local rank (LOCAL_RANK, or the "
-        "device index in the init options) or start fewer ranks on this host"));
+        "config's device_index) or start fewer ranks on this host"));
   }
   return absl::OkStatus();
 }
