@@ -314,6 +314,17 @@ TEST(DistinfoTest, SelftestReportsAFailingBackend) {
   EXPECT_THAT(r.out, HasSubstr("nosuch                FAIL  no such backend plugin"));
 }
 
+TEST(DistinfoTest, HangingPluginProbeIsBoundedByLoadTimeout) {
+  std::string dir = MakeTempDir("distinfo_hanging");
+  CopyFile(RunfilePath("tests/tools/libdist-backend-hanging_probe.so"),
+           dir + "/libdist-backend-hanging_probe.so");
+  ProcessResult r = RunDistinfo({"--load_timeout=1s"}, {"DIST_PLUGIN_PATH=" + dir});
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_LT(r.elapsed, absl::Seconds(20));
+  EXPECT_THAT(r.err, HasSubstr("loading the plugins took longer than 1s (--load_timeout)"));
+}
+
 TEST(DistinfoTest, HelpShowsThePublicFlagsOnly) {
   ProcessResult r = RunDistinfo({"--help"});
   EXPECT_THAT(r.out, HasSubstr("--require"));
