@@ -314,6 +314,14 @@ TEST(DistinfoTest, SelftestReportsAFailingBackend) {
   EXPECT_THAT(r.out, HasSubstr("nosuch                FAIL  no such backend plugin"));
 }
 
+TEST(DistinfoTest, SelftestWithoutMpirunSaysSo) {
+  ProcessResult r = RunDistinfo({"--selftest", "--selftest_backends=mpi"},
+                                {"PATH=/nonexistent"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("mpi  FAIL  cannot start mpirun: no such file or directory"));
+  EXPECT_THAT(r.out, HasSubstr("put it in PATH"));
+}
+
 TEST(DistinfoTest, HangingPluginProbeIsBoundedByLoadTimeout) {
   std::string dir = MakeTempDir("distinfo_hanging");
   CopyFile(RunfilePath("tests/tools/libdist-backend-hanging_probe.so"),
