@@ -214,6 +214,7 @@ absl::StatusOr<std::shared_ptr<WorkState>> Communicator::Start(dist_collective_t
 
   cudaEvent_t done = nullptr;
   bool nccl_failed = false;
+  std::shared_ptr<WorkState> work;
   {
     absl::MutexLock lock(&nccl_mu_);
     if (comm_ == nullptr || aborting_.load(std::memory_order_acquire)) return AbortStatus();
@@ -237,6 +238,18 @@ absl::StatusOr<std::shared_ptr<WorkState>> Communicator::Start(dist_collective_t
     if (status.ok()) {
       status = CudaStatus(cudaEventRecord(done, stream), absl::StrCat(what, ": cudaEventRecord"));
     }
+    if (status.ok()) {
+      work = std::make_shared<WorkState>(what, done, deadline);
+      {
+        absl::MutexLock pending_lock(&pending_mu_);
+        pending_.push_back(work);
+      }
+      // An abort that began meanwhile may have collected the pending list
+      // before the push; it cannot reach ncclCommAbort while we hold
+      // nccl_mu_, so failing the work here comes before NCCL's kernels quit
+      // (whose events would otherwise read as success).
+      if (aborting_.load(std::memory_order_acquire)) work->Fail(AbortStatus());
+    }
   }
   if (!status.ok()) {
     if (done != nullptr) cudaEventDestroy(done);
@@ -244,11 +257,6 @@ absl::StatusOr<std::shared_ptr<WorkState>> Communicator::Start(dist_collective_t
     // they fail by their timeout instead of waiting for this rank forever.
     if (nccl_failed && !aborting_.load()) Abort(status);
     return status;
-  }
-  auto work = std::make_shared<WorkState>(what, done, deadline);
-  {
-    absl::MutexLock lock(&pending_mu_);
-    pending_.push_back(work);
   }
   return work;
 }
