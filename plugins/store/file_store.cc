@@ -2,12 +2,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -34,10 +36,17 @@ enum class Record : uint8_t {
   kLeave = 5,   // rank
 };
 
-std::string Who() {
+std::string LocalHost() {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
-  return absl::StrCat(host, ":", getpid());
+  return host;
+}
+
+std::string Who() { return absl::StrCat(LocalHost(), ":", getpid()); }
+
+// kill(pid, 0) probes without signalling; EPERM means it exists.
+bool ProcessAlive(int64_t pid) {
+  return pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
 }
 
 std::string ErrnoText(int error) { return strerror(error); }
@@ -140,28 +149,59 @@ absl::Status FileStore::OpenAndJoin() {
   }
 }
 
+// The rule that tells a file left by a crashed earlier job from a live
+// rendezvous, checked when a rank joins (under the exclusive lock). A file
+// is refused as stale when
+//  (a) this rank already joined it: the earlier process has exited, or it
+//      is still running and two processes were given one rank, or it ran on
+//      another host and we cannot tell which of the two it is;
+//  (b) it has leave records: its job already ended (the last rank would
+//      have removed it, so some rank of that job crashed);
+//  (c) every process that joined it ran on this host and none is running;
+//  (d) its rendezvous began longer ago than this rank's timeout and is
+//      still incomplete: that job's ranks have timed out by now.
+// A different world size in the header is not refused here: the core's
+// join check reports the disagreement to every rank.
 std::string FileStore::StaleReason() const {
   const std::string origin = absl::StrCat(
       " (created ", FormatTime(header_.created_ms), " by ", header_.creator, ")");
-  if (header_.world_size != options_.world_size) {
-    return absl::StrCat("it holds a rendezvous for world_size=", header_.world_size, origin,
-                        " but this rank has world_size=", options_.world_size);
-  }
   auto mine = joined_.find(options_.rank);
   if (mine != joined_.end()) {
-    return absl::StrCat("rank ", options_.rank, " already joined it (", mine->second,
-                        "); either it is left over from an earlier job or two "
-                        "processes were given rank ", options_.rank);
+    const JoinInfo& other = mine->second;
+    const std::string who = absl::StrCat(other.host, ":", other.pid, " at ",
+                                         FormatTime(other.time_ms));
+    if (other.host == LocalHost()) {
+      return ProcessAlive(other.pid)
+                 ? absl::StrCat("rank ", options_.rank, " already joined it from ", who,
+                                ", which is still running: two processes were given rank ",
+                                options_.rank)
+                 : absl::StrCat("rank ", options_.rank, " already joined it from ", who,
+                                ", which is no longer running: it is left over from a "
+                                "crashed job");
+    }
+    return absl::StrCat("rank ", options_.rank, " already joined it from ", who,
+                        ": it is left over from an earlier job, or two processes were "
+                        "given rank ", options_.rank);
   }
   if (!left_.empty()) {
     return absl::StrCat("ranks of an earlier job already left it", origin);
   }
+  bool all_local_and_gone = !joined_.empty();
+  for (const auto& [rank, info] : joined_) {
+    all_local_and_gone =
+        all_local_and_gone && info.host == LocalHost() && !ProcessAlive(info.pid);
+  }
+  if (all_local_and_gone) {
+    return absl::StrCat("every process that joined it", origin,
+                        " ran on this host and is no longer running: it is left over "
+                        "from a crashed job");
+  }
   const absl::Duration age =
       absl::Now() - absl::FromUnixMillis(header_.created_ms);
-  if (age > options_.timeout) {
+  if (age > options_.timeout && static_cast<int>(joined_.size()) < header_.world_size) {
     return absl::StrCat("its rendezvous started ", absl::ToInt64Seconds(age),
                         " s ago", origin, ", longer than the timeout of ",
-                        absl::ToInt64Seconds(options_.timeout), " s, and only ",
+                        absl::ToDoubleSeconds(options_.timeout), " s, and only ",
                         joined_.size(), " of ", header_.world_size,
                         " ranks joined: it is left over from a crashed job");
   }
@@ -220,7 +260,10 @@ absl::Status FileStore::Leave() {
   leave.U8(static_cast<uint8_t>(Record::kLeave));
   leave.I64(options_.rank);
   DIST_RETURN_IF_ERROR(Append(std::move(leave).Finish()));
-  if (static_cast<int>(left_.size()) >= options_.world_size) {
+  // The header's world size decides: ranks that disagreed on it still
+  // count, and the core has already failed their rendezvous.
+  const int world_size = has_header_ ? header_.world_size : options_.world_size;
+  if (static_cast<int>(left_.size()) >= world_size) {
     // Last one out: unlinking under the lock means a rank of the next job
     // that opened the old file sees it replaced and reopens.
     unlink(options_.path.c_str());
@@ -316,7 +359,13 @@ absl::Status FileStore::ApplyRecord(absl::string_view payload, int64_t at) {
       int64_t rank = 0, time_ms = 0;
       std::string who;
       ok = reader.I64(&rank) && reader.I64(&time_ms) && reader.Str(1024, &who);
-      if (ok) joined_[static_cast<int>(rank)] = absl::StrCat(who, " at ", FormatTime(time_ms));
+      if (ok) {
+        JoinInfo& info = joined_[static_cast<int>(rank)];
+        const size_t colon = who.rfind(':');
+        info.host = who.substr(0, colon);
+        info.pid = colon == std::string::npos ? 0 : std::atoll(who.c_str() + colon + 1);
+        info.time_ms = time_ms;
+      }
       break;
     }
     case Record::kLeave: {

@@ -9,8 +9,8 @@
 // Membership (world_size > 0): the first rank writes a header with the world
 // size and a timestamp; every rank appends a join record, and on release a
 // leave record; the rank whose leave completes the world removes the file.
-// A stale file from an earlier, crashed job is refused at join time (see
-// StaleReason in file_store.cc and plugins/rendezvous/README.md).
+// A stale file from an earlier, crashed job is refused at join time; the
+// rule is at StaleReason in file_store.cc and in plugins/rendezvous/README.md.
 #ifndef DIST_PLUGINS_STORE_FILE_STORE_H_
 #define DIST_PLUGINS_STORE_FILE_STORE_H_
 
@@ -86,7 +86,12 @@ class FileStore : public Store {
   KvTable table_ ABSL_GUARDED_BY(mu_);
   bool has_header_ ABSL_GUARDED_BY(mu_) = false;
   Header header_ ABSL_GUARDED_BY(mu_);
-  std::map<int, std::string> joined_ ABSL_GUARDED_BY(mu_);  // rank -> who, when
+  struct JoinInfo {
+    std::string host;
+    int64_t pid = 0;
+    int64_t time_ms = 0;
+  };
+  std::map<int, JoinInfo> joined_ ABSL_GUARDED_BY(mu_);
   std::set<int> left_ ABSL_GUARDED_BY(mu_);
   bool joined_self_ = false;
 };

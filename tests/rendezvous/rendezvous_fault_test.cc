@@ -165,25 +165,46 @@ TEST(FileFaults, StaleFileFromACrashedJobIsReportedNotJoined) {
   const std::string stale = LeaveStaleFile(2);
   Job rerun = Job::Make("file", 2);
   rerun.file = stale;
-  // Same rank again: the file already has rank 0's join record.
+  // Same rank again: the file already has rank 0's join record, from a
+  // process of this host that no longer runs.
   const ProcessResult same_rank = rerun.StartWorker(0, "exchange", 5000)->Wait(absl::Seconds(30));
   EXPECT_EQ(same_rank.exit_code, 1) << same_rank.output;
   EXPECT_TRUE(absl::StrContains(same_rank.output, "ERROR FAILED_PRECONDITION")) << same_rank.output;
   EXPECT_TRUE(absl::StrContains(same_rank.output, "is stale")) << same_rank.output;
   EXPECT_TRUE(absl::StrContains(same_rank.output, "rank 0 already joined")) << same_rank.output;
+  EXPECT_TRUE(absl::StrContains(same_rank.output, "no longer running")) << same_rank.output;
   EXPECT_TRUE(absl::StrContains(same_rank.output, "delete the file")) << same_rank.output;
   EXPECT_LT(same_rank.elapsed, absl::Seconds(4)) << "reported at once, not at the timeout";
-  // A different world size.
+  // Another rank, even of another world size: everyone who joined is gone.
   Job bigger = Job::Make("file", 3);
   bigger.file = stale;
-  const ProcessResult size = bigger.StartWorker(1, "exchange", 5000)->Wait(absl::Seconds(30));
-  EXPECT_TRUE(absl::StrContains(size.output, "world_size=2")) << size.output;
-  EXPECT_TRUE(absl::StrContains(size.output, "world_size=3")) << size.output;
-  // Old enough: started longer ago than this rank's timeout.
-  absl::SleepFor(absl::Milliseconds(1200));
-  const ProcessResult old = rerun.StartWorker(1, "exchange", 1000)->Wait(absl::Seconds(30));
-  EXPECT_TRUE(absl::StrContains(old.output, "left over from a crashed job")) << old.output;
-  EXPECT_TRUE(absl::StrContains(old.output, "only 1 of 2 ranks joined")) << old.output;
+  const ProcessResult other = bigger.StartWorker(1, "exchange", 5000)->Wait(absl::Seconds(30));
+  EXPECT_EQ(other.exit_code, 1) << other.output;
+  EXPECT_TRUE(absl::StrContains(other.output, "every process that joined it")) << other.output;
+  EXPECT_LT(other.elapsed, absl::Seconds(4));
+}
+
+TEST(FileFaults, RendezvousOlderThanTheTimeoutIsStale) {
+  // Rank 0 is alive but its rendezvous began before this rank's timeout:
+  // rank 1 is refused instead of joining a rendezvous that is over.
+  const Job job = Job::Make("file", 3);
+  auto rank0 = job.StartWorker(0, "hold", 60000);
+  ASSERT_TRUE(rank0->WaitForOutput("READY", absl::Seconds(20)));
+  absl::SleepFor(absl::Milliseconds(1500));
+  const ProcessResult late = job.StartWorker(1, "exchange", 1000)->Wait(absl::Seconds(30));
+  EXPECT_EQ(late.exit_code, 1) << late.output;
+  EXPECT_TRUE(absl::StrContains(late.output, "left over from a crashed job")) << late.output;
+  EXPECT_TRUE(absl::StrContains(late.output, "only 1 of 3 ranks joined")) << late.output;
+}
+
+TEST(FileFaults, TwoLiveProcessesOnOneRankAreTold) {
+  const Job job = Job::Make("file", 2);
+  auto first = job.StartWorker(1, "hold", 60000);
+  ASSERT_TRUE(first->WaitForOutput("READY", absl::Seconds(20)));
+  const ProcessResult second = job.StartWorker(1, "exchange", 5000)->Wait(absl::Seconds(30));
+  EXPECT_EQ(second.exit_code, 1) << second.output;
+  EXPECT_TRUE(absl::StrContains(second.output, "still running: two processes were given rank 1"))
+      << second.output;
 }
 
 TEST(FileFaults, GarbageFileIsNotMistakenForAStore) {

@@ -1,0 +1,102 @@
+// End to end through the core (//core:dist): dist_rendezvous() finds the
+// bundled rendezvous plugin and runs its join check over our stores. These
+// check the join-check messages the stores must make possible: who is
+// missing, two processes on one rank, disagreeing world sizes.
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/rendezvous/process_helpers.h"
+
+namespace dist::testing {
+namespace {
+
+std::unique_ptr<Process> StartCoreWorker(const Job& job, int rank, int64_t timeout_ms,
+                                         int world_size_hint = -1) {
+  std::vector<std::string> argv = {Runfile("tests/rendezvous/core_worker"),
+                                   "--url=" + job.Url(rank),
+                                   absl::StrCat("--timeout_ms=", timeout_ms)};
+  if (world_size_hint > 0) argv.push_back(absl::StrCat("--world_size=", world_size_hint));
+  auto process = Process::Start(argv, job.Env(rank));
+  EXPECT_TRUE(process.ok()) << process.status();
+  return process.ok() ? std::move(*process) : nullptr;
+}
+
+class CoreRendezvous : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CoreRendezvous, FourRanksJoinAndShareTheStore) {
+  const Job job = Job::Make(GetParam(), 4);
+  std::vector<std::unique_ptr<Process>> ranks;
+  for (int rank = 0; rank < 4; ++rank) ranks.push_back(StartCoreWorker(job, rank, 20000));
+  for (int rank = 0; rank < 4; ++rank) {
+    const ProcessResult result = ranks[rank]->Wait(absl::Seconds(60));
+    SCOPED_TRACE(result.output);
+    EXPECT_EQ(result.exit_code, 0);
+    EXPECT_TRUE(absl::StrContains(result.output,
+                                  absl::StrCat("joined rank=", rank, " world_size=4")));
+    EXPECT_TRUE(absl::StrContains(result.output, "saw 4 keys"));
+  }
+}
+
+TEST_P(CoreRendezvous, MissingRankIsNamedWithinTheTimeout) {
+  const Job job = Job::Make(GetParam(), 4);
+  std::vector<std::unique_ptr<Process>> ranks;
+  for (int rank : {0, 1, 3}) ranks.push_back(StartCoreWorker(job, rank, 2000));
+  for (auto& rank : ranks) {
+    const ProcessResult result = rank->Wait(absl::Seconds(30));
+    SCOPED_TRACE(result.output);
+    EXPECT_FALSE(result.timed_out);
+    EXPECT_EQ(result.exit_code, 1);
+    EXPECT_TRUE(absl::StrContains(result.output, "3 of 4 ranks joined, missing rank 2"));
+    EXPECT_LT(result.elapsed, absl::Seconds(15));
+  }
+}
+
+TEST_P(CoreRendezvous, DisagreeingWorldSizesFailOnBothSides) {
+  Job job = Job::Make(GetParam(), 2);
+  auto rank0 = StartCoreWorker(job, 0, 5000);
+  // Rank 1 claims world size 3 (the hint overrides its URL/env).
+  auto rank1 = StartCoreWorker(job, 1, 5000, 3);
+  for (auto* process : {rank0.get(), rank1.get()}) {
+    const ProcessResult result = process->Wait(absl::Seconds(30));
+    SCOPED_TRACE(result.output);
+    EXPECT_EQ(result.exit_code, 1);
+    EXPECT_TRUE(absl::StrContains(result.output, "world size mismatch"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Schemes, CoreRendezvous, ::testing::Values("tcp", "env", "file"),
+                         [](const auto& info) { return info.param; });
+
+TEST(CoreRendezvousFile, SecondProcessOnOneRankIsTold) {
+  // With file:// the store itself refuses the later of two processes on
+  // one rank (its join record is already there).
+  const Job job = Job::Make("file", 3);
+  auto rank0 = StartCoreWorker(job, 0, 3000);
+  auto first = StartCoreWorker(job, 1, 3000);
+  auto second = StartCoreWorker(job, 1, 3000);
+  const ProcessResult a = first->Wait(absl::Seconds(30));
+  const ProcessResult b = second->Wait(absl::Seconds(30));
+  EXPECT_EQ(a.exit_code, 1) << a.output;
+  EXPECT_EQ(b.exit_code, 1) << b.output;
+  const std::string told = "two processes were given rank 1";
+  EXPECT_NE(absl::StrContains(a.output, told), absl::StrContains(b.output, told))
+      << "exactly one of them is refused:\n" << a.output << "\n" << b.output;
+}
+
+TEST(CoreRendezvousTcp, TwoProcessesOnOneRankAreBothTold) {
+  const Job job = Job::Make("tcp", 3);
+  auto rank0 = StartCoreWorker(job, 0, 4000);
+  auto first = StartCoreWorker(job, 1, 4000);
+  auto second = StartCoreWorker(job, 1, 4000);
+  const ProcessResult a = first->Wait(absl::Seconds(30));
+  const ProcessResult b = second->Wait(absl::Seconds(30));
+  const ProcessResult host = rank0->Wait(absl::Seconds(30));
+  for (const ProcessResult* result : {&a, &b, &host}) {
+    EXPECT_EQ(result->exit_code, 1) << result->output;
+    EXPECT_TRUE(absl::StrContains(result->output, "rank 1 claimed by two processes"))
+        << result->output;
+  }
+}
+
+}  // namespace
+}  // namespace dist::testing
