@@ -153,12 +153,18 @@ int Launch(const LaunchOptions& options) {
     per_rank.push_back(rows.ok() ? *std::move(rows) : std::vector<Row>{});
   }
   std::vector<Row> merged = MergeRanks(per_rank);
+  std::string sections;  // where ranks were when they ended
+  for (int r = 0; r < options.world_size; ++r) {
+    const std::string last = LastSection(absl::StrCat(*dir, "/rank", r, ".tsv"));
+    if (!last.empty()) absl::StrAppend(&sections, sections.empty() ? "" : ", ", "rank ", r, ": ", last);
+  }
   for (const Child& c : children) {
     // Exit code 1 means "some check failed", which the rows already say.
     const bool clean = !c.killed && WIFEXITED(c.status) &&
                        (WEXITSTATUS(c.status) == 0 || WEXITSTATUS(c.status) == 1);
     merged.push_back(Row{absl::StrCat("process ", c.name, " ended cleanly"), "-", "-", "-",
-                         clean ? Outcome::kPass : Outcome::kFail, clean ? "" : DescribeExit(c)});
+                         clean ? Outcome::kPass : Outcome::kFail,
+                         clean ? "" : absl::StrCat(DescribeExit(c), " (last sections: ", sections, ")")});
   }
   std::printf("dist_conformance: %d ranks (%s, %s)\n", options.world_size,
               options.launcher.c_str(), url.c_str());

@@ -48,6 +48,21 @@ void Report::Add(Row row) {
   rows_.push_back(std::move(row));
 }
 
+void Report::Note(const std::string& section) {
+  if (file_ == nullptr) return;
+  std::fprintf(file_, "# section %s\n", Clean(section).c_str());
+  std::fflush(file_);
+}
+
+std::string LastSection(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (line.rfind("# section ", 0) == 0) last = line.substr(10);
+  }
+  return last;
+}
+
 int Report::failed() const { return Count(rows_, Outcome::kFail); }
 int Report::passed() const { return Count(rows_, Outcome::kPass); }
 
@@ -78,7 +93,7 @@ absl::StatusOr<std::vector<Row>> ReadRows(const std::string& path) {
   std::vector<Row> rows;
   std::string line;
   while (std::getline(in, line)) {
-    if (line.empty()) continue;
+    if (line.empty() || line[0] == '#') continue;
     absl::StatusOr<Row> row = ParseRow(line);
     if (!row.ok()) return row.status();
     rows.push_back(*std::move(row));

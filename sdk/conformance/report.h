@@ -34,6 +34,9 @@ class Report {
   ~Report();
 
   void Add(Row row);
+  // Marks the start of a section in the file ("# section NAME"), so that a
+  // rank that dies mid-section can be named with it.
+  void Note(const std::string& section);
   const std::vector<Row>& rows() const { return rows_; }
   int failed() const;
   int passed() const;
@@ -47,6 +50,8 @@ class Report {
 std::string FormatRow(const Row& row);
 absl::StatusOr<Row> ParseRow(const std::string& line);
 absl::StatusOr<std::vector<Row>> ReadRows(const std::string& path);
+// The last section a results file noted; "" if none.
+std::string LastSection(const std::string& path);
 
 // Merges the ranks' rows. Rows match by position; a rank that has fewer rows
 // (it crashed or timed out) fails the rows it is missing.

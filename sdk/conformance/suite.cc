@@ -340,6 +340,7 @@ void Suite::Run() {
       Skip(name, "skipped by --skip_sections");
       continue;
     }
+    report_.Note(name);
     (this->*run)();
   }
 }
