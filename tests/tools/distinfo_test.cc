@@ -314,6 +314,39 @@ TEST(DistinfoTest, SelftestReportsAFailingBackend) {
   EXPECT_THAT(r.out, HasSubstr("nosuch                FAIL  no such backend plugin"));
 }
 
+TEST(DistinfoTest, SelftestCatchesWrongResults) {
+  std::string dir = MakeTempDir("distinfo_lazy");
+  CopyFile(RunfilePath("tests/tools/libdist-backend-lazy.so"), dir + "/libdist-backend-lazy.so");
+  ProcessResult r = RunDistinfo({"--selftest", "--selftest_backends=lazy", "--json"},
+                                {"DIST_PLUGIN_PATH=" + dir});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  json j = ParseJson(r);
+  ASSERT_EQ(j["selftest"].size(), 1u);
+  const json& s = j["selftest"][0];
+  EXPECT_EQ(s["result"], "fail");
+  // Rank r keeps its own (r + 1) * 1 in element 0; the sum of 2 ranks is 3.
+  EXPECT_THAT(s["detail"].get<std::string>(),
+              HasSubstr("rank 0: all_reduce: all_reduce(sum) gave a wrong result: element 0 "
+                        "is 1, expected 3"));
+  EXPECT_THAT(s["detail"].get<std::string>(),
+              HasSubstr("rank 1: all_reduce: all_reduce(sum) gave a wrong result: element 0 "
+                        "is 2, expected 3"));
+  EXPECT_EQ(s["steps"][0]["name"], "init");
+  EXPECT_EQ(s["steps"][0]["ok"], true);
+  EXPECT_EQ(s["steps"][1]["name"], "all_reduce");
+  EXPECT_EQ(s["steps"][1]["ok"], false);
+  // A wrong result does not end the test: broadcast (rank 1 keeps its -1)
+  // and barrier still run.
+  ASSERT_EQ(s["steps"].size(), 4u);
+  EXPECT_EQ(s["steps"][2]["name"], "broadcast");
+  EXPECT_EQ(s["steps"][2]["ok"], false);
+  EXPECT_THAT(s["detail"].get<std::string>(),
+              HasSubstr("rank 1: broadcast: broadcast(root 0) gave a wrong result: element 0 is "
+                        "-1, expected -7"));
+  EXPECT_EQ(s["steps"][3]["name"], "barrier");
+  EXPECT_EQ(s["steps"][3]["ok"], true);
+}
+
 TEST(DistinfoTest, SelftestWithoutMpirunSaysSo) {
   ProcessResult r = RunDistinfo({"--selftest", "--selftest_backends=mpi"},
                                 {"PATH=/nonexistent"});
