@@ -106,5 +106,29 @@ TEST(ShmGroups, TwoConcurrentJobsDoNotInterfere) {
   for (pid_t leader : leaders) EXPECT_TRUE(SegmentsOf(leader).empty());
 }
 
+TEST(ShmGroups, SeveralCommunicatorsOnOneStoreNamespace) {
+  // Two alive at once, then a third after destroying them, all created on
+  // the same store without prefixes: none may pick up another's keys.
+  const std::string store = TempDir("reuse") + "/store";
+  auto results = RunRanks(3, absl::Seconds(60), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, 3);
+    dist_backend_comm_t* comms[3] = {};
+    RANK_OK(rank, CreateComm(s, rank, 3, CommOptions(), &comms[0]));
+    RANK_OK(rank, CreateComm(s, rank, 3, CommOptions(), &comms[1]));
+    int64_t a[2] = {rank, 10 * rank};
+    RANK_OK(rank, RunOp(Plugin()->all_reduce, comms[1], SumInPlace(a, 2)));
+    RANK_OK(rank, RunOp(Plugin()->all_reduce, comms[0], SumInPlace(a, 2)));
+    RANK_CHECK(rank, a[0] == 9 && a[1] == 90);
+    Plugin()->comm_destroy(comms[0]);
+    Plugin()->comm_destroy(comms[1]);
+    RANK_OK(rank, CreateComm(s, rank, 3, CommOptions(), &comms[2]));
+    RANK_OK(rank, RunOp(Plugin()->all_reduce, comms[2], SumInPlace(a, 2)));
+    RANK_CHECK(rank, a[0] == 27 && a[1] == 270);
+    Plugin()->comm_destroy(comms[2]);
+    return 0;
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].Describe();
+}
+
 }  // namespace
 }  // namespace shm_test

@@ -20,7 +20,6 @@
 namespace dist_shm {
 namespace {
 
-constexpr char kSegmentKey[] = "shm/segment";
 constexpr char kErrorPrefix[] = "error:";
 
 uint64_t RoundDown4K(uint64_t value) { return std::max<uint64_t>(4096, value / 4096 * 4096); }
@@ -54,13 +53,28 @@ std::string RandomName() {
                           reinterpret_cast<const char*>(bytes), sizeof(bytes))));
 }
 
-std::string HostKey(int rank) { return absl::StrCat("shm/host/", rank); }
+// Keys of one comm_create. A store namespace may serve several creations in
+// turn; each rank counts its own, and all ranks create in the same order, so
+// the count names this creation on every rank and stale keys are never read.
+struct Keys {
+  std::string prefix;
+  std::string Host(int rank) const { return absl::StrCat(prefix, "host/", rank); }
+  std::string Segment() const { return absl::StrCat(prefix, "segment"); }
+};
+
+absl::StatusOr<Keys> KeysFor(const dist::StoreView& store, int rank) {
+  absl::StatusOr<int64_t> creation = store.Add(absl::StrCat("shm/creations/", rank), 1);
+  if (!creation.ok()) return creation.status();
+  // The first creation uses plain keys ("shm/host/1", "shm/segment").
+  return Keys{*creation == 1 ? std::string("shm/") : absl::StrCat("shm/", *creation, "/")};
+}
 
 // Rank 0: every rank's host identity must equal ours.
-absl::Status CheckHosts(const dist::StoreView& store, const dist_comm_config_t& config,
-                        const std::string& mine, absl::Duration timeout) {
+absl::Status CheckHosts(const dist::StoreView& store, const Keys& keys,
+                        const dist_comm_config_t& config, const std::string& mine,
+                        absl::Duration timeout) {
   for (int r = 1; r < config.world_size; ++r) {
-    absl::StatusOr<std::string> theirs = store.Get(HostKey(r), timeout);
+    absl::StatusOr<std::string> theirs = store.Get(keys.Host(r), timeout);
     if (!theirs.ok()) {
       return absl::Status(theirs.status().code(),
                           absl::StrCat("shm: rank ", r, " did not publish its host: ",
@@ -137,33 +151,36 @@ absl::StatusOr<std::unique_ptr<Segment>> JoinSegment(const dist_comm_config_t& c
   const absl::Duration timeout = absl::Milliseconds(config.timeout_ms);
   const absl::Time deadline = absl::Now() + timeout;
   const std::string host = HostIdentity();
-  DIST_RETURN_IF_ERROR(store.Set(HostKey(config.rank), host));
+  absl::StatusOr<Keys> keys_or = KeysFor(store, config.rank);
+  if (!keys_or.ok()) return keys_or.status();
+  const Keys keys = *keys_or;
+  DIST_RETURN_IF_ERROR(store.Set(keys.Host(config.rank), host));
 
   std::unique_ptr<Segment> segment;
   std::string name;
   if (config.rank == 0) {
-    absl::Status hosts = CheckHosts(store, config, host, timeout);
+    absl::Status hosts = CheckHosts(store, keys, config, host, timeout);
     if (!hosts.ok()) {
       // Tell the others why, instead of letting them time out.
-      store.Set(kSegmentKey, absl::StrCat(kErrorPrefix, hosts.message())).IgnoreError();
+      store.Set(keys.Segment(), absl::StrCat(kErrorPrefix, hosts.message())).IgnoreError();
       return hosts;
     }
     name = RandomName();
     absl::StatusOr<std::unique_ptr<Segment>> created =
         Segment::Create(name, ChooseGeometry(config.world_size, tuning));
     if (!created.ok()) {
-      store.Set(kSegmentKey, absl::StrCat(kErrorPrefix, created.status().message()))
+      store.Set(keys.Segment(), absl::StrCat(kErrorPrefix, created.status().message()))
           .IgnoreError();
       return created.status();
     }
     segment = *std::move(created);
-    absl::Status published = store.Set(kSegmentKey, name);
+    absl::Status published = store.Set(keys.Segment(), name);
     if (!published.ok()) {
       Segment::Unlink(name);
       return published;
     }
   } else {
-    absl::StatusOr<std::string> value = store.Get(kSegmentKey, timeout);
+    absl::StatusOr<std::string> value = store.Get(keys.Segment(), timeout);
     if (!value.ok()) {
       return absl::Status(value.status().code(),
                           absl::StrCat("shm: rank 0 did not publish the segment name: ",
@@ -173,7 +190,7 @@ absl::StatusOr<std::unique_ptr<Segment>> JoinSegment(const dist_comm_config_t& c
       return absl::FailedPreconditionError(value->substr(strlen(kErrorPrefix)));
     }
     name = *value;
-    absl::StatusOr<std::string> host0 = store.Get(HostKey(0), timeout);
+    absl::StatusOr<std::string> host0 = store.Get(keys.Host(0), timeout);
     if (host0.ok() && *host0 != host) {
       return absl::FailedPreconditionError(absl::StrCat(
           "shm: the shm backend needs every rank on one host with a shared /dev/shm, "
