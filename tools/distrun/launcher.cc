@@ -38,6 +38,7 @@ struct Launcher::Stream {
 };
 
 struct Launcher::Rank {
+  Launcher* launcher = nullptr;
   int local_rank = 0;
   int rank = 0;  // global
   uv_process_t process;
@@ -83,6 +84,7 @@ int Launcher::Run() {
 
   for (int i = 0; i < job_.nproc_per_node; ++i) {
     auto rank = std::make_unique<Rank>();
+    rank->launcher = this;
     rank->local_rank = i;
     rank->rank = job_.global_rank(i);
     ranks_.push_back(std::move(rank));
@@ -157,8 +159,7 @@ bool Launcher::StartRank(int local_rank) {
   options.exit_cb = [](uv_process_t* process, int64_t exit_code,
                        int term_signal) {
     Rank& r = *static_cast<Rank*>(process->data);
-    Launcher* self = r.out.launcher;
-    self->OnRankExit(r, exit_code, term_signal);
+    r.launcher->OnRankExit(r, exit_code, term_signal);
   };
   rank.process.data = &rank;
   int rc = uv_spawn(&loop_, &rank.process, &options);
