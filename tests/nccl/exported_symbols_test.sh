@@ -11,15 +11,18 @@ if [[ "$symbols" != "dist_backend_plugin_v1" ]]; then
   echo "$symbols" >&2
   exit 1
 fi
+# (Read objdump's output whole: grep -q closing the pipe early would make
+# objdump fail under pipefail.)
+headers="$(objdump -p "$plugin")"
 for library in libnccl.so libcudart.so; do
-  if ! objdump -p "$plugin" | grep -q "NEEDED *$library"; then
+  if ! grep -q "NEEDED *$library" <<<"$headers"; then
     echo "FAIL: $plugin does not link $library" >&2
     exit 1
   fi
 done
-if ! objdump -p "$plugin" | grep -Eq "(RUNPATH|RPATH) .*/lib64"; then
+if ! grep -Eq "(RUNPATH|RPATH) .*/lib64" <<<"$headers"; then
   echo "FAIL: $plugin has no rpath to the CUDA libraries" >&2
-  objdump -p "$plugin" | grep -E "RUNPATH|RPATH" >&2 || true
+  grep -E "RUNPATH|RPATH" <<<"$headers" >&2 || true
   exit 1
 fi
 echo "PASS: only dist_backend_plugin_v1 is exported"

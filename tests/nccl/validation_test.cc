@@ -1,17 +1,21 @@
 // The nccl backend's pure logic, on any machine: argument validation (CPU
 // buffers refused with the fix, bitwise ops, shapes, devices, aliasing,
 // streams), capabilities, device choice and the one-rank-per-GPU check.
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
 #include "dist/backend_plugin.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "plugins/backends/nccl/capabilities.h"
 #include "plugins/backends/nccl/device_choice.h"
 #include "plugins/backends/nccl/op_validation.h"
+#include "plugins/backends/nccl/watchdog.h"
 
 namespace dist::nccl {
 namespace {
@@ -247,6 +251,28 @@ TEST(GpuIdentity, RoundTripsThroughTheStoreEncoding) {
   EXPECT_EQ(decoded->bus_id, "0000:AF:00.0");
   EXPECT_EQ(decoded->device, 3);
   EXPECT_EQ(GpuIdentity::Decode("garbage").status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(Watchdog, TicksUntilDestroyedAndStopsPromptly) {
+  std::atomic<int> ticks{0};
+  absl::Time stopped;
+  {
+    Watchdog watchdog([&ticks] { ticks.fetch_add(1); }, absl::Milliseconds(5));
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (ticks.load() < 3 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+    stopped = absl::Now();
+  }
+  // The destructor wakes the thread at once, not after a long interval.
+  EXPECT_LT(absl::Now() - stopped, absl::Seconds(1));
+  const int seen = ticks.load();
+  EXPECT_GE(seen, 3);
+  absl::SleepFor(absl::Milliseconds(30));
+  EXPECT_EQ(ticks.load(), seen);  // no tick after destruction
+  {
+    Watchdog slow([] {}, absl::Hours(1));
+    stopped = absl::Now();
+  }
+  EXPECT_LT(absl::Now() - stopped, absl::Seconds(1));
 }
 
 }  // namespace
