@@ -60,6 +60,11 @@ if [[ "$mode" == "pack" ]]; then
   exit 0
 fi
 
+# Everything here runs on one host: keep NCCL's bootstrap on loopback and
+# let it print its warnings.
+export NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-lo}"
+export NCCL_DEBUG="${NCCL_DEBUG:-WARN}"
+
 step "GPUs"
 if command -v nvidia-smi >/dev/null; then nvidia-smi -L || true; else echo "(no nvidia-smi)"; fi
 
