@@ -139,40 +139,43 @@ absl::Status Connection::SendAll(const std::string& bytes, absl::Time deadline) 
   return absl::OkStatus();
 }
 
-absl::Status Connection::ReceiveExact(char* out, size_t size,
-                                      absl::Time deadline) {
-  size_t got = 0;
-  while (got < size) {
-    const ssize_t n = recv(fd_, out + got, size - got, 0);
-    if (n > 0) {
-      got += static_cast<size_t>(n);
-      continue;
+absl::Status Connection::Fill(size_t want, absl::Time deadline) {
+  while (input_.size() - consumed_ < want) {
+    // A response is never there right after the request went out: wait
+    // first, then read whatever has arrived (header and body together).
+    absl::Status polled = Poll(POLLIN, deadline);
+    if (!polled.ok()) return polled;
+    if (consumed_ > 0) {
+      input_.erase(0, consumed_);
+      consumed_ = 0;
     }
+    const size_t have = input_.size();
+    const size_t chunk = std::max<size_t>(64 * 1024, want - have);
+    input_.resize(have + chunk);
+    const ssize_t n = recv(fd_, input_.data() + have, chunk, 0);
+    input_.resize(have + (n > 0 ? static_cast<size_t>(n) : 0));
     if (n == 0) return absl::UnavailableError("connection closed by the server");
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-      absl::Status polled = Poll(POLLIN, deadline);
-      if (!polled.ok()) return polled;
-      continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return absl::UnavailableError(ErrnoText(errno));
     }
-    return absl::UnavailableError(ErrnoText(errno));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> Connection::ReceiveFrame(size_t max_bytes,
                                                      absl::Time deadline) {
-  char header[protocol::kFrameHeaderBytes];
-  absl::Status status = ReceiveExact(header, sizeof(header), deadline);
+  absl::Status status = Fill(protocol::kFrameHeaderBytes, deadline);
   if (!status.ok()) return status;
-  const uint32_t length = protocol::DecodeLength(header);
+  const uint32_t length = protocol::DecodeLength(input_.data() + consumed_);
   if (length > max_bytes) {
     return absl::DataLossError(absl::StrCat(
         "server sent a frame of ", length, " bytes (limit ", max_bytes,
         "); is this port really a dist store?"));
   }
-  std::string payload(length, '\0');
-  status = ReceiveExact(payload.data(), length, deadline);
+  status = Fill(protocol::kFrameHeaderBytes + length, deadline);
   if (!status.ok()) return status;
+  std::string payload = input_.substr(consumed_ + protocol::kFrameHeaderBytes, length);
+  consumed_ += protocol::kFrameHeaderBytes + length;
   return payload;
 }
 

@@ -46,10 +46,13 @@ class Connection {
 
  private:
   explicit Connection(int fd) : fd_(fd) {}
-  absl::Status ReceiveExact(char* out, size_t size, absl::Time deadline);
+  // Reads until at least `want` unconsumed bytes are buffered.
+  absl::Status Fill(size_t want, absl::Time deadline);
   // Waits until the socket is readable/writable; DeadlineExceeded on timeout.
   absl::Status Poll(short events, absl::Time deadline);
   int fd_;
+  std::string input_;    // bytes received
+  size_t consumed_ = 0;  // of input_, already returned
 };
 
 }  // namespace dist::store

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "dist/cpp/store.hpp"
 #include "gloo/common/error.h"
 #include "gloo/rendezvous/context.h"
@@ -16,6 +17,11 @@
 
 namespace dist::gloo_backend {
 namespace {
+
+// How long after the last issue the worker polls the queue instead of
+// sleeping until woken, and how often it polls (see WorkerLoop).
+constexpr absl::Duration kPollWindow = absl::Milliseconds(20);
+constexpr absl::Duration kPollInterval = absl::Microseconds(200);
 
 std::string Setting(const dist_comm_config_t& config, const char* option, const char* env) {
   std::string value = FindOption(config, option);
@@ -137,6 +143,7 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Enqueue(dist_collective_t ki
                std::chrono::milliseconds(args.timeout_ms > 0 ? args.timeout_ms : timeout_.count())},
             work};
   queue_.push_back(std::move(task));
+  last_issue_ = absl::Now();
   return work;
 }
 
@@ -145,11 +152,26 @@ void Communicator::WorkerLoop() {
     Task task;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return (!queue_.empty() && !running_) || (stopping_ && queue_.empty() && !running_);
-      };
-      mu_.Await(absl::Condition(&ready));
-      if (queue_.empty()) return;  // stopping
+      for (;;) {
+        if (!queue_.empty() && !running_) break;
+        if (stopping_ && queue_.empty() && !running_) return;
+        if (absl::Now() - last_issue_ < kPollWindow) {
+          // Busy phase: poll instead of being woken by every Enqueue. A
+          // wake-up costs the issuing thread ~2.5 us (futex syscall plus
+          // contention), more than the rest of the call; a caller that waits
+          // right away runs the operation itself (TryRunInline), and an
+          // operation nobody waits for starts within kPollInterval.
+          auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+          worker_polling_ = true;
+          mu_.AwaitWithTimeout(absl::Condition(&stop), kPollInterval);
+          worker_polling_ = false;
+        } else {
+          auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            return (!queue_.empty() && !running_) || stopping_;
+          };
+          mu_.Await(absl::Condition(&ready));
+        }
+      }
       task = std::move(queue_.front());
       queue_.pop_front();
       running_ = true;

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "dist/backend_plugin.h"
 #include "gloo/context.h"
 #include "gloo/transport/device.h"
@@ -100,6 +101,8 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   std::deque<PendingP2p> p2p_ ABSL_GUARDED_BY(mu_);
   bool p2p_waiting_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool worker_polling_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time last_issue_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::string abort_reason_ ABSL_GUARDED_BY(mu_);  // "" while healthy
   int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
 

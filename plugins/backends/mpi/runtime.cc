@@ -80,6 +80,11 @@ absl::Status Runtime::EnsureInitialized() {
     const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
     if (rc != MPI_SUCCESS) return fail(MpiStatus(rc, "MPI_Init_thread"));
     owns_mpi_ = true;
+    // libnbc reports a failed schedule (e.g. counts that differ between
+    // ranks: MPI_ERR_TRUNCATE) through MPI_COMM_WORLD's handler, which by
+    // default kills the job. The plugin owns MPI here, so errors return and
+    // become dist errors instead.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     std::atexit([] { Runtime::Get().FinalizeAtExit(); });
   } else {
     MPI_Query_thread(&provided);

@@ -82,7 +82,7 @@ struct Side {
 };
 
 int Iterations(size_t bytes) {
-  return static_cast<int>(std::clamp<size_t>((size_t{128} << 20) / std::max<size_t>(bytes, 1), 5, 3000));
+  return static_cast<int>(std::clamp<size_t>((size_t{32} << 20) / std::max<size_t>(bytes, 1), 3, 300));
 }
 
 double Median(std::vector<double> v) {
