@@ -56,15 +56,14 @@ T CopySized(const T* in) {
   return out;
 }
 
-// The caller's struct must at least reach `last_field` (the fields every
-// ABI version has); a zero or garbage struct_size is a caller bug.
+// The caller's struct must cover at least the fields every ABI version has
+// (`required` bytes); a zero or garbage struct_size is a caller bug.
 template <typename T>
-absl::Status CheckSize(const T* in, size_t required, const char* what) {
+absl::Status CheckSize(const T* in, size_t required, const char* what, const char* type) {
   if (in->struct_size >= required) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "nccl: ", what, "->struct_size is ", in->struct_size, " but must be at least ", required,
-      "; set it to sizeof(", what == std::string("args") ? "dist_op_args_t" : "dist_comm_config_t",
-      ")"));
+  return absl::InvalidArgumentError(absl::StrCat("nccl: ", what, "->struct_size is ",
+                                                 in->struct_size, " but must be at least ",
+                                                 required, "; set it to sizeof(", type, ")"));
 }
 
 dist_error_t* Initialize(const dist_host_api_t* host) {
@@ -89,7 +88,8 @@ dist_error_t* CommCreate(const dist_comm_config_t* config, dist_backend_comm_t**
       return absl::InvalidArgumentError("nccl comm_create: config and comm must not be NULL");
     }
     *comm = nullptr;
-    absl::Status size = CheckSize(config, offsetof(dist_comm_config_t, device_index), "config");
+    absl::Status size = CheckSize(config, offsetof(dist_comm_config_t, device_index), "config",
+                                    "dist_comm_config_t");
     if (!size.ok()) return size;
     absl::StatusOr<std::shared_ptr<Communicator>> created =
         CreateCommunicator(CopySized(config));
@@ -108,7 +108,8 @@ dist_error_t* CommSplit(dist_backend_comm_t* parent, const int32_t* ranks, size_
     *comm = nullptr;
     (void)ranks;  // NCCL derives membership from each rank's color and key
     (void)num_ranks;
-    absl::Status size = CheckSize(config, offsetof(dist_comm_config_t, device_index), "config");
+    absl::Status size = CheckSize(config, offsetof(dist_comm_config_t, device_index), "config",
+                                    "dist_comm_config_t");
     if (!size.ok()) return size;
     absl::StatusOr<std::shared_ptr<Communicator>> child = parent->impl->Split(CopySized(config));
     if (!child.ok()) return child.status();
@@ -143,7 +144,8 @@ dist_error_t* StartOp(dist_backend_comm_t* comm, const dist_op_args_t* args,
           "nccl ", dist_collective_name(kOp), ": comm, args and work must not be NULL"));
     }
     *work = nullptr;
-    absl::Status size = CheckSize(args, offsetof(dist_op_args_t, timeout_ms), "args");
+    absl::Status size = CheckSize(args, offsetof(dist_op_args_t, timeout_ms), "args",
+                                    "dist_op_args_t");
     if (!size.ok()) return size;
     absl::StatusOr<std::shared_ptr<WorkState>> started = comm->impl->Start(kOp, CopySized(args));
     if (!started.ok()) return started.status();
