@@ -155,16 +155,18 @@ void Communicator::WorkerLoop() {
       for (;;) {
         if (!queue_.empty() && !running_) break;
         if (stopping_ && queue_.empty() && !running_) return;
-        if (absl::Now() - last_issue_ < kPollWindow) {
+        if (inline_wait_ && absl::Now() - last_issue_ < kPollWindow) {
           // Busy phase: poll instead of being woken by every Enqueue. A
           // wake-up costs the issuing thread ~2.5 us (futex syscall plus
           // contention), more than the rest of the call; a caller that waits
           // right away runs the operation itself (TryRunInline), and an
           // operation nobody waits for starts within kPollInterval.
-          auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+          // A caller that blocks without running the operation itself pokes.
+          auto poked = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || poked_; };
           worker_polling_ = true;
-          mu_.AwaitWithTimeout(absl::Condition(&stop), kPollInterval);
+          mu_.AwaitWithTimeout(absl::Condition(&poked), kPollInterval);
           worker_polling_ = false;
+          poked_ = false;
         } else {
           auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
             return (!queue_.empty() && !running_) || stopping_;
@@ -199,6 +201,11 @@ bool Communicator::TryRunInline(const std::shared_ptr<Work>& work, absl::Duratio
   absl::MutexLock lock(&mu_);
   running_ = false;
   return true;
+}
+
+void Communicator::Poke() {
+  absl::MutexLock lock(&mu_);
+  if (worker_polling_ && !queue_.empty() && !running_) poked_ = true;
 }
 
 void Communicator::Execute(Task task) {

@@ -48,6 +48,10 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // operation may take. Returns whether it ran.
   bool TryRunInline(const std::shared_ptr<Work>& work, absl::Duration wait_timeout);
 
+  // Wakes a polling worker now: a caller is about to block on an operation
+  // it did not run itself.
+  void Poke();
+
   // Fails every pending and future operation with `reason`. Idempotent:
   // the first reason stays.
   void Abort(const std::string& reason);
@@ -102,6 +106,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   bool p2p_waiting_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool worker_polling_ ABSL_GUARDED_BY(mu_) = false;
+  bool poked_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_issue_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::string abort_reason_ ABSL_GUARDED_BY(mu_);  // "" while healthy
   int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;

@@ -149,7 +149,9 @@ dist_error_t* WorkWait(dist_backend_work_t* work, int64_t timeout_ms) {
     if (work == nullptr) return dist_error_new(DIST_INVALID_ARGUMENT, "gloo backend: work_wait on a NULL work");
     const absl::Duration timeout = timeout_ms < 0 ? absl::InfiniteDuration() : absl::Milliseconds(timeout_ms);
     if (!work->work->done()) {
-      if (std::shared_ptr<Communicator> comm = work->comm.lock()) comm->TryRunInline(work->work, timeout);
+      if (std::shared_ptr<Communicator> comm = work->comm.lock()) {
+        if (!comm->TryRunInline(work->work, timeout)) comm->Poke();
+      }
     }
     return ToError(work->work->Wait(timeout));
   });
@@ -162,6 +164,9 @@ dist_error_t* WorkTest(dist_backend_work_t* work, int* done) {
     }
     bool finished = false;
     absl::Status status = work->work->Test(&finished);
+    if (!finished) {
+      if (std::shared_ptr<Communicator> comm = work->comm.lock()) comm->Poke();  // make progress
+    }
     *done = finished ? 1 : 0;
     return ToError(status);
   });
