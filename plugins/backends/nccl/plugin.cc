@@ -88,7 +88,7 @@ dist_error_t* CommCreate(const dist_comm_config_t* config, dist_backend_comm_t**
       return absl::InvalidArgumentError("nccl comm_create: config and comm must not be NULL");
     }
     *comm = nullptr;
-    absl::Status size = CheckSize(config, offsetof(dist_comm_config_t, device_index), "config",
+    absl::Status size = CheckSize(config, offsetof(dist_comm_config_t, device_index) + sizeof(int32_t), "config",
                                     "dist_comm_config_t");
     if (!size.ok()) return size;
     absl::StatusOr<std::shared_ptr<Communicator>> created =
@@ -108,7 +108,7 @@ dist_error_t* CommSplit(dist_backend_comm_t* parent, const int32_t* ranks, size_
     *comm = nullptr;
     (void)ranks;  // NCCL derives membership from each rank's color and key
     (void)num_ranks;
-    absl::Status size = CheckSize(config, offsetof(dist_comm_config_t, device_index), "config",
+    absl::Status size = CheckSize(config, offsetof(dist_comm_config_t, device_index) + sizeof(int32_t), "config",
                                     "dist_comm_config_t");
     if (!size.ok()) return size;
     absl::StatusOr<std::shared_ptr<Communicator>> child = parent->impl->Split(CopySized(config));
@@ -144,7 +144,7 @@ dist_error_t* StartOp(dist_backend_comm_t* comm, const dist_op_args_t* args,
           "nccl ", dist_collective_name(kOp), ": comm, args and work must not be NULL"));
     }
     *work = nullptr;
-    absl::Status size = CheckSize(args, offsetof(dist_op_args_t, timeout_ms), "args",
+    absl::Status size = CheckSize(args, offsetof(dist_op_args_t, timeout_ms) + sizeof(int64_t), "args",
                                     "dist_op_args_t");
     if (!size.ok()) return size;
     absl::StatusOr<std::shared_ptr<WorkState>> started = comm->impl->Start(kOp, CopySized(args));
