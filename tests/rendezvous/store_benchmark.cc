@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/marshalling.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
@@ -33,6 +34,8 @@
 ABSL_FLAG(int, max_world, 1024, "largest simulated world size for the TCP store");
 ABSL_FLAG(int, max_file_world, 64, "largest simulated world size for the file store");
 ABSL_FLAG(double, ops_seconds, 1.0, "seconds per ops/s measurement");
+ABSL_FLAG(std::vector<std::string>, ops, std::vector<std::string>({"set", "get", "add"}),
+          "operations to measure");
 ABSL_FLAG(int, repeats, 3, "rendezvous repeats per world size (the median is shown)");
 
 namespace dist::store {
@@ -255,12 +258,12 @@ int main(int argc, char** argv) {
   printf("| store | op | clients | ops/s | latency (us) | latency / raw RTT |\n");
   printf("|---|---|---:|---:|---:|---:|\n");
   for (const char* store : {"tcp", "file"}) {
-    for (const char* op : {"set", "get", "add"}) {
+    for (const std::string& op : absl::GetFlag(FLAGS_ops)) {
       for (int threads : {1, 8, 32}) {
         const double ops = OpsPerSecond(std::string(store) == "tcp" ? MakeTcpClient : MakeFileStore,
                                         op, threads);
         const double latency_us = threads * 1e6 / ops;
-        printf("| %s | %s | %d | %.0f | %.1f | %.2f |\n", store, op, threads, ops, latency_us,
+        printf("| %s | %s | %d | %.0f | %.1f | %.2f |\n", store, op.c_str(), threads, ops, latency_us,
                latency_us / raw_us);
         fflush(stdout);
       }
