@@ -145,6 +145,32 @@ else
   fail "unknown backend: rc $rc"; cat "$TMP/nob.err"
 fi
 
+# Errors only the group can see: every rank says it in one line.
+run -n 2 --backend gloo --root 5 --progress=false >"$TMP/root.out" 2>"$TMP/root.err"
+rc=$?
+if [ $rc = 2 ] && [ "$(grep -c 'rank [01]: --root 5 is not a rank of this world of 2' "$TMP/root.err")" = 2 ]; then
+  pass "--root 5 on 2 ranks: rc 2, one line per rank"
+else
+  fail "--root 5: rc $rc"; cat "$TMP/root.err"
+fi
+
+# A baseline that cannot run is skipped with the reason; the run goes on.
+baseline_skipped() {
+  local expect="$1"; shift
+  run -n 2 -b 8 -e 64 -w 0 --iters 1 --rounds 1 --check --baseline --progress=false "$@" \
+      >"$TMP/skip.out" 2>"$TMP/skip.err"
+  local rc=$?
+  if [ $rc = 0 ] && grep -q "^# baseline: skipped: .*$expect" "$TMP/skip.out" &&
+     [ "$(rows "$TMP/skip.out" | awk 'NF == 9 && $9 == "0"' | wc -l)" = 4 ]; then
+    pass "$* --baseline: $(grep '^# baseline' "$TMP/skip.out")"
+  else
+    fail "$* --baseline: rc $rc"; cat "$TMP/skip.out" "$TMP/skip.err"
+  fi
+}
+baseline_skipped "no raw library known for backend 'shm'" --backend shm
+baseline_skipped "needs ranks started by mpirun" --backend gloo --baseline_library=mpi
+baseline_skipped "NCCL baseline needs --device=cuda" --backend gloo --baseline_library=nccl
+
 # ---- 5. a rank killed mid-run: the launcher stops the other and says who --
 "$DISTBENCH" -n 2 --backend gloo -b 64M -e 64M --iters 1000 --rounds 1 -w 0 \
     >"$TMP/kill.out" 2>"$TMP/kill.err" &
@@ -156,7 +182,7 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 sleep 2
-victim=$(echo "$ranks" | tail -1)  # forked second: rank 1
+victim=$(echo "$ranks" | tail -1)  # usually rank 1 (forked second)
 kill -9 "$victim" 2>/dev/null
 rc=""
 for _ in $(seq 300); do  # 30 s at most
@@ -164,10 +190,10 @@ for _ in $(seq 300); do  # 30 s at most
   sleep 0.1
 done
 if [ -z "$rc" ]; then
-  fail "launcher still running 30 s after rank 1 was killed"
+  fail "launcher still running 30 s after a rank was killed"
   kill -9 "$launcher" $ranks 2>/dev/null
-elif [ "$rc" -ne 0 ] && grep -q 'rank 1 was killed by signal 9' "$TMP/kill.err"; then
-  pass "killed rank: launcher exits $rc: $(grep 'rank 1' "$TMP/kill.err" | head -1)"
+elif [ "$rc" -ne 0 ] && grep -q 'rank [01] was killed by signal 9' "$TMP/kill.err"; then
+  pass "killed rank: launcher exits $rc: $(grep 'killed by signal 9' "$TMP/kill.err" | head -1)"
 else
   fail "killed rank: rc $rc"; cat "$TMP/kill.err"
 fi
