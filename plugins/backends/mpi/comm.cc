@@ -427,9 +427,8 @@ void Comm::Destroy() {
   ProgressEngine::Get().Unregister(this);
   absl::MutexLock lock(&mu_);
   // Ops abandoned by an abort may still finish inside MPI (the other ranks
-  // can come late); give them a few seconds so the communicator and
-  // MPI_Finalize are safe.
-  const absl::Time drain_deadline = std::min(deadline, absl::Now() + absl::Seconds(10));
+  // can come late); give them a second so the communicator can be freed.
+  const absl::Time drain_deadline = std::min(deadline, absl::Now() + absl::Seconds(1));
   while (!abandoned_.empty() && absl::Now() < drain_deadline) {
     for (auto it = abandoned_.begin(); it != abandoned_.end();) {
       int flag = 0;

@@ -46,7 +46,7 @@ class Runtime {
   void Log(dist_log_level_t level, const std::string& message) const;
 
   // At process exit: stops the progress thread and, when the plugin
-  // initialized MPI, finalizes it (unless operations are still pending).
+  // initialized MPI, finalizes it (MPI_Finalize waits for every rank).
   void FinalizeAtExit();
 
  private:
