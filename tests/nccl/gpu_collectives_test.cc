@@ -23,8 +23,8 @@
 #include "dist/cpp/status.hpp"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "plugins/backends/nccl/testing/memory_store.h"
 #include "plugins/backends/nccl/testing/loaded_plugin.h"
+#include "plugins/backends/nccl/testing/memory_store.h"
 #include "tests/nccl/host_reference.h"
 
 namespace dist::nccl {
@@ -193,14 +193,14 @@ std::string RunCase(const Rank& r, const OpCase& c) {
   // Expected result on this rank (no value: recv is unused here).
   std::vector<HostBuffer> expected;
   const dist_reduce_op_t redop = c.redop;
-  auto input_of = [&](int rank, size_t count) { return testing::Input(c.dtype, redop, rank, count); };
+  auto input_of = [&](int rank, size_t count) {
+    return testing::Input(c.dtype, redop, rank, count);
+  };
   switch (c.op) {
     case DIST_COLL_ALL_REDUCE:
       expected.push_back(testing::Reduced(c.dtype, redop, r.world, n));
       break;
-    case DIST_COLL_BROADCAST:
-      expected.push_back(input_of(c.root, n));
-      break;
+    case DIST_COLL_BROADCAST: expected.push_back(input_of(c.root, n)); break;
     case DIST_COLL_REDUCE:
       if (root) expected.push_back(testing::Reduced(c.dtype, redop, r.world, n));
       break;
@@ -216,16 +216,17 @@ std::string RunCase(const Rank& r, const OpCase& c) {
       expected.push_back(testing::Block(input_of(c.root, n * w), r.rank, n));
       break;
     case DIST_COLL_REDUCE_SCATTER:
-      expected.push_back(testing::Block(testing::Reduced(c.dtype, redop, r.world, n * w), r.rank, n));
+      expected.push_back(
+          testing::Block(testing::Reduced(c.dtype, redop, r.world, n * w), r.rank, n));
       break;
     case DIST_COLL_ALL_TO_ALL: {
       std::vector<HostBuffer> blocks;
-      for (int k = 0; k < r.world; ++k) blocks.push_back(testing::Block(input_of(k, n * w), r.rank, n));
+      for (int k = 0; k < r.world; ++k)
+        blocks.push_back(testing::Block(input_of(k, n * w), r.rank, n));
       expected.push_back(testing::Concat(blocks));
       break;
     }
-    default:
-      break;
+    default: break;
   }
   const HostBuffer input = input_of(r.rank, send_count);
   const bool send_used = !((c.op == DIST_COLL_BROADCAST || c.op == DIST_COLL_SCATTER) && !root);
@@ -263,11 +264,11 @@ std::string RunCase(const Rank& r, const OpCase& c) {
   dist_op_args_t args = BaseArgs();
   args.op = redop;
   args.root = c.root;
-  args.send = dist_make_buffer(send_used ? send_ptr : nullptr, send_used ? send_count : 0,
-                               c.dtype, dist_cuda(r.device));
-  args.recv = dist_make_buffer(recv_used || c.in_place ? recv_ptr : nullptr,
-                               recv_used || c.in_place ? recv_count : 0, c.dtype,
+  args.send = dist_make_buffer(send_used ? send_ptr : nullptr, send_used ? send_count : 0, c.dtype,
                                dist_cuda(r.device));
+  args.recv =
+      dist_make_buffer(recv_used || c.in_place ? recv_ptr : nullptr,
+                       recv_used || c.in_place ? recv_count : 0, c.dtype, dist_cuda(r.device));
   const absl::Status status = RunAndWait(r, c.op, args);
   if (!status.ok()) return absl::StrCat("rank ", r.rank, ": ", status.ToString());
   if (!recv_used) return "";
@@ -281,7 +282,8 @@ std::string RunCase(const Rank& r, const OpCase& c) {
   if (!c.in_place || c.op != DIST_COLL_REDUCE_SCATTER) {
     const std::vector<uint8_t> guard = main.Download(recv_offset + recv_count * elem, kGuardBytes);
     for (uint8_t byte : guard) {
-      if (byte != kGuardByte) return absl::StrCat("rank ", r.rank, ": wrote past recv[", recv_count, "]");
+      if (byte != kGuardByte)
+        return absl::StrCat("rank ", r.rank, ": wrote past recv[", recv_count, "]");
     }
   }
   return "";
@@ -425,13 +427,12 @@ TEST_F(NcclGpuTest, CpuBuffersAreRefusedWithTheFix) {
 }
 
 TEST_F(NcclGpuTest, TwoRanksOnOneGpuFailOnBothRanksWithTheFix) {
-  std::vector<absl::Status> created =
-      RunRanks(plugin_, 2, [](int) { return 0; }, [](Rank&) { ADD_FAILURE() << "no comm expected"; });
+  std::vector<absl::Status> created = RunRanks(
+      plugin_, 2, [](int) { return 0; }, [](Rank&) { ADD_FAILURE() << "no comm expected"; });
   for (const absl::Status& status : created) {
     EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
-    EXPECT_THAT(std::string(status.message()),
-                AllOf(HasSubstr("ranks 0 and 1 both use the GPU"),
-                      HasSubstr("set a device per local rank")));
+    EXPECT_THAT(std::string(status.message()), AllOf(HasSubstr("ranks 0 and 1 both use the GPU"),
+                                                     HasSubstr("set a device per local rank")));
   }
 }
 
@@ -441,10 +442,11 @@ void StallStream(cudaStream_t stream, int ms) {
   static std::atomic<int> next{0};
   int* delay = &delays[next.fetch_add(1) % 64];
   *delay = ms;
-  ASSERT_EQ(cudaLaunchHostFunc(
-                stream, [](void* p) { usleep(static_cast<useconds_t>(*static_cast<int*>(p)) * 1000); },
-                delay),
-            cudaSuccess);
+  ASSERT_EQ(
+      cudaLaunchHostFunc(
+          stream, [](void* p) { usleep(static_cast<useconds_t>(*static_cast<int*>(p)) * 1000); },
+          delay),
+      cudaSuccess);
 }
 
 TEST_F(NcclGpuTest, WaitTimesOutWhileTheStreamIsHeldThenSucceeds) {
@@ -465,7 +467,8 @@ TEST_F(NcclGpuTest, WaitTimesOutWhileTheStreamIsHeldThenSucceeds) {
     EXPECT_EQ(done, 0);
     const absl::Status early = TakeError(r.plugin->work_wait(work, 50));
     EXPECT_EQ(early.code(), absl::StatusCode::kDeadlineExceeded) << early;
-    EXPECT_THAT(std::string(early.message()), AllOf(HasSubstr("all_reduce"), HasSubstr("still pending")));
+    EXPECT_THAT(std::string(early.message()),
+                AllOf(HasSubstr("all_reduce"), HasSubstr("still pending")));
     EXPECT_TRUE(TakeError(r.plugin->work_wait(work, 10000)).ok());
     EXPECT_TRUE(TakeError(r.plugin->work_test(work, &done)).ok());
     EXPECT_EQ(done, 1);
@@ -495,7 +498,8 @@ TEST_F(NcclGpuTest, StreamWaitOrdersAnotherStreamWithoutBlockingTheHost) {
     ASSERT_TRUE(TakeError(r.plugin->work_wait_stream(work, consumer)).ok());
     EXPECT_LT(absl::Now() - before, absl::Milliseconds(100)) << "work_wait_stream blocked the host";
     std::vector<float> host(n, -1.0f);
-    ASSERT_EQ(cudaMemcpyAsync(host.data(), out.at(0), n * sizeof(float), cudaMemcpyDeviceToHost, consumer),
+    ASSERT_EQ(cudaMemcpyAsync(host.data(), out.at(0), n * sizeof(float), cudaMemcpyDeviceToHost,
+                              consumer),
               cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(consumer), cudaSuccess);
     // The consumer ran after the all-reduce: the work is done and the copy
@@ -584,7 +588,9 @@ TEST_F(NcclGpuTest, SplitMakesAWorkingSubgroupAndNullForNonMembers) {
     config.group_name = "evens";
     config.device_index = r.device;
     dist_backend_comm_t* child = reinterpret_cast<dist_backend_comm_t*>(0x1);
-    ASSERT_TRUE(TakeError(r.plugin->comm_split(r.comm, members.data(), members.size(), &config, &child)).ok());
+    ASSERT_TRUE(
+        TakeError(r.plugin->comm_split(r.comm, members.data(), members.size(), &config, &child))
+            .ok());
     if (!member) {
       EXPECT_EQ(child, nullptr);
     } else {
@@ -607,7 +613,6 @@ TEST_F(NcclGpuTest, SplitMakesAWorkingSubgroupAndNullForNonMembers) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  dist::nccl::g_plugin_path =
-      dist::nccl::testing::FindNcclPlugin(argc > 1 ? argv[1] : "", argv[0]);
+  dist::nccl::g_plugin_path = dist::nccl::testing::FindNcclPlugin(argc > 1 ? argv[1] : "", argv[0]);
   return RUN_ALL_TESTS();
 }

@@ -120,8 +120,8 @@ std::string Compare(const HostBuffer& actual, const HostBuffer& expected) {
   for (size_t i = 0; i < expected.count(); ++i) {
     const double a = actual.At(i);
     const double e = expected.At(i);
-    const bool ok = tolerance == 0 ? a == e
-                                   : std::fabs(a - e) <= tolerance * std::max(1.0, std::fabs(e));
+    const bool ok =
+        tolerance == 0 ? a == e : std::fabs(a - e) <= tolerance * std::max(1.0, std::fabs(e));
     if (!ok) {
       return absl::StrCat("element ", i, " is ", a, ", expected ", e);
     }

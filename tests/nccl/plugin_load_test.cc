@@ -14,8 +14,8 @@
 #include "dist/cpp/status.hpp"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "plugins/backends/nccl/testing/memory_store.h"
 #include "plugins/backends/nccl/testing/loaded_plugin.h"
+#include "plugins/backends/nccl/testing/memory_store.h"
 
 namespace dist::nccl {
 namespace {
@@ -27,8 +27,7 @@ std::string g_plugin_path;
 
 const dist_backend_plugin_t* Plugin() {
   static const dist_backend_plugin_t* table = [] {
-    absl::StatusOr<const dist_backend_plugin_t*> loaded =
-        testing::LoadBackendPlugin(g_plugin_path);
+    absl::StatusOr<const dist_backend_plugin_t*> loaded = testing::LoadBackendPlugin(g_plugin_path);
     EXPECT_TRUE(loaded.ok()) << loaded.status();
     return loaded.ok() ? *loaded : nullptr;
   }();
@@ -150,7 +149,6 @@ TEST(NcclPlugin, NullArgumentsAreErrorsNotCrashes) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  dist::nccl::g_plugin_path =
-      dist::nccl::testing::FindNcclPlugin(argc > 1 ? argv[1] : "", argv[0]);
+  dist::nccl::g_plugin_path = dist::nccl::testing::FindNcclPlugin(argc > 1 ? argv[1] : "", argv[0]);
   return RUN_ALL_TESTS();
 }

@@ -31,8 +31,8 @@ dist_buffer_t Cuda(uintptr_t address, uint64_t count, dist_dtype_t dtype = DIST_
   return dist_make_buffer(Address(address), count, dtype, dist_cuda(device));
 }
 
-dist_op_args_t Args(dist_buffer_t send, dist_buffer_t recv,
-                    dist_reduce_op_t op = DIST_SUM, int32_t root = 0, int32_t peer = 0) {
+dist_op_args_t Args(dist_buffer_t send, dist_buffer_t recv, dist_reduce_op_t op = DIST_SUM,
+                    int32_t root = 0, int32_t peer = 0) {
   dist_op_args_t args{};
   args.struct_size = sizeof(args);
   args.send = send;
@@ -47,23 +47,33 @@ const OpContext kRank1Of4{1, 4, 1};
 
 TEST(ValidateOpArgs, AcceptsEveryCollectiveWithTheDocumentedShapes) {
   const OpContext one{0, 1, 0};
-  EXPECT_TRUE(ValidateOpArgs(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x9000, 8)), one).ok());
+  EXPECT_TRUE(
+      ValidateOpArgs(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x9000, 8)), one).ok());
   const OpContext ctx{1, 4, 1};
   auto cuda1 = [](uintptr_t address, uint64_t count) {
     return Cuda(address, count, DIST_FLOAT32, 1);
   };
-  EXPECT_TRUE(ValidateOpArgs(DIST_COLL_ALL_GATHER, Args(cuda1(0x1000, 8), cuda1(0x9000, 32)), ctx).ok());
-  EXPECT_TRUE(ValidateOpArgs(DIST_COLL_REDUCE_SCATTER, Args(cuda1(0x1000, 32), cuda1(0x9000, 8)), ctx).ok());
-  EXPECT_TRUE(ValidateOpArgs(DIST_COLL_ALL_TO_ALL, Args(cuda1(0x1000, 32), cuda1(0x9000, 32)), ctx).ok());
+  EXPECT_TRUE(
+      ValidateOpArgs(DIST_COLL_ALL_GATHER, Args(cuda1(0x1000, 8), cuda1(0x9000, 32)), ctx).ok());
+  EXPECT_TRUE(
+      ValidateOpArgs(DIST_COLL_REDUCE_SCATTER, Args(cuda1(0x1000, 32), cuda1(0x9000, 8)), ctx)
+          .ok());
+  EXPECT_TRUE(
+      ValidateOpArgs(DIST_COLL_ALL_TO_ALL, Args(cuda1(0x1000, 32), cuda1(0x9000, 32)), ctx).ok());
   // Rooted ops off root: the unused buffer may be NULL and is not checked.
-  EXPECT_TRUE(ValidateOpArgs(DIST_COLL_GATHER,
-                             Args(cuda1(0x1000, 8), Cuda(0, 0, DIST_FLOAT32, 0)), ctx).ok());
-  EXPECT_TRUE(ValidateOpArgs(DIST_COLL_REDUCE,
-                             Args(cuda1(0x1000, 8), dist_make_buffer(nullptr, 0, DIST_FLOAT32, dist_cpu())),
-                             ctx).ok());
-  EXPECT_TRUE(ValidateOpArgs(DIST_COLL_SCATTER,
-                             Args(dist_make_buffer(nullptr, 0, DIST_FLOAT32, dist_cpu()), cuda1(0x9000, 8)),
-                             ctx).ok());
+  EXPECT_TRUE(
+      ValidateOpArgs(DIST_COLL_GATHER, Args(cuda1(0x1000, 8), Cuda(0, 0, DIST_FLOAT32, 0)), ctx)
+          .ok());
+  EXPECT_TRUE(
+      ValidateOpArgs(DIST_COLL_REDUCE,
+                     Args(cuda1(0x1000, 8), dist_make_buffer(nullptr, 0, DIST_FLOAT32, dist_cpu())),
+                     ctx)
+          .ok());
+  EXPECT_TRUE(
+      ValidateOpArgs(DIST_COLL_SCATTER,
+                     Args(dist_make_buffer(nullptr, 0, DIST_FLOAT32, dist_cpu()), cuda1(0x9000, 8)),
+                     ctx)
+          .ok());
   EXPECT_TRUE(ValidateOpArgs(DIST_COLL_BARRIER, Args({}, {}), ctx).ok());
   dist_op_args_t send = Args(cuda1(0x1000, 8), {}, DIST_SUM, 0, 3);
   EXPECT_TRUE(ValidateOpArgs(DIST_COLL_SEND, send, ctx).ok());
@@ -79,8 +89,8 @@ TEST(ValidateOpArgs, RefusesCpuBuffersNamingTheBackendsAndTheDeviceMap) {
                     HasSubstr("CUDA buffers only"), HasSubstr("gloo, mpi or shm"),
                     HasSubstr("DIST_BACKEND=cpu:gloo,cuda:nccl")));
   // The recv side too, for an op that only writes recv.
-  const absl::Status recv = ValidateOpArgs(
-      DIST_COLL_RECV, Args({}, cpu, DIST_SUM, 0, 1), OpContext{0, 2, 0});
+  const absl::Status recv =
+      ValidateOpArgs(DIST_COLL_RECV, Args({}, cpu, DIST_SUM, 0, 1), OpContext{0, 2, 0});
   EXPECT_EQ(recv.code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(recv.message()), HasSubstr("nccl recv: the recv buffer is on the CPU"));
   EXPECT_EQ(std::string(recv.message()), CpuBufferMessage(DIST_COLL_RECV, "recv"));
@@ -90,8 +100,8 @@ TEST(ValidateOpArgs, RefusesCpuBuffersNamingTheBackendsAndTheDeviceMap) {
 TEST(ValidateOpArgs, BitwiseOpsAreUnimplementedOnIntegersAndInvalidOnFloats) {
   const OpContext ctx{0, 2, 0};
   const absl::Status on_int = ValidateOpArgs(
-      DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8, DIST_INT32), Cuda(0x9000, 8, DIST_INT32), DIST_BXOR),
-      ctx);
+      DIST_COLL_ALL_REDUCE,
+      Args(Cuda(0x1000, 8, DIST_INT32), Cuda(0x9000, 8, DIST_INT32), DIST_BXOR), ctx);
   EXPECT_EQ(on_int.code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(on_int.message()),
               AllOf(HasSubstr("NCCL has no bitwise reductions (bxor)"), HasSubstr("gloo")));
@@ -102,8 +112,9 @@ TEST(ValidateOpArgs, BitwiseOpsAreUnimplementedOnIntegersAndInvalidOnFloats) {
   for (dist_reduce_op_t op : {DIST_SUM, DIST_PRODUCT, DIST_MIN, DIST_MAX, DIST_AVG}) {
     for (int dtype = 0; dtype < DIST_DTYPE_COUNT; ++dtype) {
       const dist_dtype_t d = static_cast<dist_dtype_t>(dtype);
-      EXPECT_TRUE(ValidateOpArgs(DIST_COLL_REDUCE, Args(Cuda(0x1000, 8, d), Cuda(0x9000, 8, d), op),
-                                 ctx).ok())
+      EXPECT_TRUE(
+          ValidateOpArgs(DIST_COLL_REDUCE, Args(Cuda(0x1000, 8, d), Cuda(0x9000, 8, d), op), ctx)
+              .ok())
           << dist_reduce_op_name(op) << " " << dist_dtype_name(d);
     }
   }
@@ -111,32 +122,37 @@ TEST(ValidateOpArgs, BitwiseOpsAreUnimplementedOnIntegersAndInvalidOnFloats) {
 
 TEST(ValidateOpArgs, ShapesFollowTheBufferTable) {
   const OpContext ctx{0, 4, 0};
-  const absl::Status gather = ValidateOpArgs(DIST_COLL_ALL_GATHER,
-                                             Args(Cuda(0x1000, 8), Cuda(0x9000, 31)), ctx);
+  const absl::Status gather =
+      ValidateOpArgs(DIST_COLL_ALL_GATHER, Args(Cuda(0x1000, 8), Cuda(0x9000, 31)), ctx);
   EXPECT_EQ(gather.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(gather.message()),
               AllOf(HasSubstr("recv buffer has 31 elements but needs 32"), HasSubstr("W=4")));
-  EXPECT_FALSE(ValidateOpArgs(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x9000, 7)), ctx).ok());
-  EXPECT_FALSE(ValidateOpArgs(DIST_COLL_REDUCE_SCATTER, Args(Cuda(0x1000, 8), Cuda(0x9000, 8)), ctx).ok());
-  EXPECT_FALSE(ValidateOpArgs(DIST_COLL_SCATTER, Args(Cuda(0x1000, 30), Cuda(0x9000, 8)), ctx).ok());
-  const absl::Status a2a = ValidateOpArgs(DIST_COLL_ALL_TO_ALL,
-                                          Args(Cuda(0x1000, 30), Cuda(0x9000, 30)), ctx);
+  EXPECT_FALSE(
+      ValidateOpArgs(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x9000, 7)), ctx).ok());
+  EXPECT_FALSE(
+      ValidateOpArgs(DIST_COLL_REDUCE_SCATTER, Args(Cuda(0x1000, 8), Cuda(0x9000, 8)), ctx).ok());
+  EXPECT_FALSE(
+      ValidateOpArgs(DIST_COLL_SCATTER, Args(Cuda(0x1000, 30), Cuda(0x9000, 8)), ctx).ok());
+  const absl::Status a2a =
+      ValidateOpArgs(DIST_COLL_ALL_TO_ALL, Args(Cuda(0x1000, 30), Cuda(0x9000, 30)), ctx);
   EXPECT_THAT(std::string(a2a.message()), HasSubstr("not a multiple of the world size 4"));
-  const absl::Status dtypes = ValidateOpArgs(
-      DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8, DIST_FLOAT32), Cuda(0x9000, 8, DIST_FLOAT16)), ctx);
+  const absl::Status dtypes =
+      ValidateOpArgs(DIST_COLL_ALL_REDUCE,
+                     Args(Cuda(0x1000, 8, DIST_FLOAT32), Cuda(0x9000, 8, DIST_FLOAT16)), ctx);
   EXPECT_THAT(std::string(dtypes.message()), HasSubstr("send is float32 but recv is float16"));
-  const absl::Status null_data = ValidateOpArgs(
-      DIST_COLL_ALL_REDUCE, Args(Cuda(0, 8), Cuda(0x9000, 8)), ctx);
+  const absl::Status null_data =
+      ValidateOpArgs(DIST_COLL_ALL_REDUCE, Args(Cuda(0, 8), Cuda(0x9000, 8)), ctx);
   EXPECT_THAT(std::string(null_data.message()), HasSubstr("data is NULL"));
   // count * W must not wrap around.
-  EXPECT_FALSE(ValidateOpArgs(DIST_COLL_ALL_GATHER,
-                              Args(Cuda(0x1000, UINT64_MAX / 2), Cuda(0x9000, 4)), ctx).ok());
+  EXPECT_FALSE(
+      ValidateOpArgs(DIST_COLL_ALL_GATHER, Args(Cuda(0x1000, UINT64_MAX / 2), Cuda(0x9000, 4)), ctx)
+          .ok());
 }
 
 TEST(ValidateOpArgs, BuffersMustBeOnThisRanksGpu) {
   const absl::Status status = ValidateOpArgs(
-      DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8, DIST_FLOAT32, 0), Cuda(0x9000, 8, DIST_FLOAT32, 0)),
-      kRank1Of4);
+      DIST_COLL_ALL_REDUCE,
+      Args(Cuda(0x1000, 8, DIST_FLOAT32, 0), Cuda(0x9000, 8, DIST_FLOAT32, 0)), kRank1Of4);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(status.message()),
               AllOf(HasSubstr("on cuda:0"), HasSubstr("rank 1's communicator uses cuda:1")));
@@ -148,11 +164,12 @@ TEST(ValidateOpArgs, RootAndPeerMustBeInRange) {
                                          Args(Cuda(0x1000, 8), Cuda(0x1000, 8), DIST_SUM, 2), ctx)
                               .message()),
               HasSubstr("root 2 is outside 0..1"));
-  EXPECT_THAT(std::string(ValidateOpArgs(DIST_COLL_SEND, Args(Cuda(0x1000, 8), {}, DIST_SUM, 0, -1),
-                                         ctx)
-                              .message()),
-              HasSubstr("peer -1 is outside 0..1"));
-  const absl::Status self = ValidateOpArgs(DIST_COLL_SEND, Args(Cuda(0x1000, 8), {}, DIST_SUM, 0, 0), ctx);
+  EXPECT_THAT(
+      std::string(ValidateOpArgs(DIST_COLL_SEND, Args(Cuda(0x1000, 8), {}, DIST_SUM, 0, -1), ctx)
+                      .message()),
+      HasSubstr("peer -1 is outside 0..1"));
+  const absl::Status self =
+      ValidateOpArgs(DIST_COLL_SEND, Args(Cuda(0x1000, 8), {}, DIST_SUM, 0, 0), ctx);
   EXPECT_EQ(self.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(self.message()), HasSubstr("to itself"));
 }
@@ -160,15 +177,23 @@ TEST(ValidateOpArgs, RootAndPeerMustBeInRange) {
 TEST(ValidateOpArgs, InPlaceOnlyWhereNcclAllowsIt) {
   const OpContext ctx{2, 4, 0};
   // Same pointer: fine for all_reduce, broadcast and reduce.
-  EXPECT_TRUE(ValidateOpArgs(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x1000, 8)), ctx).ok());
-  EXPECT_FALSE(ValidateOpArgs(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x1004, 8)), ctx).ok());
+  EXPECT_TRUE(
+      ValidateOpArgs(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x1000, 8)), ctx).ok());
+  EXPECT_FALSE(
+      ValidateOpArgs(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x1004, 8)), ctx).ok());
   // all_gather: send is this rank's block of recv (rank 2, 8 floats: +64 bytes).
-  EXPECT_TRUE(ValidateOpArgs(DIST_COLL_ALL_GATHER, Args(Cuda(0x1000 + 64, 8), Cuda(0x1000, 32)), ctx).ok());
-  EXPECT_FALSE(ValidateOpArgs(DIST_COLL_ALL_GATHER, Args(Cuda(0x1000, 8), Cuda(0x1000, 32)), ctx).ok());
+  EXPECT_TRUE(
+      ValidateOpArgs(DIST_COLL_ALL_GATHER, Args(Cuda(0x1000 + 64, 8), Cuda(0x1000, 32)), ctx).ok());
+  EXPECT_FALSE(
+      ValidateOpArgs(DIST_COLL_ALL_GATHER, Args(Cuda(0x1000, 8), Cuda(0x1000, 32)), ctx).ok());
   // reduce_scatter: recv is this rank's block of send.
-  EXPECT_TRUE(ValidateOpArgs(DIST_COLL_REDUCE_SCATTER, Args(Cuda(0x1000, 32), Cuda(0x1000 + 64, 8)), ctx).ok());
-  EXPECT_FALSE(ValidateOpArgs(DIST_COLL_REDUCE_SCATTER, Args(Cuda(0x1000, 32), Cuda(0x1000, 8)), ctx).ok());
-  const absl::Status a2a = ValidateOpArgs(DIST_COLL_ALL_TO_ALL, Args(Cuda(0x1000, 32), Cuda(0x1000, 32)), ctx);
+  EXPECT_TRUE(
+      ValidateOpArgs(DIST_COLL_REDUCE_SCATTER, Args(Cuda(0x1000, 32), Cuda(0x1000 + 64, 8)), ctx)
+          .ok());
+  EXPECT_FALSE(
+      ValidateOpArgs(DIST_COLL_REDUCE_SCATTER, Args(Cuda(0x1000, 32), Cuda(0x1000, 8)), ctx).ok());
+  const absl::Status a2a =
+      ValidateOpArgs(DIST_COLL_ALL_TO_ALL, Args(Cuda(0x1000, 32), Cuda(0x1000, 32)), ctx);
   EXPECT_THAT(std::string(a2a.message()), HasSubstr("use separate send and recv buffers"));
 }
 
@@ -231,7 +256,8 @@ TEST(ChooseDevice, ExplicitIndexThenLocalRankThenRankModuloCount) {
 
 TEST(CheckOneRankPerGpu, TwoRanksOnOneGpuAreNamedWithTheFix) {
   std::vector<GpuIdentity> ranks = {
-      {"hostA", "0000:3B:00.0", 0}, {"hostA", "0000:5E:00.0", 1},
+      {"hostA", "0000:3B:00.0", 0},
+      {"hostA", "0000:5E:00.0", 1},
       {"hostB", "0000:3B:00.0", 0},  // same bus id on another host: fine
       {"hostA", "0000:3B:00.0", 0}};
   const absl::Status status = CheckOneRankPerGpu(ranks);

@@ -16,8 +16,8 @@
 #include "dist/cpp/store.hpp"
 #include "plugins/backends/nccl/comm_config.h"
 #include "plugins/backends/nccl/cuda_status.h"
-#include "plugins/backends/nccl/device_guard.h"
 #include "plugins/backends/nccl/device_choice.h"
+#include "plugins/backends/nccl/device_guard.h"
 #include "plugins/backends/nccl/log.h"
 #include "plugins/backends/nccl/nccl_poll.h"
 #include "plugins/backends/nccl/probe.h"
@@ -64,17 +64,17 @@ absl::Status CheckGpusThroughStore(const StoreView& store, const dist_comm_confi
                                    const std::string& where) {
   absl::Status status = store.Set(GpuKey(config.rank), mine.Encode());
   if (!status.ok()) {
-    return absl::Status(status.code(), absl::StrCat(where, ": publishing this rank's GPU: ",
-                                                    status.message()));
+    return absl::Status(status.code(),
+                        absl::StrCat(where, ": publishing this rank's GPU: ", status.message()));
   }
   std::vector<GpuIdentity> all(static_cast<size_t>(config.world_size));
   for (int rank = 0; rank < config.world_size; ++rank) {
     absl::StatusOr<std::string> text = store.Get(GpuKey(rank), Remaining(deadline));
     if (!text.ok()) {
-      return absl::Status(text.status().code(),
-                          absl::StrCat(where, ": waiting for rank ", rank,
-                                       " to publish its GPU (is it running?): ",
-                                       text.status().message()));
+      return absl::Status(
+          text.status().code(),
+          absl::StrCat(where, ": waiting for rank ", rank,
+                       " to publish its GPU (is it running?): ", text.status().message()));
     }
     absl::StatusOr<GpuIdentity> identity = GpuIdentity::Decode(*text);
     if (!identity.ok()) return identity.status();
@@ -87,21 +87,21 @@ absl::StatusOr<ncclUniqueId> ShareUniqueId(const StoreView& store, const dist_co
                                            absl::Time deadline, const std::string& where) {
   ncclUniqueId id;
   if (config.rank == 0) {
-    absl::Status status = NcclStatus(ncclGetUniqueId(&id), nullptr,
-                                     absl::StrCat(where, ": ncclGetUniqueId"));
+    absl::Status status =
+        NcclStatus(ncclGetUniqueId(&id), nullptr, absl::StrCat(where, ": ncclGetUniqueId"));
     if (!status.ok()) return status;
     status = store.Set(kUniqueIdKey, std::string(id.internal, sizeof(id.internal)));
     if (!status.ok()) {
-      return absl::Status(status.code(), absl::StrCat(where, ": publishing the ncclUniqueId: ",
-                                                      status.message()));
+      return absl::Status(status.code(),
+                          absl::StrCat(where, ": publishing the ncclUniqueId: ", status.message()));
     }
     return id;
   }
   absl::StatusOr<std::string> text = store.Get(kUniqueIdKey, Remaining(deadline));
   if (!text.ok()) {
-    return absl::Status(text.status().code(),
-                        absl::StrCat(where, ": waiting for rank 0's ncclUniqueId: ",
-                                     text.status().message()));
+    return absl::Status(
+        text.status().code(),
+        absl::StrCat(where, ": waiting for rank 0's ncclUniqueId: ", text.status().message()));
   }
   if (text->size() != sizeof(id.internal)) {
     return absl::DataLossError(absl::StrCat(where, ": the ncclUniqueId in the store has ",
@@ -114,8 +114,8 @@ absl::StatusOr<ncclUniqueId> ShareUniqueId(const StoreView& store, const dist_co
 
 absl::Status CheckConfig(const dist_comm_config_t& config) {
   if (config.world_size < 1 || config.rank < 0 || config.rank >= config.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("nccl: rank ", config.rank,
-                                                   " is outside world size ", config.world_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("nccl: rank ", config.rank, " is outside world size ", config.world_size));
   }
   if (config.store == nullptr) {
     return absl::InvalidArgumentError("nccl: comm_create needs a store to share the ncclUniqueId");
@@ -128,8 +128,7 @@ absl::Status CheckConfig(const dist_comm_config_t& config) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<Communicator>> CreateCommunicator(
-    const dist_comm_config_t& config) {
+absl::StatusOr<std::shared_ptr<Communicator>> CreateCommunicator(const dist_comm_config_t& config) {
   absl::Status status = CheckConfig(config);
   if (!status.ok()) return status;
   // Without a device nothing below can work; say so plainly first.
@@ -178,19 +177,20 @@ absl::StatusOr<std::shared_ptr<Communicator>> CreateCommunicator(
   } else {
     status = AwaitNccl(comm, deadline, nullptr, absl::StrCat(where, ": ncclCommInitRankConfig"));
     if (status.code() == absl::StatusCode::kDeadlineExceeded) {
-      status = absl::DeadlineExceededError(absl::StrCat(
-          where, ": NCCL did not finish connecting the ", config.world_size, " ranks within ",
-          config.timeout_ms, " ms; a rank died or cannot reach the others (check "
-          "NCCL_SOCKET_IFNAME and NCCL_DEBUG=WARN); the communicator was aborted"));
+      status = absl::DeadlineExceededError(
+          absl::StrCat(where, ": NCCL did not finish connecting the ", config.world_size,
+                       " ranks within ", config.timeout_ms,
+                       " ms; a rank died or cannot reach the others (check "
+                       "NCCL_SOCKET_IFNAME and NCCL_DEBUG=WARN); the communicator was aborted"));
     }
   }
   if (!status.ok()) {
     if (comm != nullptr) ncclCommAbort(comm);
     return status;
   }
-  Log(DIST_LOG_INFO, absl::StrCat(where, ": NCCL communicator of ", config.world_size,
-                                  " ranks ready on GPU ", mine->bus_id, " in ",
-                                  absl::FormatDuration(absl::Now() - start)));
+  Log(DIST_LOG_INFO,
+      absl::StrCat(where, ": NCCL communicator of ", config.world_size, " ranks ready on GPU ",
+                   mine->bus_id, " in ", absl::FormatDuration(absl::Now() - start)));
   return Communicator::Adopt(comm, std::move(settings));
 }
 

@@ -13,8 +13,7 @@
 
 namespace dist::nccl {
 
-absl::StatusOr<std::shared_ptr<Communicator>> CreateCommunicator(
-    const dist_comm_config_t& config);
+absl::StatusOr<std::shared_ptr<Communicator>> CreateCommunicator(const dist_comm_config_t& config);
 
 }  // namespace dist::nccl
 

@@ -21,8 +21,7 @@ void FillCapabilities(dist_backend_capabilities_t* caps) {
   std::memset(&full, 0, sizeof(full));
   full.device_types = Bit(DIST_DEVICE_CUDA);
   full.dtypes = Bit(DIST_INT8) | Bit(DIST_UINT8) | Bit(DIST_INT32) | Bit(DIST_INT64) |
-                Bit(DIST_FLOAT16) | Bit(DIST_BFLOAT16) | Bit(DIST_FLOAT32) |
-                Bit(DIST_FLOAT64);
+                Bit(DIST_FLOAT16) | Bit(DIST_BFLOAT16) | Bit(DIST_FLOAT32) | Bit(DIST_FLOAT64);
   full.collectives = (1u << DIST_COLLECTIVE_COUNT) - 1u;  // all eleven
   full.all_reduce_ops = kReduceOps;
   full.reduce_ops = kReduceOps;

@@ -76,8 +76,8 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Adopt(ncclComm_t com
   std::shared_ptr<Communicator> result(
       new Communicator(comm, std::move(settings), stream, scratch, order_event));
   Communicator* raw = result.get();
-  result->watchdog_ = std::make_unique<Watchdog>([raw] { raw->Check(); },
-                                                 WatchdogInterval(raw->settings_.timeout));
+  result->watchdog_ =
+      std::make_unique<Watchdog>([raw] { raw->Check(); }, WatchdogInterval(raw->settings_.timeout));
   return result;
 }
 
@@ -92,15 +92,15 @@ Communicator::Communicator(ncclComm_t comm, CommSettings settings, cudaStream_t 
 Communicator::~Communicator() { Shutdown(); }
 
 std::string Communicator::Where() const {
-  return absl::StrCat("rank ", settings_.rank, " of group '", settings_.group, "' (cuda:",
-                      settings_.device, ")");
+  return absl::StrCat("rank ", settings_.rank, " of group '", settings_.group,
+                      "' (cuda:", settings_.device, ")");
 }
 
 absl::Status Communicator::AbortStatus() {
   absl::MutexLock lock(&state_mu_);
   if (abort_status_.has_value()) return *abort_status_;
-  return absl::AbortedError(absl::StrCat("nccl communicator on ", Where(),
-                                         " was aborted; create a new process group"));
+  return absl::AbortedError(
+      absl::StrCat("nccl communicator on ", Where(), " was aborted; create a new process group"));
 }
 
 absl::Status Communicator::OrderAfterDefaultStream() {
@@ -123,8 +123,8 @@ ncclResult_t Communicator::Launch(dist_collective_t op, const dist_op_args_t& ar
       return ncclAllReduce(send, recv, args.send.count, dtype, redop, comm_, stream);
     case DIST_COLL_BROADCAST:
       // sendbuff is read on the root only.
-      return ncclBroadcast(args.root == rank ? send : recv, recv, args.recv.count, dtype,
-                           args.root, comm_, stream);
+      return ncclBroadcast(args.root == rank ? send : recv, recv, args.recv.count, dtype, args.root,
+                           comm_, stream);
     case DIST_COLL_REDUCE:
       // recvbuff is written on the root only; off root it may be NULL.
       return ncclReduce(send, recv != nullptr ? recv : args.send.data, args.send.count, dtype,
@@ -135,12 +135,9 @@ ncclResult_t Communicator::Launch(dist_collective_t op, const dist_op_args_t& ar
       return ncclReduceScatter(send, recv, args.recv.count, dtype, redop, comm_, stream);
     case DIST_COLL_BARRIER:
       return ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream);
-    case DIST_COLL_SEND:
-      return ncclSend(send, args.send.count, dtype, args.peer, comm_, stream);
-    case DIST_COLL_RECV:
-      return ncclRecv(recv, args.recv.count, dtype, args.peer, comm_, stream);
-    default:
-      break;
+    case DIST_COLL_SEND: return ncclSend(send, args.send.count, dtype, args.peer, comm_, stream);
+    case DIST_COLL_RECV: return ncclRecv(recv, args.recv.count, dtype, args.peer, comm_, stream);
+    default: break;
   }
   // gather, scatter and all-to-all: point-to-point calls fused by a group,
   // so NCCL schedules them together. A failing call inside the group must
@@ -305,11 +302,11 @@ void Communicator::Check() {
       ncclResult_t state = ncclSuccess;
       const ncclResult_t query = ncclCommGetAsyncError(comm_, &state);
       if (query != ncclSuccess) {
-        async_error = NcclStatus(query, comm_, absl::StrCat("nccl on ", Where(),
-                                                           ": ncclCommGetAsyncError"));
+        async_error =
+            NcclStatus(query, comm_, absl::StrCat("nccl on ", Where(), ": ncclCommGetAsyncError"));
       } else if (state != ncclSuccess && state != ncclInProgress) {
-        async_error = NcclStatus(state, comm_, absl::StrCat("nccl on ", Where(),
-                                                           ": asynchronous error"));
+        async_error =
+            NcclStatus(state, comm_, absl::StrCat("nccl on ", Where(), ": asynchronous error"));
       }
     }
     nccl_mu_.Unlock();
@@ -331,10 +328,11 @@ void Communicator::Check() {
     }
   }
   if (late == nullptr) return;
-  Abort(absl::DeadlineExceededError(absl::StrCat(
-            late->what(), " did not complete by its timeout; a peer rank probably died, "
-                          "stalled or issued different operations; the communicator was "
-                          "aborted so that no rank hangs")),
+  Abort(absl::DeadlineExceededError(
+            absl::StrCat(late->what(),
+                         " did not complete by its timeout; a peer rank probably died, "
+                         "stalled or issued different operations; the communicator was "
+                         "aborted so that no rank hangs")),
         late);
 }
 
@@ -389,8 +387,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Split(
     const dist_comm_config_t& config) {
   const bool member = config.rank >= 0;
   const std::string group = config.group_name != nullptr ? config.group_name : "subgroup";
-  const std::string what =
-      absl::StrCat("nccl comm_split into group '", group, "' on ", Where());
+  const std::string what = absl::StrCat("nccl comm_split into group '", group, "' on ", Where());
   if (aborting_.load() || closed_.load()) return AbortStatus();
   const DeviceGuard device_guard(settings_.device);
   absl::Status status = CudaStatus(device_guard.result(), what);

@@ -90,9 +90,9 @@ class Communicator {
   void ReapFinished() ABSL_LOCKS_EXCLUDED(pending_mu_);
 
   const CommSettings settings_;
-  const cudaStream_t stream_;     // the communicator's own stream
-  float* const scratch_;          // one float on the device, for barrier
-  const cudaEvent_t order_event_; // see OrderAfterDefaultStream
+  const cudaStream_t stream_;      // the communicator's own stream
+  float* const scratch_;           // one float on the device, for barrier
+  const cudaEvent_t order_event_;  // see OrderAfterDefaultStream
 
   absl::Mutex nccl_mu_ ABSL_ACQUIRED_BEFORE(pending_mu_);
   ncclComm_t comm_ ABSL_GUARDED_BY(nccl_mu_);

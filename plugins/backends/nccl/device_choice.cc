@@ -19,29 +19,27 @@ absl::StatusOr<int> ChooseDevice(const DeviceRequest& request) {
   const std::string range = absl::StrCat("0..", request.device_count - 1);
   if (request.device_index >= 0) {
     if (request.device_index >= request.device_count) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "nccl: rank ", request.rank, " asks for cuda:", request.device_index,
-          " but this host has ", request.device_count, " CUDA devices (", range,
-          "); set the device index within range"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("nccl: rank ", request.rank, " asks for cuda:", request.device_index,
+                       " but this host has ", request.device_count, " CUDA devices (", range,
+                       "); set the device index within range"));
     }
     return request.device_index;
   }
   if (request.local_rank >= 0) {
     if (request.local_rank >= request.device_count) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "nccl: rank ", request.rank, " has LOCAL_RANK ", request.local_rank, " but this host has ",
-          request.device_count, " CUDA devices (", range,
-          "); NCCL needs one GPU per rank: start at most ", request.device_count,
-          " ranks per host or set a device per local rank"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("nccl: rank ", request.rank, " has LOCAL_RANK ", request.local_rank,
+                       " but this host has ", request.device_count, " CUDA devices (", range,
+                       "); NCCL needs one GPU per rank: start at most ", request.device_count,
+                       " ranks per host or set a device per local rank"));
     }
     return request.local_rank;
   }
   return request.rank % request.device_count;
 }
 
-std::string GpuIdentity::Encode() const {
-  return absl::StrCat(host, "\n", bus_id, "\n", device);
-}
+std::string GpuIdentity::Encode() const { return absl::StrCat(host, "\n", bus_id, "\n", device); }
 
 absl::StatusOr<GpuIdentity> GpuIdentity::Decode(const std::string& text) {
   std::vector<std::string> parts = absl::StrSplit(text, '\n');

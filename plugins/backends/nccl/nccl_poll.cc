@@ -34,8 +34,7 @@ absl::Status AwaitNccl(ncclComm_t comm, absl::Time deadline, const std::atomic<b
       return absl::AbortedError(absl::StrCat(what, ": the communicator is being aborted"));
     }
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(what, ": still in progress at the deadline"));
+      return absl::DeadlineExceededError(absl::StrCat(what, ": still in progress at the deadline"));
     }
     backoff.Pause();
   }

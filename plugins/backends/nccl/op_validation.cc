@@ -13,13 +13,12 @@ namespace dist::nccl {
 namespace {
 
 bool IsRooted(dist_collective_t op) {
-  return op == DIST_COLL_BROADCAST || op == DIST_COLL_REDUCE ||
-         op == DIST_COLL_GATHER || op == DIST_COLL_SCATTER;
+  return op == DIST_COLL_BROADCAST || op == DIST_COLL_REDUCE || op == DIST_COLL_GATHER ||
+         op == DIST_COLL_SCATTER;
 }
 
 bool IsReducing(dist_collective_t op) {
-  return op == DIST_COLL_ALL_REDUCE || op == DIST_COLL_REDUCE ||
-         op == DIST_COLL_REDUCE_SCATTER;
+  return op == DIST_COLL_ALL_REDUCE || op == DIST_COLL_REDUCE || op == DIST_COLL_REDUCE_SCATTER;
 }
 
 std::string Prefix(dist_collective_t op) {
@@ -30,22 +29,21 @@ absl::Status Invalid(dist_collective_t op, const std::string& text) {
   return absl::InvalidArgumentError(absl::StrCat(Prefix(op), text));
 }
 
-absl::Status CheckBuffer(dist_collective_t op, const char* which,
-                         const dist_buffer_t& buffer, const OpContext& ctx) {
+absl::Status CheckBuffer(dist_collective_t op, const char* which, const dist_buffer_t& buffer,
+                         const OpContext& ctx) {
   if (buffer.device.type == DIST_DEVICE_CPU) {
     return absl::UnimplementedError(CpuBufferMessage(op, which));
   }
   if (buffer.device.type != DIST_DEVICE_CUDA) {
-    return Invalid(op, absl::StrCat("the ", which, " buffer has unknown device type ",
-                                    static_cast<int>(buffer.device.type),
-                                    "; use DIST_DEVICE_CUDA"));
+    return Invalid(op,
+                   absl::StrCat("the ", which, " buffer has unknown device type ",
+                                static_cast<int>(buffer.device.type), "; use DIST_DEVICE_CUDA"));
   }
   if (buffer.device.index != ctx.device) {
-    return Invalid(op, absl::StrCat(
-                           "the ", which, " buffer is on cuda:", buffer.device.index,
-                           " but rank ", ctx.rank, "'s communicator uses cuda:", ctx.device,
-                           "; allocate the buffer on cuda:", ctx.device,
-                           " (one GPU per rank, chosen at init)"));
+    return Invalid(op, absl::StrCat("the ", which, " buffer is on cuda:", buffer.device.index,
+                                    " but rank ", ctx.rank, "'s communicator uses cuda:",
+                                    ctx.device, "; allocate the buffer on cuda:", ctx.device,
+                                    " (one GPU per rank, chosen at init)"));
   }
   if (dist_dtype_size(buffer.dtype) == 0) {
     return Invalid(op, absl::StrCat("the ", which, " buffer has unknown dtype ",
@@ -59,12 +57,11 @@ absl::Status CheckBuffer(dist_collective_t op, const char* which,
 }
 
 // count * world_size without wrapping around.
-absl::StatusOr<uint64_t> Times(dist_collective_t op, uint64_t count,
-                               int32_t world_size) {
+absl::StatusOr<uint64_t> Times(dist_collective_t op, uint64_t count, int32_t world_size) {
   const uint64_t w = static_cast<uint64_t>(world_size);
   if (count > std::numeric_limits<uint64_t>::max() / w) {
-    return Invalid(op, absl::StrCat("count ", count, " times world size ", world_size,
-                                    " overflows"));
+    return Invalid(op,
+                   absl::StrCat("count ", count, " times world size ", world_size, " overflows"));
   }
   return count * w;
 }
@@ -72,12 +69,12 @@ absl::StatusOr<uint64_t> Times(dist_collective_t op, uint64_t count,
 absl::Status ExpectCount(dist_collective_t op, const char* which, uint64_t actual,
                          uint64_t expected, const std::string& rule) {
   if (actual == expected) return absl::OkStatus();
-  return Invalid(op, absl::StrCat("the ", which, " buffer has ", actual,
-                                  " elements but needs ", expected, " (", rule, ")"));
+  return Invalid(op, absl::StrCat("the ", which, " buffer has ", actual, " elements but needs ",
+                                  expected, " (", rule, ")"));
 }
 
-absl::Status CheckCounts(dist_collective_t op, const dist_op_args_t& args,
-                         const UsedBuffers& used, const OpContext& ctx) {
+absl::Status CheckCounts(dist_collective_t op, const dist_op_args_t& args, const UsedBuffers& used,
+                         const OpContext& ctx) {
   const uint64_t send = args.send.count;
   const uint64_t recv = args.recv.count;
   const std::string w = absl::StrCat(ctx.world_size);
@@ -94,16 +91,14 @@ absl::Status CheckCounts(dist_collective_t op, const dist_op_args_t& args,
       if (!used.recv) return absl::OkStatus();
       absl::StatusOr<uint64_t> expected = Times(op, send, ctx.world_size);
       if (!expected.ok()) return expected.status();
-      return ExpectCount(op, "recv", recv, *expected,
-                         absl::StrCat("recv[n*W] for send[n], W=", w));
+      return ExpectCount(op, "recv", recv, *expected, absl::StrCat("recv[n*W] for send[n], W=", w));
     }
     case DIST_COLL_SCATTER:
     case DIST_COLL_REDUCE_SCATTER: {
       if (!used.send) return absl::OkStatus();
       absl::StatusOr<uint64_t> expected = Times(op, recv, ctx.world_size);
       if (!expected.ok()) return expected.status();
-      return ExpectCount(op, "send", send, *expected,
-                         absl::StrCat("send[n*W] for recv[n], W=", w));
+      return ExpectCount(op, "send", send, *expected, absl::StrCat("send[n*W] for recv[n], W=", w));
     }
     case DIST_COLL_ALL_TO_ALL:
       if (send % static_cast<uint64_t>(ctx.world_size) != 0) {
@@ -112,8 +107,7 @@ absl::Status CheckCounts(dist_collective_t op, const dist_op_args_t& args,
                                         " (send[n*W] -> recv[n*W])"));
       }
       return ExpectCount(op, "recv", recv, send, "recv[n*W] for send[n*W]");
-    default:
-      return absl::OkStatus();
+    default: return absl::OkStatus();
   }
 }
 
@@ -126,9 +120,7 @@ Range BytesOf(const dist_buffer_t& b) {
   const uintptr_t begin = reinterpret_cast<uintptr_t>(b.data);
   return Range{begin, begin + b.count * dist_dtype_size(b.dtype)};
 }
-bool Overlap(Range a, Range b) {
-  return a.begin < b.end && b.begin < a.end;
-}
+bool Overlap(Range a, Range b) { return a.begin < b.end && b.begin < a.end; }
 
 absl::Status CheckAliasing(dist_collective_t op, const dist_op_args_t& args,
                            const UsedBuffers& used, const OpContext& ctx) {
@@ -143,23 +135,27 @@ absl::Status CheckAliasing(dist_collective_t op, const dist_op_args_t& args,
     case DIST_COLL_BROADCAST:
     case DIST_COLL_REDUCE:
       if (send.begin == recv.begin) return absl::OkStatus();  // in place
-      return Invalid(op, "send and recv overlap without being the same buffer; "
-                         "pass the same pointer for in-place or separate buffers");
+      return Invalid(op,
+                     "send and recv overlap without being the same buffer; "
+                     "pass the same pointer for in-place or separate buffers");
     case DIST_COLL_ALL_GATHER:
       if (send.begin == recv.begin + static_cast<uintptr_t>(ctx.rank) * args.send.count * elem) {
         return absl::OkStatus();  // NCCL's in-place all-gather
       }
-      return Invalid(op, absl::StrCat("send overlaps recv but is not rank ", ctx.rank,
-                                      "'s block of it; in place, send must point at recv + rank*n"));
+      return Invalid(op,
+                     absl::StrCat("send overlaps recv but is not rank ", ctx.rank,
+                                  "'s block of it; in place, send must point at recv + rank*n"));
     case DIST_COLL_REDUCE_SCATTER:
       if (recv.begin == send.begin + static_cast<uintptr_t>(ctx.rank) * args.recv.count * elem) {
         return absl::OkStatus();  // NCCL's in-place reduce-scatter
       }
-      return Invalid(op, absl::StrCat("recv overlaps send but is not rank ", ctx.rank,
-                                      "'s block of it; in place, recv must point at send + rank*n"));
+      return Invalid(op,
+                     absl::StrCat("recv overlaps send but is not rank ", ctx.rank,
+                                  "'s block of it; in place, recv must point at send + rank*n"));
     default:
-      return Invalid(op, "send and recv overlap, which this operation does not allow; "
-                         "use separate send and recv buffers");
+      return Invalid(op,
+                     "send and recv overlap, which this operation does not allow; "
+                     "use separate send and recv buffers");
   }
 }
 
@@ -187,28 +183,20 @@ std::string CpuBufferMessage(dist_collective_t op, const char* which) {
                       "with DIST_BACKEND=cpu:gloo,cuda:nccl");
 }
 
-UsedBuffers BuffersUsed(dist_collective_t op, const dist_op_args_t& args,
-                        const OpContext& ctx) {
+UsedBuffers BuffersUsed(dist_collective_t op, const dist_op_args_t& args, const OpContext& ctx) {
   const bool root = args.root == ctx.rank;
   switch (op) {
     case DIST_COLL_ALL_REDUCE:
     case DIST_COLL_ALL_GATHER:
     case DIST_COLL_REDUCE_SCATTER:
-    case DIST_COLL_ALL_TO_ALL:
-      return {true, true};
-    case DIST_COLL_BROADCAST:
-      return {root, true};
+    case DIST_COLL_ALL_TO_ALL: return {true, true};
+    case DIST_COLL_BROADCAST: return {root, true};
     case DIST_COLL_REDUCE:
-    case DIST_COLL_GATHER:
-      return {true, root};
-    case DIST_COLL_SCATTER:
-      return {root, true};
-    case DIST_COLL_SEND:
-      return {true, false};
-    case DIST_COLL_RECV:
-      return {false, true};
-    default:
-      return {false, false};
+    case DIST_COLL_GATHER: return {true, root};
+    case DIST_COLL_SCATTER: return {root, true};
+    case DIST_COLL_SEND: return {true, false};
+    case DIST_COLL_RECV: return {false, true};
+    default: return {false, false};
   }
 }
 
@@ -219,17 +207,14 @@ absl::Status ValidateOpArgs(dist_collective_t op, const dist_op_args_t& args,
         absl::StrCat("nccl: unknown operation ", static_cast<int>(op)));
   }
   if (IsRooted(op) && (args.root < 0 || args.root >= ctx.world_size)) {
-    return Invalid(op, absl::StrCat("root ", args.root, " is outside 0..",
-                                    ctx.world_size - 1));
+    return Invalid(op, absl::StrCat("root ", args.root, " is outside 0..", ctx.world_size - 1));
   }
   if (op == DIST_COLL_SEND || op == DIST_COLL_RECV) {
     if (args.peer < 0 || args.peer >= ctx.world_size) {
-      return Invalid(op, absl::StrCat("peer ", args.peer, " is outside 0..",
-                                      ctx.world_size - 1));
+      return Invalid(op, absl::StrCat("peer ", args.peer, " is outside 0..", ctx.world_size - 1));
     }
     if (args.peer == ctx.rank) {
-      return Invalid(op, absl::StrCat("rank ", ctx.rank,
-                                      " cannot ", dist_collective_name(op),
+      return Invalid(op, absl::StrCat("rank ", ctx.rank, " cannot ", dist_collective_name(op),
                                       " to itself (NCCL would wait forever); copy locally"));
     }
   }
@@ -243,9 +228,8 @@ absl::Status ValidateOpArgs(dist_collective_t op, const dist_op_args_t& args,
     if (!status.ok()) return status;
   }
   if (used.send && used.recv && args.send.dtype != args.recv.dtype) {
-    return Invalid(op, absl::StrCat("send is ", dist_dtype_name(args.send.dtype),
-                                    " but recv is ", dist_dtype_name(args.recv.dtype),
-                                    "; use one dtype for both"));
+    return Invalid(op, absl::StrCat("send is ", dist_dtype_name(args.send.dtype), " but recv is ",
+                                    dist_dtype_name(args.recv.dtype), "; use one dtype for both"));
   }
   absl::Status counts = CheckCounts(op, args, used, ctx);
   if (!counts.ok()) return counts;
@@ -261,8 +245,9 @@ absl::StatusOr<void*> ResolveStream(dist_collective_t op, const dist_op_args_t& 
   void* send = used.send ? args.send.stream : nullptr;
   void* recv = used.recv ? args.recv.stream : nullptr;
   if (send != nullptr && recv != nullptr && send != recv) {
-    return Invalid(op, "send and recv name different CUDA streams; give both the same "
-                       "stream, or only one");
+    return Invalid(op,
+                   "send and recv name different CUDA streams; give both the same "
+                   "stream, or only one");
   }
   return recv != nullptr ? recv : send;
 }

@@ -27,20 +27,17 @@ struct UsedBuffers {
   bool send = false;
   bool recv = false;
 };
-UsedBuffers BuffersUsed(dist_collective_t op, const dist_op_args_t& args,
-                        const OpContext& ctx);
+UsedBuffers BuffersUsed(dist_collective_t op, const dist_op_args_t& args, const OpContext& ctx);
 
 // OK when `args` describe a valid `op` on this rank; otherwise
 // DIST_UNIMPLEMENTED (CPU buffer, bitwise reduction) or
 // DIST_INVALID_ARGUMENT (everything else), one line naming the fix.
-absl::Status ValidateOpArgs(dist_collective_t op, const dist_op_args_t& args,
-                            const OpContext& ctx);
+absl::Status ValidateOpArgs(dist_collective_t op, const dist_op_args_t& args, const OpContext& ctx);
 
 // The stream the operation is ordered on: the recv buffer's, else the send
 // buffer's (only buffers the op uses count); NULL when neither names one.
 // Two different streams are an error. Call after ValidateOpArgs.
-absl::StatusOr<void*> ResolveStream(dist_collective_t op,
-                                    const dist_op_args_t& args,
+absl::StatusOr<void*> ResolveStream(dist_collective_t op, const dist_op_args_t& args,
                                     const OpContext& ctx);
 
 // The one-line refusal for a CPU buffer (`which` is "send" or "recv").

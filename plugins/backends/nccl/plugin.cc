@@ -56,6 +56,10 @@ T CopySized(const T* in) {
   return out;
 }
 
+// Every field of these structs exists since ABI 1.0.
+constexpr size_t kMinConfigSize = offsetof(dist_comm_config_t, device_index) + sizeof(int32_t);
+constexpr size_t kMinArgsSize = offsetof(dist_op_args_t, timeout_ms) + sizeof(int64_t);
+
 // The caller's struct must cover at least the fields every ABI version has
 // (`required` bytes); a zero or garbage struct_size is a caller bug.
 template <typename T>
@@ -88,11 +92,9 @@ dist_error_t* CommCreate(const dist_comm_config_t* config, dist_backend_comm_t**
       return absl::InvalidArgumentError("nccl comm_create: config and comm must not be NULL");
     }
     *comm = nullptr;
-    absl::Status size = CheckSize(config, offsetof(dist_comm_config_t, device_index) + sizeof(int32_t), "config",
-                                    "dist_comm_config_t");
+    absl::Status size = CheckSize(config, kMinConfigSize, "config", "dist_comm_config_t");
     if (!size.ok()) return size;
-    absl::StatusOr<std::shared_ptr<Communicator>> created =
-        CreateCommunicator(CopySized(config));
+    absl::StatusOr<std::shared_ptr<Communicator>> created = CreateCommunicator(CopySized(config));
     if (!created.ok()) return created.status();
     *comm = new dist_backend_comm{*std::move(created)};
     return absl::OkStatus();
@@ -103,13 +105,13 @@ dist_error_t* CommSplit(dist_backend_comm_t* parent, const int32_t* ranks, size_
                         const dist_comm_config_t* config, dist_backend_comm_t** comm) {
   return Guard("comm_split", [&]() -> absl::Status {
     if (parent == nullptr || config == nullptr || comm == nullptr) {
-      return absl::InvalidArgumentError("nccl comm_split: parent, config and comm must not be NULL");
+      return absl::InvalidArgumentError(
+          "nccl comm_split: parent, config and comm must not be NULL");
     }
     *comm = nullptr;
     (void)ranks;  // NCCL derives membership from each rank's color and key
     (void)num_ranks;
-    absl::Status size = CheckSize(config, offsetof(dist_comm_config_t, device_index) + sizeof(int32_t), "config",
-                                    "dist_comm_config_t");
+    absl::Status size = CheckSize(config, kMinConfigSize, "config", "dist_comm_config_t");
     if (!size.ok()) return size;
     absl::StatusOr<std::shared_ptr<Communicator>> child = parent->impl->Split(CopySized(config));
     if (!child.ok()) return child.status();
@@ -140,12 +142,11 @@ dist_error_t* StartOp(dist_backend_comm_t* comm, const dist_op_args_t* args,
                       dist_backend_work_t** work) {
   return Guard(dist_collective_name(kOp), [&]() -> absl::Status {
     if (comm == nullptr || args == nullptr || work == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "nccl ", dist_collective_name(kOp), ": comm, args and work must not be NULL"));
+      return absl::InvalidArgumentError(absl::StrCat("nccl ", dist_collective_name(kOp),
+                                                     ": comm, args and work must not be NULL"));
     }
     *work = nullptr;
-    absl::Status size = CheckSize(args, offsetof(dist_op_args_t, timeout_ms) + sizeof(int64_t), "args",
-                                    "dist_op_args_t");
+    absl::Status size = CheckSize(args, kMinArgsSize, "args", "dist_op_args_t");
     if (!size.ok()) return size;
     absl::StatusOr<std::shared_ptr<WorkState>> started = comm->impl->Start(kOp, CopySized(args));
     if (!started.ok()) return started.status();

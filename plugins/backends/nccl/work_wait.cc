@@ -26,9 +26,9 @@ absl::Status WaitForWork(WorkState& work, Communicator& comm, absl::Duration tim
       continue;
     }
     if (now >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          work.what(), ": not done after waiting ", absl::ToInt64Milliseconds(timeout),
-          " ms; the operation is still pending (wait again, or abort the group)"));
+      return absl::DeadlineExceededError(
+          absl::StrCat(work.what(), ": not done after waiting ", absl::ToInt64Milliseconds(timeout),
+                       " ms; the operation is still pending (wait again, or abort the group)"));
     }
     backoff.Pause();
   }

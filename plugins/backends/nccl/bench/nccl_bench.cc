@@ -58,9 +58,8 @@ class Barrier {
       ++generation_;
       return;
     }
-    auto next = [this, generation]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return generation_ != generation;
-    };
+    auto next = [this, generation]()
+                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return generation_ != generation; };
     mu_.Await(absl::Condition(&next));
   }
 
@@ -151,8 +150,10 @@ void RunRank(Shared& shared, int rank, Results* results) {
   auto plugin_loop = [&](int64_t bytes, int count) {
     dist_op_args_t args{};
     args.struct_size = sizeof(args);
-    args.send = dist_make_buffer(send, static_cast<uint64_t>(bytes / 4), DIST_FLOAT32, dist_cuda(rank));
-    args.recv = dist_make_buffer(recv, static_cast<uint64_t>(bytes / 4), DIST_FLOAT32, dist_cuda(rank));
+    args.send =
+        dist_make_buffer(send, static_cast<uint64_t>(bytes / 4), DIST_FLOAT32, dist_cuda(rank));
+    args.recv =
+        dist_make_buffer(recv, static_cast<uint64_t>(bytes / 4), DIST_FLOAT32, dist_cuda(rank));
     args.send.stream = args.recv.stream = stream;
     args.op = DIST_SUM;
     dist_backend_work_t* last = nullptr;
@@ -227,9 +228,8 @@ int Main(int argc, char** argv) {
   CheckCuda(cudaGetDeviceCount(&gpus), "cudaGetDeviceCount");
   Shared shared;
   shared.world = absl::GetFlag(FLAGS_world_size) > 0 ? absl::GetFlag(FLAGS_world_size) : gpus;
-  Check(shared.world <= gpus,
-        absl::StrCat("--world_size=", shared.world, " but this machine has ", gpus,
-                     " GPUs (NCCL runs one rank per GPU)"));
+  Check(shared.world <= gpus, absl::StrCat("--world_size=", shared.world, " but this machine has ",
+                                           gpus, " GPUs (NCCL runs one rank per GPU)"));
   shared.plugin = *plugin;
   shared.store = testing::NewMemoryStore();
   CheckNccl(ncclGetUniqueId(&shared.raw_id), "ncclGetUniqueId");
@@ -243,7 +243,8 @@ int Main(int argc, char** argv) {
   shared.rounds = std::max(1, absl::GetFlag(FLAGS_rounds));
   Barrier barrier(shared.world);
   shared.barrier = &barrier;
-  Results results{std::vector<double>(shared.sizes.size()), std::vector<double>(shared.sizes.size())};
+  Results results{std::vector<double>(shared.sizes.size()),
+                  std::vector<double>(shared.sizes.size())};
 
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
@@ -267,8 +268,8 @@ int Main(int argc, char** argv) {
     const double ratio = plugin_alg / raw_alg;  // the same as the busbw ratio
     std::printf("%12lld %10.1f %10.2f %10.2f | %10.1f %10.2f %10.2f | %7.1f%%\n",
                 static_cast<long long>(shared.sizes[s]), results.raw[s] * 1e6, raw_alg,
-                raw_alg * bus_factor, results.plugin[s] * 1e6, plugin_alg,
-                plugin_alg * bus_factor, ratio * 100);
+                raw_alg * bus_factor, results.plugin[s] * 1e6, plugin_alg, plugin_alg * bus_factor,
+                ratio * 100);
     if (shared.sizes[s] >= (int64_t{64} << 20)) worst_large = std::min(worst_large, ratio);
   }
   if (worst_large < 1e29) {

@@ -32,9 +32,13 @@ int LogEnabled(dist_log_level_t level) {
 }  // namespace
 
 const dist_host_api_t* StderrHost() {
-  static const dist_host_api_t host = {
-      sizeof(dist_host_api_t), DIST_BACKEND_ABI_MAJOR, DIST_BACKEND_ABI_MINOR, "test",
-      LogToStderr,             LogEnabled,             nullptr};
+  static const dist_host_api_t host = {sizeof(dist_host_api_t),
+                                       DIST_BACKEND_ABI_MAJOR,
+                                       DIST_BACKEND_ABI_MINOR,
+                                       "test",
+                                       LogToStderr,
+                                       LogEnabled,
+                                       nullptr};
   return &host;
 }
 
@@ -47,8 +51,7 @@ absl::StatusOr<const dist_backend_plugin_t*> LoadBackendPlugin(const std::string
   if (entry == nullptr) {
     return absl::NotFoundError(absl::StrCat(path, " has no ", DIST_BACKEND_ENTRY_SYMBOL));
   }
-  const dist_backend_plugin_t* table =
-      reinterpret_cast<dist_backend_plugin_entry_fn>(entry)();
+  const dist_backend_plugin_t* table = reinterpret_cast<dist_backend_plugin_entry_fn>(entry)();
   if (table == nullptr || table->abi_major != DIST_BACKEND_ABI_MAJOR) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": ABI major mismatch"));
   }

@@ -139,7 +139,7 @@ void Release(void* ctx) { delete Of(ctx); }
 
 dist_store_t* NewMemoryStore() {
   MemoryStore* store = new MemoryStore;
-  store->table = dist_store_t{sizeof(dist_store_t), store, Set,   Get,  FreeValue, Add,
+  store->table = dist_store_t{sizeof(dist_store_t), store,  Set,   Get,  FreeValue, Add,
                               CompareSet,           Remove, Check, Wait, NumKeys,   Release};
   return &store->table;
 }
