@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "dist/cpp/status.hpp"
 #include "plugins/store/limits.h"
@@ -24,7 +25,7 @@ constexpr absl::Duration kServerGrace = absl::Seconds(2);
 constexpr absl::Duration kReconnectWindow = absl::Seconds(2);
 
 std::string Seconds(absl::Duration d) {
-  return absl::StrCat(absl::ToDoubleSeconds(d), " s");
+  return absl::StrFormat("%.1f s", absl::ToDoubleSeconds(d));
 }
 
 absl::Status Malformed(const std::string& address) {

@@ -134,6 +134,7 @@ TEST(StoreServerBinary, HelpListsTheFlags) {
   const ProcessResult result = (*help)->Wait(absl::Seconds(20));
   EXPECT_TRUE(absl::StrContains(result.output, "--port")) << result.output;
   EXPECT_TRUE(absl::StrContains(result.output, "--token")) << result.output;
+  EXPECT_TRUE(absl::StrContains(result.output, "--port_file")) << result.output;  // the flag list
   EXPECT_TRUE(absl::StrContains(result.output, "external=1")) << result.output;
 }
 
