@@ -138,7 +138,7 @@ absl::StatusOr<Row> Bench::Run(const Case& c) {
     if (!ratios.empty()) {
       row.time_ratio = Median(ratios);
       // busbw is bytes / time times a constant: its ratio is the inverse.
-      row.busbw_ratio = c.bytes() > 0 && row.time_ratio > 0 ? 1.0 / row.time_ratio : 0;
+      row.busbw_ratio = c.bytes() > 0 && factor > 0 && row.time_ratio > 0 ? 1.0 / row.time_ratio : 0;
     }
   }
   return row;

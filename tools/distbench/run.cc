@@ -202,7 +202,9 @@ int RunRank(const RunConfig& config) {
   int exit_code = 0;
   for (const auto& [op, blocks] : plan) {
     const std::string unsupported =
-        Unsupported(plugin, info.backend, *op, config.dtype, config.redop);
+        op->op == Op::kSendRecv && world < 2
+            ? "sendrecv needs 2 or more ranks (a rank cannot send to itself)"
+            : Unsupported(plugin, info.backend, *op, config.dtype, config.redop);
     if (!unsupported.empty()) {
       if (printer) table.PrintSkipped(*op, unsupported);
       done += blocks.size();
