@@ -304,6 +304,31 @@ TEST_F(PluginTest, RankZeroLingersUntilOthersLeave) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
 }
 
+TEST_F(PluginTest, TcpOverIPv6Loopback) {
+  store::TcpStoreServerOptions probe_options;
+  probe_options.bind_host = "::1";
+  auto probe = store::TcpStoreServer::Start(probe_options);
+  if (!probe.ok()) GTEST_SKIP() << "no IPv6 loopback here: " << probe.status();
+  const int port = (*probe)->port();
+  (*probe)->Stop();
+  probe->reset();
+  const std::string url = absl::StrCat("tcp://[::1]:", port, "?world_size=2");
+  auto rank0 = Resolve("tcp", url, 0);
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  auto rank1 = Resolve("tcp", url, 1);
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  ASSERT_TRUE(StoreView((*rank1)->result.store).Set("v6", "yes").ok());
+  EXPECT_EQ(StoreView((*rank0)->result.store).Get("v6", absl::Seconds(1)).value(), "yes");
+  // env:// with a bare IPv6 MASTER_ADDR.
+  setenv("MASTER_ADDR", "::1", 1);
+  setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  auto by_env = Resolve("env", "env://", 1, 2);
+  ASSERT_TRUE(by_env.ok()) << by_env.status();
+  EXPECT_EQ(StoreView((*by_env)->result.store).Get("v6", absl::Seconds(1)).value(), "yes");
+  rank1->reset();
+  by_env->reset();
+}
+
 TEST_F(PluginTest, FileUnreachableDirectoryIsExplained) {
   auto resolved = Resolve("file", "file:///nonexistent-dir-xyz/rdzv?rank=0&world_size=1");
   ASSERT_FALSE(resolved.ok());
