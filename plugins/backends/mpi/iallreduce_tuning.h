@@ -3,8 +3,8 @@
 // Open MPI 4.1's libnbc picks a binomial tree for every message when a
 // communicator has fewer than 4 ranks (or the call is in place), which moves
 // the whole vector log2(p) times and reaches about half of the blocking
-// MPI_Allreduce's bus bandwidth. For large messages on small communicators
-// the ring schedule is the bandwidth-optimal one, so the plugin selects it
+// MPI_Allreduce's bus bandwidth. From 1 KiB on small communicators the ring
+// schedule is the faster one (bandwidth-optimal), so the plugin selects it
 // through the MPI tools interface (control variable
 // coll_libnbc_iallreduce_algorithm) just around its own MPI_Iallreduce
 // calls. The choice depends only on the message size and communicator size,
