@@ -20,18 +20,18 @@ absl::StatusOr<std::unique_ptr<Baseline>> MakeBaseline(const std::string& librar
   } else if (chosen == "nccl") {
     baseline = MakeNcclBaseline(setup);
   } else {
-    baseline = absl::UnimplementedError(absl::StrCat(
-        "no raw library known for backend '", chosen,
-        "'; use --baseline_library=gloo, mpi or nccl"));
+    baseline =
+        absl::UnimplementedError(absl::StrCat("no raw library known for backend '", chosen,
+                                              "'; use --baseline_library=gloo, mpi or nccl"));
   }
   // Agree: a baseline only some ranks have would hang the others.
-  absl::StatusOr<double> failed = AllReduceDouble(setup.pg, setup.device,
-                                                  baseline.ok() ? 0.0 : 1.0, DIST_MAX);
+  absl::StatusOr<double> failed =
+      AllReduceDouble(setup.pg, setup.device, baseline.ok() ? 0.0 : 1.0, DIST_MAX);
   if (!failed.ok()) return failed.status();
   if (!baseline.ok()) return baseline.status();
   if (*failed != 0.0) {
-    return absl::UnavailableError(absl::StrCat(
-        "the ", chosen, " baseline failed on another rank (see its stderr)"));
+    return absl::UnavailableError(
+        absl::StrCat("the ", chosen, " baseline failed on another rank (see its stderr)"));
   }
   return baseline;
 }

@@ -36,19 +36,22 @@ using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 template <typename T>
 void BitAnd(void* c, const void* a, const void* b, size_t n) {
   for (size_t i = 0; i < n; ++i) {
-    static_cast<T*>(c)[i] = static_cast<T>(static_cast<const T*>(a)[i] & static_cast<const T*>(b)[i]);
+    static_cast<T*>(c)[i] =
+        static_cast<T>(static_cast<const T*>(a)[i] & static_cast<const T*>(b)[i]);
   }
 }
 template <typename T>
 void BitOr(void* c, const void* a, const void* b, size_t n) {
   for (size_t i = 0; i < n; ++i) {
-    static_cast<T*>(c)[i] = static_cast<T>(static_cast<const T*>(a)[i] | static_cast<const T*>(b)[i]);
+    static_cast<T*>(c)[i] =
+        static_cast<T>(static_cast<const T*>(a)[i] | static_cast<const T*>(b)[i]);
   }
 }
 template <typename T>
 void BitXor(void* c, const void* a, const void* b, size_t n) {
   for (size_t i = 0; i < n; ++i) {
-    static_cast<T*>(c)[i] = static_cast<T>(static_cast<const T*>(a)[i] ^ static_cast<const T*>(b)[i]);
+    static_cast<T*>(c)[i] =
+        static_cast<T>(static_cast<const T*>(a)[i] ^ static_cast<const T*>(b)[i]);
   }
 }
 
@@ -149,8 +152,8 @@ class GlooBaseline : public Baseline {
       case DIST_FLOAT16: return fn(gloo::float16{});
       case DIST_FLOAT32: return fn(float{});
       case DIST_FLOAT64: return fn(double{});
-      default: return absl::UnimplementedError(
-          absl::StrCat("Gloo has no ", dist_dtype_name(dtype)));
+      default:
+        return absl::UnimplementedError(absl::StrCat("Gloo has no ", dist_dtype_name(dtype)));
     }
   }
 
@@ -244,8 +247,7 @@ class GlooBaseline : public Baseline {
         gloo::alltoall(opts);
         break;
       }
-      case Op::kBarrier:
-        return Barrier();
+      case Op::kBarrier: return Barrier();
       case Op::kSendRecv: {
         const int next = (c.rank + 1) % w;
         const int prev = (c.rank + w - 1) % w;

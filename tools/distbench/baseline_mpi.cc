@@ -21,8 +21,7 @@ absl::StatusOr<MPI_Datatype> MpiType(dist_dtype_t dtype) {
     case DIST_INT64: return MPI_INT64_T;
     case DIST_FLOAT32: return MPI_FLOAT;
     case DIST_FLOAT64: return MPI_DOUBLE;
-    default:
-      return absl::UnimplementedError(absl::StrCat("MPI has no ", dist_dtype_name(dtype)));
+    default: return absl::UnimplementedError(absl::StrCat("MPI has no ", dist_dtype_name(dtype)));
   }
 }
 
@@ -61,10 +60,10 @@ void Divide(dist_dtype_t dtype, void* data, size_t n, int ranks) {
 absl::Status Check(int code, const char* what);
 
 // Returns from Run when an MPI call fails.
-#define DIST_MPI(call, what)                            \
-  do {                                                  \
-    absl::Status mpi_status_ = Check((call), (what));   \
-    if (!mpi_status_.ok()) return mpi_status_;          \
+#define DIST_MPI(call, what)                          \
+  do {                                                \
+    absl::Status mpi_status_ = Check((call), (what)); \
+    if (!mpi_status_.ok()) return mpi_status_;        \
   } while (0)
 
 absl::Status Check(int code, const char* what) {
@@ -151,9 +150,7 @@ class MpiBaseline : public Baseline {
       case Op::kAllToAll:
         DIST_MPI(MPI_Alltoall(send, n, type, recv, n, type, comm_), "MPI_Alltoall");
         break;
-      case Op::kBarrier:
-        DIST_MPI(MPI_Barrier(comm_), "MPI_Barrier");
-        break;
+      case Op::kBarrier: DIST_MPI(MPI_Barrier(comm_), "MPI_Barrier"); break;
       case Op::kSendRecv:
         DIST_MPI(MPI_Sendrecv(send, n, type, (c.rank + 1) % w, 0, recv, n, type,
                               (c.rank + w - 1) % w, 0, comm_, MPI_STATUS_IGNORE),

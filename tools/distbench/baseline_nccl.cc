@@ -26,9 +26,9 @@ absl::Status Cuda(cudaError_t error, const char* what) {
   return absl::UnavailableError(absl::StrCat(what, ": ", cudaGetErrorString(error)));
 }
 
-#define DIST_CHECK(expr)                        \
-  do {                                          \
-    absl::Status check_status_ = (expr);        \
+#define DIST_CHECK(expr)                           \
+  do {                                             \
+    absl::Status check_status_ = (expr);           \
     if (!check_status_.ok()) return check_status_; \
   } while (0)
 
@@ -53,9 +53,7 @@ absl::StatusOr<ncclRedOp_t> NcclOp(dist_reduce_op_t op) {
     case DIST_MIN: return ncclMin;
     case DIST_MAX: return ncclMax;
     case DIST_AVG: return ncclAvg;
-    default:
-      return absl::UnimplementedError(
-          absl::StrCat("NCCL has no ", dist_reduce_op_name(op)));
+    default: return absl::UnimplementedError(absl::StrCat("NCCL has no ", dist_reduce_op_name(op)));
   }
 }
 
@@ -103,7 +101,8 @@ class NcclBaseline : public Baseline {
         DIST_CHECK(Nccl(ncclAllReduce(send, recv, n, type, op, comm_, stream_), "ncclAllReduce"));
         break;
       case Op::kBroadcast:
-        DIST_CHECK(Nccl(ncclBroadcast(send, recv, n, type, c.root, comm_, stream_), "ncclBroadcast"));
+        DIST_CHECK(
+            Nccl(ncclBroadcast(send, recv, n, type, c.root, comm_, stream_), "ncclBroadcast"));
         break;
       case Op::kReduce:
         DIST_CHECK(Nccl(ncclReduce(send, recv, n, type, op, c.root, comm_, stream_), "ncclReduce"));
@@ -112,8 +111,8 @@ class NcclBaseline : public Baseline {
         DIST_CHECK(Nccl(ncclAllGather(send, recv, n, type, comm_, stream_), "ncclAllGather"));
         break;
       case Op::kReduceScatter:
-        DIST_CHECK(Nccl(ncclReduceScatter(send, recv, n, type, op, comm_, stream_),
-                        "ncclReduceScatter"));
+        DIST_CHECK(
+            Nccl(ncclReduceScatter(send, recv, n, type, op, comm_, stream_), "ncclReduceScatter"));
         break;
       case Op::kGather:
         DIST_CHECK(Nccl(ncclGroupStart(), "ncclGroupStart"));
@@ -145,8 +144,7 @@ class NcclBaseline : public Baseline {
         ncclRecv(recv, n, type, (c.rank + w - 1) % w, comm_, stream_);
         DIST_CHECK(Nccl(ncclGroupEnd(), "sendrecv (grouped send/recv)"));
         break;
-      case Op::kBarrier:
-        return Barrier();
+      case Op::kBarrier: return Barrier();
     }
     // Blocking, like the plugin call it is compared with.
     return Cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");

@@ -103,9 +103,9 @@ absl::StatusOr<Row> Bench::Run(const Case& c) {
     const bool raw_first = raw_side != nullptr && round % 2 == 1;
     for (int turn = 0; turn < (raw_side != nullptr ? 2 : 1); ++turn) {
       const bool raw_turn = (turn == 0) == raw_first;
-      absl::StatusOr<double> t =
-          raw_turn ? TimeBlock(options_.iters, raw, raw_barrier, device)
-                   : TimeBlock(options_.iters, plugin, plugin_barrier, device);
+      absl::StatusOr<double> t = raw_turn
+                                     ? TimeBlock(options_.iters, raw, raw_barrier, device)
+                                     : TimeBlock(options_.iters, plugin, plugin_barrier, device);
       if (!t.ok()) return t.status();
       (raw_turn ? raw_times : plugin_times).push_back(*t);
     }
@@ -138,7 +138,8 @@ absl::StatusOr<Row> Bench::Run(const Case& c) {
     if (!ratios.empty()) {
       row.time_ratio = Median(ratios);
       // busbw is bytes / time times a constant: its ratio is the inverse.
-      row.busbw_ratio = c.bytes() > 0 && factor > 0 && row.time_ratio > 0 ? 1.0 / row.time_ratio : 0;
+      row.busbw_ratio =
+          c.bytes() > 0 && factor > 0 && row.time_ratio > 0 ? 1.0 / row.time_ratio : 0;
     }
   }
   return row;

@@ -16,9 +16,9 @@
 namespace distbench {
 
 struct BenchOptions {
-  int warmup = 5;   // untimed iterations per side
-  int iters = 20;   // timed iterations per side and round
-  int rounds = 3;   // timed rounds per side; the median round counts
+  int warmup = 5;  // untimed iterations per side
+  int iters = 20;  // timed iterations per side and round
+  int rounds = 3;  // timed rounds per side; the median round counts
   bool check = false;
   dist_device_t device{DIST_DEVICE_CPU, 0};
 };

@@ -31,7 +31,8 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
   uint64_t number = 0;
   if (rest.empty() || !absl::SimpleAtoi(rest, &number) || rest[0] == '-' || rest[0] == '+') {
     return absl::InvalidArgumentError(absl::StrCat(
-        "'", original, "' is not a size; write bytes with an optional K, M or G suffix (8, 1K, 64M)"));
+        "'", original,
+        "' is not a size; write bytes with an optional K, M or G suffix (8, 1K, 64M)"));
   }
   if (number > std::numeric_limits<uint64_t>::max() / multiplier) {
     return absl::InvalidArgumentError(absl::StrCat("'", original, "' is too large"));

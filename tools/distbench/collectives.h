@@ -29,12 +29,12 @@ enum class Op {
 
 struct OpInfo {
   Op op;
-  const char* name;            // the --op spelling
+  const char* name;              // the --op spelling
   dist_collective_t collective;  // for the backend's capability masks
-  bool reduces;                // takes --redop
-  bool rooted;                 // takes --root
-  bool send_per_rank;          // send holds one block per rank (n * W)
-  bool recv_per_rank;          // recv holds one block per rank (n * W)
+  bool reduces;                  // takes --redop
+  bool rooted;                   // takes --root
+  bool send_per_rank;            // send holds one block per rank (n * W)
+  bool recv_per_rank;            // recv holds one block per rank (n * W)
 };
 
 // Every operation in the order `--op all` runs them.

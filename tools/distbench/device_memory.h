@@ -15,8 +15,7 @@ namespace distbench {
 // One allocation; freed on destruction.
 class DeviceBuffer {
  public:
-  static absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(dist_device_t device,
-                                                                size_t bytes);
+  static absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(dist_device_t device, size_t bytes);
   ~DeviceBuffer();
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;

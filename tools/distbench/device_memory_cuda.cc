@@ -16,7 +16,8 @@ absl::Status CudaError(cudaError_t error, const char* what) {
 
 absl::StatusOr<void*> CudaAllocate(int index, size_t bytes) {
   cudaError_t error = cudaSetDevice(index);
-  if (error != cudaSuccess) return CudaError(error, absl::StrCat("cudaSetDevice(", index, ")").c_str());
+  if (error != cudaSuccess)
+    return CudaError(error, absl::StrCat("cudaSetDevice(", index, ")").c_str());
   void* data = nullptr;
   error = cudaMalloc(&data, bytes);
   if (error != cudaSuccess) return CudaError(error, "cudaMalloc");

@@ -30,8 +30,7 @@ absl::StatusOr<std::string> BroadcastString(dist_process_group_t* pg, dist_devic
   return std::string(out->data(), strnlen(out->data(), kMaxString));
 }
 
-absl::StatusOr<std::vector<double>> AllReduceDoubles(dist_process_group_t* pg,
-                                                     dist_device_t device,
+absl::StatusOr<std::vector<double>> AllReduceDoubles(dist_process_group_t* pg, dist_device_t device,
                                                      const std::vector<double>& values,
                                                      dist_reduce_op_t op) {
   const size_t bytes = values.size() * sizeof(double);
@@ -49,8 +48,8 @@ absl::StatusOr<std::vector<double>> AllReduceDoubles(dist_process_group_t* pg,
   return result;
 }
 
-absl::StatusOr<double> AllReduceDouble(dist_process_group_t* pg, dist_device_t device,
-                                       double value, dist_reduce_op_t op) {
+absl::StatusOr<double> AllReduceDouble(dist_process_group_t* pg, dist_device_t device, double value,
+                                       dist_reduce_op_t op) {
   absl::StatusOr<std::vector<double>> result = AllReduceDoubles(pg, device, {value}, op);
   if (!result.ok()) return result.status();
   return (*result)[0];

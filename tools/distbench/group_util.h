@@ -16,12 +16,11 @@ absl::StatusOr<std::string> BroadcastString(dist_process_group_t* pg, dist_devic
                                             const std::string& value);
 
 // `value` reduced over every rank with DIST_SUM or DIST_MAX.
-absl::StatusOr<double> AllReduceDouble(dist_process_group_t* pg, dist_device_t device,
-                                       double value, dist_reduce_op_t op);
+absl::StatusOr<double> AllReduceDouble(dist_process_group_t* pg, dist_device_t device, double value,
+                                       dist_reduce_op_t op);
 
 // The same, element-wise, for several values at once (same size on every rank).
-absl::StatusOr<std::vector<double>> AllReduceDoubles(dist_process_group_t* pg,
-                                                     dist_device_t device,
+absl::StatusOr<std::vector<double>> AllReduceDoubles(dist_process_group_t* pg, dist_device_t device,
                                                      const std::vector<double>& values,
                                                      dist_reduce_op_t op);
 

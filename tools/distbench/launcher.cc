@@ -54,7 +54,8 @@ int ExitCodeOf(int status) {
 
 std::string Describe(int status) {
   if (WIFSIGNALED(status)) {
-    return absl::StrCat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
+    return absl::StrCat("was killed by signal ", WTERMSIG(status), " (",
+                        strsignal(WTERMSIG(status)), ")");
   }
   return absl::StrCat("exited with code ", WEXITSTATUS(status));
 }
@@ -128,7 +129,8 @@ int LaunchLocalRanks(const LaunchOptions& options) {
       killed = true;
       for (int rank = 0; rank < options.ranks; ++rank) {
         if (children[rank].running) {
-          std::fprintf(stderr, "distbench: rank %d still running after the grace period; killing it\n",
+          std::fprintf(stderr,
+                       "distbench: rank %d still running after the grace period; killing it\n",
                        rank);
           kill(children[rank].pid, SIGKILL);
         }
@@ -165,7 +167,8 @@ int LaunchLocalRanks(const LaunchOptions& options) {
   if (first_failure != 0) {
     for (int rank = 0; rank < options.ranks; ++rank) {
       if (ExitCodeOf(children[rank].status) != 0) {
-        std::fprintf(stderr, "distbench: rank %d %s%s\n", rank, Describe(children[rank].status).c_str(),
+        std::fprintf(stderr, "distbench: rank %d %s%s\n", rank,
+                     Describe(children[rank].status).c_str(),
                      rank == failed_rank ? " (first failure)" : "");
       }
     }

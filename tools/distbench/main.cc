@@ -130,8 +130,8 @@ RunConfig ValidateFlags() {
   }
   const std::string library = absl::GetFlag(FLAGS_baseline_library);
   if (library != "auto" && library != "gloo" && library != "mpi" && library != "nccl") {
-    Fail(kUsageError, absl::StrCat("unknown --baseline_library '", library,
-                                   "'; use auto, gloo, mpi or nccl"));
+    Fail(kUsageError,
+         absl::StrCat("unknown --baseline_library '", library, "'; use auto, gloo, mpi or nccl"));
   }
   config.sizes = SweepSizes(b, e, absl::GetFlag(FLAGS_f));
   config.root = absl::GetFlag(FLAGS_root);

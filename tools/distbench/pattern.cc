@@ -155,24 +155,18 @@ int64_t CountWrong(const Case& c, const std::vector<char>& recv) {
     auto expected = [&](uint64_t i) -> double {
       switch (c.op->op) {
         case Op::kAllReduce:
-        case Op::kReduce:
-          return Reduced<T>(c, i);
-        case Op::kReduceScatter:
-          return Reduced<T>(c, r * n + i);
-        case Op::kBroadcast:
-          return static_cast<double>(PatternValue(c, c.root, i));
+        case Op::kReduce: return Reduced<T>(c, i);
+        case Op::kReduceScatter: return Reduced<T>(c, r * n + i);
+        case Op::kBroadcast: return static_cast<double>(PatternValue(c, c.root, i));
         case Op::kAllGather:
         case Op::kGather:
           return static_cast<double>(PatternValue(c, static_cast<int>(i / n), i % n));
-        case Op::kScatter:
-          return static_cast<double>(PatternValue(c, c.root, r * n + i));
+        case Op::kScatter: return static_cast<double>(PatternValue(c, c.root, r * n + i));
         case Op::kAllToAll:
           // Block j came from rank j, which sent its block r.
           return static_cast<double>(PatternValue(c, static_cast<int>(i / n), r * n + i % n));
-        case Op::kSendRecv:
-          return static_cast<double>(PatternValue(c, (r + w - 1) % w, i));
-        case Op::kBarrier:
-          break;
+        case Op::kSendRecv: return static_cast<double>(PatternValue(c, (r + w - 1) % w, i));
+        case Op::kBarrier: break;
       }
       return 0.0;
     };

@@ -76,11 +76,13 @@ absl::Status RunGnuplot(const std::string& script, const std::string& log) {
 
 }  // namespace
 
-absl::Status PlotBusBandwidth(const std::string& png_path, const std::vector<nlohmann::json>& runs) {
+absl::Status PlotBusBandwidth(const std::string& png_path,
+                              const std::vector<nlohmann::json>& runs) {
   std::string dir_template = absl::StrCat(
       std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp", "/distbench-plot-XXXXXX");
   if (mkdtemp(dir_template.data()) == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot create a temporary directory: ", std::strerror(errno)));
+    return absl::UnavailableError(
+        absl::StrCat("cannot create a temporary directory: ", std::strerror(errno)));
   }
   const std::string dir = dir_template;
 

@@ -52,8 +52,7 @@ void TablePrinter::BeginOp(const OpInfo& op) {
   absl::FPrintF(out_, "# %12s %12s %9s %7s %5s %11s %11s %11s %7s", "size(B)", "count", "type",
                 "redop", "root", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
   if (with_raw()) {
-    absl::FPrintF(out_, " %11s %11s %10s %11s", "raw_us", "raw_busbw", "time_ratio",
-                  "busbw_ratio");
+    absl::FPrintF(out_, " %11s %11s %10s %11s", "raw_us", "raw_busbw", "time_ratio", "busbw_ratio");
   }
   absl::FPrintF(out_, "\n");
   std::fflush(out_);
@@ -117,7 +116,8 @@ nlohmann::json ToJson(const RunInfo& info, const std::vector<Row>& rows) {
         {"time_us", row.plugin.time_us},
         {"algbw_gbps", row.plugin.algbw},
         {"busbw_gbps", row.plugin.busbw},
-        {"wrong", row.plugin.wrong < 0 ? nlohmann::json(nullptr) : nlohmann::json(row.plugin.wrong)},
+        {"wrong",
+         row.plugin.wrong < 0 ? nlohmann::json(nullptr) : nlohmann::json(row.plugin.wrong)},
     };
     if (row.raw.has_value()) {
       r["raw"] = {
@@ -175,8 +175,8 @@ absl::Status WriteCsv(const std::string& path, const RunInfo& info, const std::v
     const Case& c = row.c;
     out << absl::StrFormat("%s,%d,%s,%d,%d,%s,%s,%s,%.3f,%.4f,%.4f,%s", info.backend,
                            info.world_size, c.op->name, c.bytes(), c.count(),
-                           dist_dtype_name(c.dtype), RedopText(c), RootText(c),
-                           row.plugin.time_us, row.plugin.algbw, row.plugin.busbw,
+                           dist_dtype_name(c.dtype), RedopText(c), RootText(c), row.plugin.time_us,
+                           row.plugin.algbw, row.plugin.busbw,
                            row.plugin.wrong < 0 ? "" : absl::StrCat(row.plugin.wrong));
     if (row.raw.has_value()) {
       out << absl::StrFormat(",%.3f,%.4f,%s,%s", row.raw->time_us, row.raw->busbw,
@@ -197,7 +197,8 @@ absl::StatusOr<nlohmann::json> ReadJson(const std::string& path) {
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
   nlohmann::json data = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (data.is_discarded()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, " is not JSON; pass files written by distbench --json"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is not JSON; pass files written by distbench --json"));
   }
   if (!data.is_object() || !data.contains("results") || !data["results"].is_array()) {
     return absl::InvalidArgumentError(

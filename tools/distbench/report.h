@@ -19,7 +19,7 @@ struct RunInfo {
   std::string backend_version;  // plugin version
   std::string library_version;  // "Gloo 0.5.0"
   std::string init_method;
-  std::string device;           // "cpu", "cuda:0"
+  std::string device;  // "cpu", "cuda:0"
   std::string host;
   std::string dist_version;
   int world_size = 0;

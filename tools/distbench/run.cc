@@ -119,8 +119,9 @@ int RunRank(const RunConfig& config) {
   const char* backend_name = dist_backend_name(pg, config.bench.device.type);
   if (backend_name == nullptr) {
     dist_destroy(pg);
-    Fail(kUsageError, absl::StrCat(fail_prefix, "no backend of this group serves --device=",
-                                   DeviceText(config.bench.device), "; pick a backend for it with --backend"));
+    Fail(kUsageError,
+         absl::StrCat(fail_prefix, "no backend of this group serves --device=",
+                      DeviceText(config.bench.device), "; pick a backend for it with --backend"));
   }
   if (config.root >= world) {
     dist_destroy(pg);
@@ -135,9 +136,10 @@ int RunRank(const RunConfig& config) {
     info.backend_version = plugin->version != nullptr ? plugin->version : "";
     info.library_version = plugin->library_version != nullptr ? plugin->library_version : "";
   }
-  info.init_method = init_flag.empty()
-                         ? (std::getenv("DIST_INIT_METHOD") ? std::getenv("DIST_INIT_METHOD") : "env://")
-                         : init_flag;
+  info.init_method =
+      init_flag.empty()
+          ? (std::getenv("DIST_INIT_METHOD") ? std::getenv("DIST_INIT_METHOD") : "env://")
+          : init_flag;
   info.device = DeviceText(config.bench.device);
   info.host = Hostname();
   info.dist_version = dist_version();
@@ -159,8 +161,7 @@ int RunRank(const RunConfig& config) {
     setup.local_world_size = EnvInt("LOCAL_WORLD_SIZE", EnvInt("OMPI_COMM_WORLD_LOCAL_SIZE", -1));
     setup.device = config.bench.device;
     setup.timeout_ms = dist_timeout_ms(pg);
-    absl::StatusOr<std::unique_ptr<Baseline>> made =
-        MakeBaseline(config.baseline_library, setup);
+    absl::StatusOr<std::unique_ptr<Baseline>> made = MakeBaseline(config.baseline_library, setup);
     if (made.ok()) {
       baseline = *std::move(made);
       info.baseline = baseline->name();
@@ -230,7 +231,8 @@ int RunRank(const RunConfig& config) {
         baseline.reset();
         dist_abort(pg, "distbench stopped after an error");
         dist_destroy(pg);
-        Fail(1, absl::StrCat(fail_prefix, op->name, " ", c.bytes(), " B: ", row.status().message()));
+        Fail(1,
+             absl::StrCat(fail_prefix, op->name, " ", c.bytes(), " B: ", row.status().message()));
       }
       if (printer) table.PrintRow(*row);
       if (row->plugin.wrong > 0) exit_code = 1;
@@ -266,6 +268,5 @@ int RunRank(const RunConfig& config) {
   }
   return exit_code;
 }
-
 
 }  // namespace distbench
