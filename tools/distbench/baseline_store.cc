@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -68,8 +69,11 @@ absl::StatusOr<std::unique_ptr<OwnedStore>> MakeBaselineStore(const BaselineSetu
   hints.world_size = setup.world_size;
   dist_rendezvous_result_t result{};
   result.struct_size = sizeof(result);
+  // Every rank is already up (the group exists), so meeting takes moments;
+  // a short bound keeps a lost race for the port from stalling the run.
+  const int64_t timeout_ms = std::min<int64_t>(setup.timeout_ms, 60000);
   absl::Status status =
-      dist::TakeError(dist_rendezvous(url.c_str(), &hints, setup.timeout_ms, &result));
+      dist::TakeError(dist_rendezvous(url.c_str(), &hints, timeout_ms, &result));
   if (!status.ok()) {
     return absl::Status(status.code(),
                         absl::StrCat("baseline store at ", url, ": ", status.message()));
