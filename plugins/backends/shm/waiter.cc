@@ -1,6 +1,7 @@
 #include "plugins/backends/shm/waiter.h"
 
 #include <immintrin.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -95,7 +96,13 @@ absl::Status Waiter::Wait(absl::FunctionRef<bool()> ready,
   if (spin_ > absl::ZeroDuration()) {
     const absl::Time spin_end = absl::Now() + spin_;
     for (int i = 1;; ++i) {
-      _mm_pause();
+      // Mostly pause; yield now and then, so a peer waiting for this CPU on
+      // an oversubscribed host gets it.
+      if ((i & 15) == 0) {
+        sched_yield();
+      } else {
+        _mm_pause();
+      }
       if (progress_) progress_();
       if (ready()) return absl::OkStatus();
       if ((i & 63) == 0 && absl::Now() >= spin_end) break;
