@@ -62,6 +62,7 @@ class NcclBaseline : public Baseline {
   NcclBaseline(ncclComm_t comm, cudaStream_t stream, int device)
       : comm_(comm), stream_(stream), device_(device) {}
   ~NcclBaseline() override {
+    if (token_ != nullptr) cudaFree(token_);
     ncclCommDestroy(comm_);
     cudaStreamDestroy(stream_);
   }
