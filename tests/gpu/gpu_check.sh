@@ -45,15 +45,25 @@ if [[ "$mode" == "pack" ]]; then
   cp -f "$bin/plugins/backends/nccl/libdist-backend-nccl.so" \
         "$bin/plugins/backends/nccl/bench/nccl_bench" \
         "$bin/tests/nccl/gpu_collectives_test" \
+        "$bin/tests/nccl/core_integration_test" \
         "$bin/tests/nccl/plugin_load_test" "$dir/" || fail "copying binaries"
-  chmod u+w "$dir"/*
+  # The core and the plugins it needs here, laid out as it looks for them
+  # (<dir of libdist.so>/dist/plugins/).
+  mkdir -p "$dir/lib/dist/plugins"
+  cp -f "$bin/core/libdist.so" "$dir/lib/" || fail "copying libdist.so"
+  cp -fL "$bin/core/dist/plugins/libdist-backend-nccl.so" \
+         "$bin/core/dist/plugins/libdist-rendezvous-file.so" "$dir/lib/dist/plugins/" ||
+    fail "copying the bundled plugins"
+  chmod -R u+w "$dir"
   # Shared libraries that a CUDA machine's image may lack (Abseil, ...);
   # glibc, libstdc++ and NCCL (218 MB) stay behind, CUDA's runtime travels.
   for f in "$bin/plugins/backends/nccl/libdist-backend-nccl.so" \
            "$bin/plugins/backends/nccl/bench/nccl_bench" \
-           "$bin/tests/nccl/gpu_collectives_test" "$bin/tests/nccl/plugin_load_test"; do
+           "$bin/tests/nccl/gpu_collectives_test" "$bin/tests/nccl/plugin_load_test" \
+           "$bin/tests/nccl/core_integration_test" "$bin/core/libdist.so" \
+           "$bin/core/dist/plugins/libdist-rendezvous-file.so"; do
     ldd "$f" | awk '/=> \// {print $3}'
-  done | sort -u | grep -Ev '/(libc|libm|libpthread|libdl|librt|libgcc_s|libstdc\+\+|ld-linux[^/]*|libnccl)\.so' |
+  done | sort -u | grep -Ev '/(libc|libm|libpthread|libdl|librt|libgcc_s|libstdc\+\+|ld-linux[^/]*|libnccl|libdist)\.so' |
     while read -r lib; do cp -fL "$lib" "$dir/lib/"; done
   du -sh "$dir"
   echo "packed into $dir; on the GPU machine: tests/gpu/gpu_check.sh --prebuilt $dir"
@@ -73,12 +83,14 @@ if [[ "$mode" == "bazel" ]]; then
   plugin="$repo/bazel-bin/plugins/backends/nccl/libdist-backend-nccl.so"
   gpu_test="$repo/bazel-bin/tests/nccl/gpu_collectives_test"
   load_test="$repo/bazel-bin/tests/nccl/plugin_load_test"
+  core_test="$repo/bazel-bin/tests/nccl/core_integration_test"
   bench="$repo/bazel-bin/plugins/backends/nccl/bench/nccl_bench"
 else
   dir="$(cd "$dir" && pwd)"
   plugin="$dir/libdist-backend-nccl.so"
   gpu_test="$dir/gpu_collectives_test"
   load_test="$dir/plugin_load_test"
+  core_test="$dir/core_integration_test"
   bench="$dir/nccl_bench"
   extra="$dir/lib"
   if [[ ! -e /usr/local/cuda/lib64/libnccl.so.2 ]]; then
@@ -105,6 +117,12 @@ timeout 180 "$gpu_test" "$plugin" | tee /tmp/nccl_gpu_test.log
 grep -q "checked .* cases on world size" /tmp/nccl_gpu_test.log ||
   fail "the collective test did not run (skipped?)"
 grep "SKIPPED" /tmp/nccl_gpu_test.log | sort -u || true
+
+step "through the core (libdist.so loads the bundled plugin; file:// rendezvous, one rank)"
+TEST_TMPDIR="$(mktemp -d)" timeout 60 "$core_test" | tee /tmp/nccl_core_test.log
+[[ ${PIPESTATUS[0]} -eq 0 ]] || fail "core_integration_test"
+grep -q "OK \] NcclThroughTheCore.AllReducesCudaBuffersOnOneGpu" /tmp/nccl_core_test.log ||
+  fail "the core integration test did not run (skipped?)"
 
 gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || echo 1)"
 step "benchmark, world size 1"
