@@ -3,7 +3,8 @@
 // computed here. Usage:
 //   mpi_plugin_driver <plugin.so> <scenario> [store_dir]
 // Scenarios: collectives, subgroups, rank_mismatch, no_launcher, cuda,
-// timeout, abort. Exit status 0 means every check passed on this rank.
+// timeout, abort, overlap (and overlap_without_progress_thread, which must
+// fail: it shows the overlap check can). Exit status 0 means every check passed on this rank.
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -519,6 +520,36 @@ int Cuda() {
   return 0;
 }
 
+// Work progresses while the caller computes without calling into dist: an
+// 8 MiB all_reduce (many libnbc rounds, rendezvous transfers) is issued, the
+// caller "computes" for 1.5 s, and a single work_test must find it done,
+// which only the plugin's progress thread can have achieved.
+int Overlap(bool progress_thread) {
+  if (W < 2) return 0;
+  const dist_kv_t option = {"mpi.progress_thread", progress_thread ? "1" : "0"};
+  dist_comm_config_t config = MakeConfig(R, W, nullptr, 60000, "default");
+  config.options = &option;
+  config.num_options = 1;
+  dist_backend_comm_t* comm = nullptr;
+  MT_OK(P->comm_create(&config, &comm));
+  std::vector<float> x(2 << 20, static_cast<float>(R + 1));
+  dist_op_args_t args = MakeArgs(dist_make_buffer(x.data(), x.size(), DIST_FLOAT32, dist_cpu()),
+                                 dist_make_buffer(x.data(), x.size(), DIST_FLOAT32, dist_cpu()));
+  args.op = DIST_SUM;
+  dist_backend_work_t* work = nullptr;
+  MT_OK(P->all_reduce(comm, &args, &work));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  int done = 0;
+  MT_OK(P->work_test(work, &done));
+  std::fprintf(stderr, "[rank %d] overlap: done after compute = %d\n", R, done);
+  MT_CHECK(done == 1);
+  MT_OK(P->work_wait(work, 30000));
+  P->work_destroy(work);
+  MT_CHECK(x[0] == static_cast<float>(W * (W + 1) / 2) && x.back() == x[0]);
+  P->comm_destroy(comm);
+  return 0;
+}
+
 int Timeout(const std::string& store_dir) {
   if (W < 2) return 0;
   DirStore store(store_dir);
@@ -600,6 +631,8 @@ int main(int argc, char** argv) {
   else if (scenario == "cuda") Cuda();
   else if (scenario == "timeout") Timeout(argc > 3 ? argv[3] : "/tmp/mpi_timeout_store");
   else if (scenario == "abort") Abort();
+  else if (scenario == "overlap") Overlap(true);
+  else if (scenario == "overlap_without_progress_thread") Overlap(false);  // must fail
   else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;

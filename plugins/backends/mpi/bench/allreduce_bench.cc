@@ -1,6 +1,8 @@
 // Raw MPI_Allreduce vs the MPI plugin's all_reduce (issue + work_wait through
 // the ABI table), float32 sum, interleaved in one run so both see the same
-// machine. Prints time per op (max over ranks, median of rounds), bus
+// machine. A third column, raw MPI_Iallreduce + MPI_Test with the libnbc
+// algorithm the plugin picks, separates the plugin's own cost from the
+// choice of algorithm. Prints time per op (max over ranks, median of rounds), bus
 // bandwidth (2(W-1)/W * bytes / time), the plugin/raw bandwidth ratio of the
 // medians and of the best rounds, and the time the plugin adds.
 //
@@ -58,6 +60,25 @@ const dist_backend_plugin_t* Load(std::string path, const char* argv0) {
   return plugin;
 }
 
+// The plugin's libnbc choice (see iallreduce_tuning.h), for the raw
+// non-blocking column.
+MPI_T_cvar_handle g_algorithm = MPI_T_CVAR_HANDLE_NULL;
+
+void InitAlgorithmControl() {
+  int provided = 0;
+  int index = -1;
+  int count = 0;
+  if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return;
+  if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) != MPI_SUCCESS) return;
+  if (MPI_T_cvar_handle_alloc(index, nullptr, &g_algorithm, &count) != MPI_SUCCESS) {
+    g_algorithm = MPI_T_CVAR_HANDLE_NULL;
+  }
+}
+
+void SetAlgorithm(int value) {
+  if (g_algorithm != MPI_T_CVAR_HANDLE_NULL) MPI_T_cvar_write(g_algorithm, &value);
+}
+
 // Seconds per op over `iters` ops, the slowest rank's.
 template <typename Op>
 double Time(int iters, Op op) {
@@ -85,6 +106,7 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   const dist_backend_plugin_t* plugin = Load(absl::GetFlag(FLAGS_plugin), argv[0]);
+  InitAlgorithmControl();
 
   dist_comm_config_t config;
   std::memset(&config, 0, sizeof(config));
@@ -113,8 +135,9 @@ int main(int argc, char** argv) {
     std::printf("# %d ranks, float32 sum, %s\n# plugin: %s %s via %s\n", g_size,
                 std::string(version, strcspn(version, "\n")).c_str(), plugin->name,
                 plugin->version, plugin->library_version());
-    std::printf("%10s %10s %10s %10s %11s %7s %10s %9s\n", "bytes", "raw_us", "plugin_us",
-                "raw_GB/s", "plugin_GB/s", "ratio", "best_ratio", "added_us");
+    std::printf("%10s %9s %9s %9s %9s %9s %9s %7s %7s %7s %8s\n", "bytes", "raw_us", "nb_us",
+                "plugin_us", "raw_GB/s", "nb_GB/s", "plug_GB/s", "ratio", "best", "vs_nb",
+                "added_us");
   }
   for (size_t bytes = static_cast<size_t>(absl::GetFlag(FLAGS_min_bytes)); bytes <= max_bytes;
        bytes *= 8) {
@@ -122,6 +145,16 @@ int main(int argc, char** argv) {
     const size_t real_bytes = count * sizeof(float);
     auto raw = [&] {
       MPI_Allreduce(send.data(), recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    };
+    const bool ring = g_size > 1 && g_size < 4 && real_bytes >= 1024;
+    auto raw_nonblocking = [&] {
+      MPI_Request request;
+      if (ring) SetAlgorithm(1);
+      MPI_Iallreduce(send.data(), recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                     &request);
+      if (ring) SetAlgorithm(0);
+      int done = 0;
+      while (!done) MPI_Test(&request, &done, MPI_STATUS_IGNORE);
     };
     dist_op_args_t args;
     std::memset(&args, 0, sizeof(args));
@@ -141,12 +174,15 @@ int main(int argc, char** argv) {
     int iters = static_cast<int>(absl::GetFlag(FLAGS_round_seconds) / std::max(probe, 1e-7));
     iters = std::clamp(iters, 3, 200000);
     MPI_Bcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    std::vector<double> raw_times, plugin_times;
+    Time(3, raw_nonblocking);
+    std::vector<double> raw_times, nb_times, plugin_times;
     for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
       raw_times.push_back(Time(iters, raw));
+      nb_times.push_back(Time(iters, raw_nonblocking));
       plugin_times.push_back(Time(iters, through_plugin));
     }
     const double raw_t = Median(raw_times);
+    const double nb_t = Median(nb_times);
     const double plugin_t = Median(plugin_times);
     const double factor = 2.0 * (g_size - 1) / g_size;
     const double raw_bw = factor * real_bytes / raw_t / 1e9;
@@ -156,13 +192,16 @@ int main(int argc, char** argv) {
     const double best_ratio = *std::min_element(raw_times.begin(), raw_times.end()) /
                               *std::min_element(plugin_times.begin(), plugin_times.end());
     if (g_rank == 0) {
-      std::printf("%10zu %10.2f %10.2f %10.3f %11.3f %7.3f %10.3f %9.2f\n", real_bytes,
-                  raw_t * 1e6, plugin_t * 1e6, raw_bw, plugin_bw, plugin_bw / raw_bw, best_ratio,
-                  (plugin_t - raw_t) * 1e6);
+      std::printf("%10zu %9.2f %9.2f %9.2f %9.3f %9.3f %9.3f %7.3f %7.3f %7.3f %8.2f\n",
+                  real_bytes, raw_t * 1e6, nb_t * 1e6, plugin_t * 1e6, raw_bw,
+                  factor * real_bytes / nb_t / 1e9, plugin_bw, plugin_bw / raw_bw, best_ratio,
+                  nb_t / plugin_t, (plugin_t - raw_t) * 1e6);
       std::fflush(stdout);
     }
   }
   plugin->comm_destroy(comm);
+  if (g_algorithm != MPI_T_CVAR_HANDLE_NULL) MPI_T_cvar_handle_free(&g_algorithm);
+  MPI_T_finalize();
   MPI_Finalize();
   return 0;
 }
