@@ -716,34 +716,33 @@ void Suite::Subgroups() {
                               : "comm_create on members";
   absl::StatusOr<std::unique_ptr<Comm>> sub = comm_.Split(members, "subgroup1");
   const bool member = std::find(members.begin(), members.end(), me) != members.end();
-  if (!sub.ok()) {
-    Record(absl::StrCat("subgroup of ranks 1..W-1 (", how, ")"), "-", "-", "-", sub.status());
-    return;
-  }
-  if (!member) {
-    Record("subgroup: non-member gets no communicator / FAILED_PRECONDITION", "-", "-", "-",
-           *sub == nullptr ? absl::OkStatus()
-                           : absl::InternalError("a non-member got a usable communicator"));
-  } else if (*sub == nullptr) {
-    Record("subgroup: member gets a communicator", "-", "-", "-",
-           absl::InternalError("a member got no communicator"));
-  } else {
-    Comm& group = **sub;
+  // One row for membership on every rank (rows line up across ranks).
+  absl::Status membership = sub.status();
+  if (sub.ok() && !member && *sub != nullptr) {
+    membership = absl::InternalError("a non-member got a usable communicator");
+  } else if (sub.ok() && member && *sub == nullptr) {
+    membership = absl::InternalError("a member got no communicator");
+  } else if (sub.ok() && member) {
     const int32_t want_rank = me - members.front();
-    Record("subgroup: rank and size renumbered", "-", "-", "-",
-           group.rank() == want_rank && group.world_size() == static_cast<int32_t>(members.size())
-               ? absl::OkStatus()
-               : absl::InternalError(absl::StrCat("rank ", group.rank(), " of ",
-                                                  group.world_size(), "; want ", want_rank,
-                                                  " of ", members.size())));
+    if ((*sub)->rank() != want_rank ||
+        (*sub)->world_size() != static_cast<int32_t>(members.size())) {
+      membership = absl::InternalError(absl::StrCat("rank ", (*sub)->rank(), " of ",
+                                                    (*sub)->world_size(), "; want ", want_rank,
+                                                    " of ", members.size()));
+    }
   }
+  Record(absl::StrCat("subgroup of ranks ", members.front(), "..", world - 1, " (", how,
+                      "): members renumbered, non-members left out"),
+         "-", "-", "-", membership);
+  if (!sub.ok()) sub = std::unique_ptr<Comm>();
   // The same checks on every rank (members run them on the subgroup), so the
   // row count agrees everywhere.
   const dist_dtype_t dtype = PreferredDtype();
   const uint64_t seed1 = NextSeed();
   const uint64_t seed2 = NextSeed();
   auto on_sub = [&](const Case& c) -> absl::Status {
-    if (!member || *sub == nullptr) return absl::OkStatus();
+    if (!membership.ok()) return absl::AbortedError("not run: the subgroup is wrong");
+    if (!member) return absl::OkStatus();
     return RunCase(**sub, device_, c, options_.op_timeout_ms);
   };
   if (Declared(DIST_COLL_ALL_REDUCE) && (OpsOf(DIST_COLL_ALL_REDUCE) & (1u << DIST_SUM)) != 0) {
@@ -919,11 +918,26 @@ void Suite::AbortCheck() {
   const int32_t world = comm_.world_size();
   const int32_t me = comm_.rank();
   const std::string reason = "conformance kit aborts this communicator on purpose";
-  const std::string check = "abort";
   Sync();
   absl::StatusOr<std::unique_ptr<Comm>> dup = comm_.Duplicate("abort", options_.op_timeout_ms);
+  const dist_collective_t later = Declared(DIST_COLL_ALL_REDUCE) ? DIST_COLL_ALL_REDUCE
+                                                                 : DIST_COLL_BARRIER;
+  const bool with_pending = world >= 2 && Declared(DIST_COLL_RECV);
+  const std::string pending_row = "abort: pending operation fails with ABORTED";
+  const std::string later_row =
+      absl::StrCat("abort: later ", dist_collective_name(later), " fails with ABORTED");
+  const std::string destroy_row = "abort: comm_destroy of an aborted communicator returns";
   if (!dup.ok()) {
-    Record("abort: create a second communicator", "-", "-", "-", dup.status());
+    // The same rows and the same synchronizations as below, so that the
+    // ranks stay in step.
+    const absl::Status why = Prefix(dup.status(), "creating the communicator to abort");
+    if (with_pending) {
+      Record(pending_row, "-", "-", "-", why);
+      Sync();
+    }
+    if (Declared(later)) Record(later_row, dist_dtype_name(PreferredDtype()), "-", "16", why);
+    Sync();
+    Record(destroy_row, "-", "-", "-", why);
     return;
   }
   Comm& c = **dup;
@@ -944,7 +958,7 @@ void Suite::AbortCheck() {
   // A pending operation is failed by the abort, within the timeout. Rank 0
   // aborts first; the others wait on the main communicator until it has, so
   // that its recv fails because of its own abort, not because a peer left.
-  if (world >= 2 && Declared(DIST_COLL_RECV)) {
+  if (with_pending) {
     auto pending = [&]() -> absl::Status {
       if (me != 0) return absl::OkStatus();
       CONFORMANCE_ASSIGN(buf, Filled(device_, 16 * es, 0));
@@ -965,13 +979,11 @@ void Suite::AbortCheck() {
       }
       return aborted(status, "the pending recv");
     };
-    Record("abort: pending operation fails with ABORTED", "-", "-", "-", pending());
+    Record(pending_row, "-", "-", "-", pending());
     Sync();
   }
   c.Abort(reason);  // idempotent on rank 0
   // Later operations fail with ABORTED (at once or at wait).
-  dist_collective_t later = Declared(DIST_COLL_ALL_REDUCE) ? DIST_COLL_ALL_REDUCE
-                                                           : DIST_COLL_BARRIER;
   if (Declared(later)) {
     auto run = [&]() -> absl::Status {
       CONFORMANCE_ASSIGN(buf, Filled(device_, 16 * es, 0));
@@ -984,18 +996,16 @@ void Suite::AbortCheck() {
       absl::Status status = (*w)->Wait(options_.op_timeout_ms);
       return aborted(status, "an operation after abort");
     };
-    Record(absl::StrCat("abort: later ", dist_collective_name(later), " fails with ABORTED"),
-           dist_dtype_name(dtype), "-", "16", run());
+    Record(later_row, dist_dtype_name(dtype), "-", "16", run());
   }
   Sync();
   const absl::Time start = absl::Now();
   dup->reset();
   const absl::Duration took = absl::Now() - start;
-  Record("abort: comm_destroy of an aborted communicator returns", "-", "-", "-",
+  Record(destroy_row, "-", "-", "-",
          took < absl::Milliseconds(options_.op_timeout_ms + kWaitSlackMs)
              ? absl::OkStatus()
              : absl::DeadlineExceededError(absl::StrCat("took ", absl::FormatDuration(took))));
-  (void)check;
 }
 
 void Suite::Sync() {
@@ -1024,7 +1034,8 @@ void Suite::MismatchedCounts() {
   absl::StatusOr<std::unique_ptr<Comm>> dup =
       comm_.Duplicate("mismatch", options_.op_timeout_ms);
   if (!dup.ok()) {
-    Record("mismatched counts: create a second communicator", "-", "-", "-", dup.status());
+    Record("mismatched counts between ranks: no crash, no hang", "-", "sum", "8/16",
+           Prefix(dup.status(), "creating the communicator for the check"));
     return;
   }
   const dist_dtype_t dtype = PreferredDtype();
