@@ -259,6 +259,27 @@ TEST(ShmFailures, MismatchedCollectivesFailOnEveryRankAndTheCommunicatorRecovers
                         DIST_INVALID_ARGUMENT, "ranks disagree"));
     RANK_OK(rank, RunOp(Plugin()->all_reduce, comm, AllReduceArgs(data, 4)));
     RANK_CHECK(rank, data[0] == 2 && data[3] == 2);
+    // After an empty op against a full one, and after a barrier against an
+    // all_reduce, small and chunked all_reduces are still right.
+    auto still_right = [&]() {
+      for (int round = 0; round < 3; ++round) {
+        // Values change every round, so reading a stale half would show.
+        std::vector<float> big(300000, static_cast<float>((rank + 1) * (round + 1)));
+        RANK_OK(rank, RunOp(Plugin()->all_reduce, comm, AllReduceArgs(big.data(), big.size())));
+        for (float v : big) RANK_CHECK(rank, v == 3 * (round + 1));
+        float small[3] = {1.0f + round, 2, 3};
+        RANK_OK(rank, RunOp(Plugin()->all_reduce, comm, AllReduceArgs(small, 3)));
+        RANK_CHECK(rank, small[0] == 2 * (1 + round) && small[2] == 6);
+      }
+    };
+    RANK_CHECK(rank, Is(rank, RunOp(Plugin()->all_reduce, comm, AllReduceArgs(data, rank * 4)),
+                        DIST_INVALID_ARGUMENT, "ranks disagree"));
+    still_right();
+    RANK_CHECK(rank, Is(rank,
+                        rank == 0 ? RunOp(Plugin()->barrier, comm, Args())
+                                  : RunOp(Plugin()->all_reduce, comm, AllReduceArgs(data, 4)),
+                        DIST_INVALID_ARGUMENT, "ranks disagree"));
+    still_right();
     Plugin()->comm_destroy(comm);
     return 0;
   });

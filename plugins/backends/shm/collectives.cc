@@ -109,6 +109,14 @@ absl::Status Collectives::Step(const OpContext& c) {
   return status;
 }
 
+absl::Status Collectives::EmptyStep(const OpContext& c) {
+  // Every collective uses one unit before its first barrier, data or not:
+  // after a mismatch (found at that barrier) all ranks still agree on the
+  // double-buffer parity.
+  NextBuffer();
+  return Step(c);
+}
+
 void Collectives::ReduceSlots(int buffer, uint64_t offset, uint64_t len, dist_dtype_t dtype,
                               dist_reduce_op_t op, void* dest) {
   if (len == 0) return;
@@ -159,7 +167,7 @@ absl::Status Collectives::Run(dist_collective_t collective, const dist_op_args_t
       return AllToAll(a, c);
     case DIST_COLL_BARRIER:
       Begin(collective, a, DIST_INT8, 0);
-      return Step(c);
+      return EmptyStep(c);
     default:
       return absl::InternalError(absl::StrCat("shm: ", dist_collective_name(collective),
                                               " is not a collective"));
@@ -173,7 +181,7 @@ absl::Status Collectives::AllReduce(const dist_op_args_t& a, int reader, const O
   const size_t element = dist_dtype_size(dtype);
   const bool reads = reader < 0 || reader == rank_;
   Begin(reader < 0 ? DIST_COLL_ALL_REDUCE : DIST_COLL_REDUCE, a, dtype, n);
-  if (n == 0) return Step(c);
+  if (n == 0) return EmptyStep(c);
   const char* send = Bytes(a.send.data);
   char* recv = reads ? Bytes(a.recv.data) : nullptr;
   const uint64_t bytes = n * element;
@@ -218,7 +226,7 @@ absl::Status Collectives::Broadcast(const dist_op_args_t& a, const OpContext& c)
   const uint64_t n = a.recv.count;
   const size_t element = dist_dtype_size(a.recv.dtype);
   Begin(DIST_COLL_BROADCAST, a, a.recv.dtype, n);
-  if (n == 0) return Step(c);
+  if (n == 0) return EmptyStep(c);
   const bool root = a.root == rank_;
   char* recv = Bytes(a.recv.data);
   const char* source = root && a.send.data != nullptr ? Bytes(a.send.data) : recv;
@@ -240,7 +248,7 @@ absl::Status Collectives::AllGather(const dist_op_args_t& a, int reader, const O
   const uint64_t n = a.send.count;
   const size_t element = dist_dtype_size(a.send.dtype);
   Begin(reader < 0 ? DIST_COLL_ALL_GATHER : DIST_COLL_GATHER, a, a.send.dtype, n);
-  if (n == 0) return Step(c);
+  if (n == 0) return EmptyStep(c);
   const bool reads = reader < 0 || reader == rank_;
   const char* send = Bytes(a.send.data);
   char* recv = reads ? Bytes(a.recv.data) : nullptr;
@@ -264,7 +272,7 @@ absl::Status Collectives::Scatter(const dist_op_args_t& a, const OpContext& c) {
   const uint64_t n = a.recv.count;
   const size_t element = dist_dtype_size(a.recv.dtype);
   Begin(DIST_COLL_SCATTER, a, a.recv.dtype, n);
-  if (n == 0) return Step(c);
+  if (n == 0) return EmptyStep(c);
   const bool root = a.root == rank_;
   const char* send = root ? Bytes(a.send.data) : nullptr;
   char* recv = Bytes(a.recv.data);
@@ -288,7 +296,7 @@ absl::Status Collectives::ReduceScatter(const dist_op_args_t& a, const OpContext
   const dist_dtype_t dtype = a.recv.dtype;
   const size_t element = dist_dtype_size(dtype);
   Begin(DIST_COLL_REDUCE_SCATTER, a, dtype, n);
-  if (n == 0) return Step(c);
+  if (n == 0) return EmptyStep(c);
   const char* send = Bytes(a.send.data);
   char* recv = Bytes(a.recv.data);
   // Each slot holds this chunk of every block: [block 0 | block 1 | ...].
@@ -311,7 +319,7 @@ absl::Status Collectives::AllToAll(const dist_op_args_t& a, const OpContext& c) 
   const uint64_t n = a.send.count / world_;
   const size_t element = dist_dtype_size(a.send.dtype);
   Begin(DIST_COLL_ALL_TO_ALL, a, a.send.dtype, n);
-  if (n == 0) return Step(c);
+  if (n == 0) return EmptyStep(c);
   const char* send = Bytes(a.send.data);
   char* recv = Bytes(a.recv.data);
   const uint64_t chunk = segment_->slot_bytes() / (element * world_);

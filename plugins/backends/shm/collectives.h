@@ -44,6 +44,8 @@ class Collectives {
              uint64_t count);
   // One barrier across all ranks.
   absl::Status Step(const OpContext& c);
+  // The first (and only) barrier of an operation without data.
+  absl::Status EmptyStep(const OpContext& c);
   absl::Status CompareSignatures() const;
   int NextBuffer() { return static_cast<int>(units_++ & 1u); }
 
