@@ -931,6 +931,7 @@ void Suite::AbortCheck() {
     // The same rows and the same synchronizations as below, so that the
     // ranks stay in step.
     const absl::Status why = Prefix(dup.status(), "creating the communicator to abort");
+    Sync();
     if (with_pending) {
       Record(pending_row, "-", "-", "-", why);
       Sync();
@@ -941,6 +942,9 @@ void Suite::AbortCheck() {
     return;
   }
   Comm& c = **dup;
+  // Every rank has finished creating it before anyone aborts it (a rank
+  // still connecting would see its peer hang up instead).
+  Sync();
   const dist_dtype_t dtype = PreferredDtype();
   const size_t es = dist_dtype_size(dtype);
   std::vector<unsigned char> host(64 * 8 * (world + 1));
@@ -1034,10 +1038,12 @@ void Suite::MismatchedCounts() {
   absl::StatusOr<std::unique_ptr<Comm>> dup =
       comm_.Duplicate("mismatch", options_.op_timeout_ms);
   if (!dup.ok()) {
+    Sync();
     Record("mismatched counts between ranks: no crash, no hang", "-", "sum", "8/16",
            Prefix(dup.status(), "creating the communicator for the check"));
     return;
   }
+  Sync();  // every rank finished creating it
   const dist_dtype_t dtype = PreferredDtype();
   const size_t es = dist_dtype_size(dtype);
   std::string outcome;
