@@ -7,9 +7,10 @@
 namespace dist::gloo_backend {
 namespace {
 
-// Below this size bcube (log2(W) rounds of exchanges) beats ring
-// (2*(W-1) rounds) on more than two ranks; see README.md.
-constexpr size_t kBcubeBelowBytes = 64 * 1024;
+// On more than two ranks, bcube (log2(W) exchange steps) beat ring
+// (2*(W-1) steps) up to 2 MiB in our measurements (0.41-0.87x the time)
+// and lost at 16 MiB (1.34x); see README.md, "Algorithm choice".
+constexpr size_t kBcubeBelowBytes = 4 * 1024 * 1024;
 
 }  // namespace
 

@@ -77,7 +77,7 @@ absl::StatusOr<std::optional<int>> ReadIntVariable(const std::string& url,
 absl::StatusOr<RankInfo> ResolveRanks(const Url& url, const Query& query,
                                       const dist_rendezvous_hints_t* hints) {
   RankInfo info;
-  // Hints first.
+  // Hints first; a negative rank or a world size below 1 means unknown.
   if (hints != nullptr) {
     if (hints->rank >= 0) {
       info.rank = hints->rank;
@@ -86,11 +86,6 @@ absl::StatusOr<RankInfo> ResolveRanks(const Url& url, const Query& query,
     if (hints->world_size > 0) {
       info.world_size = hints->world_size;
       info.world_size_source = "the caller's hints";
-    }
-    if (hints->world_size == 0 || hints->world_size < -1 || hints->rank < -1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          url.text, ": invalid hints rank=", hints->rank, " world_size=", hints->world_size,
-          "; pass -1 for unknown, a rank >= 0 and a world size >= 1"));
     }
   }
   // Then the URL.

@@ -38,6 +38,8 @@ ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest message");
 ABSL_FLAG(int, rounds, 7, "interleaved rounds per size (median reported)");
 ABSL_FLAG(std::string, algorithm, "ring", "Gloo allreduce algorithm for both sides: ring or bcube");
 ABSL_FLAG(bool, handoff, false, "also measure the plugin with gloo.inline_wait=0 (worker hand-off on every call)");
+ABSL_FLAG(bool, compare_algorithms, false,
+          "instead: raw Gloo ring vs raw Gloo bcube, interleaved (for the plugin's size threshold)");
 ABSL_FLAG(std::string, plugin, "", "path of libdist-backend-gloo.so (default: from runfiles)");
 
 namespace {
@@ -162,6 +164,38 @@ int RunRank(int rank, int world, const std::string& dir, const dist_backend_plug
     return std::chrono::duration<double>(Clock::now() - start).count() / iters;
   };
 
+  if (absl::GetFlag(FLAGS_compare_algorithms)) {
+    if (rank == 0) {
+      std::printf("# raw Gloo all_reduce float32 sum, %d ranks over loopback: ring vs bcube, median of %d rounds\n",
+                  world, absl::GetFlag(FLAGS_rounds));
+      std::printf("%10s %7s %12s %12s %10s\n", "bytes", "iters", "ring_us", "bcube_us", "bcube/ring");
+    }
+    for (size_t bytes = static_cast<size_t>(absl::GetFlag(FLAGS_min_bytes)); bytes <= max_bytes; bytes *= 4) {
+      const size_t n = std::max<size_t>(bytes / sizeof(float), 1);
+      const int iters = Iterations(bytes);
+      auto call = [&](bool use_bcube) {
+        gloo::AllreduceOptions opts(raw);
+        opts.setInput(in.data(), n);
+        opts.setOutput(out.data(), n);
+        opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+        opts.setAlgorithm(use_bcube ? gloo::AllreduceOptions::Algorithm::BCUBE
+                                    : gloo::AllreduceOptions::Algorithm::RING);
+        gloo::allreduce(opts);
+      };
+      std::vector<double> ring_t, bcube_t;
+      for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
+        ring_t.push_back(timed(iters, [&] { call(false); }));
+        bcube_t.push_back(timed(iters, [&] { call(true); }));
+      }
+      if (rank == 0) {
+        const double r = Median(ring_t), b = Median(bcube_t);
+        std::printf("%10zu %7d %12.2f %12.2f %10.3f\n", n * sizeof(float), iters, r * 1e6, b * 1e6, b / r);
+        std::fflush(stdout);
+      }
+    }
+    plugin->comm_destroy(comm);
+    return 0;
+  }
   if (rank == 0) {
     std::printf("# all_reduce float32 sum, %d ranks over loopback, algorithm %s, median of %d interleaved rounds\n",
                 world, bcube ? "bcube" : "ring", absl::GetFlag(FLAGS_rounds));
