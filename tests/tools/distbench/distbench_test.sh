@@ -108,7 +108,17 @@ rc=$?
 [ $rc = 0 ] && png_ok "$TMP/run.png" && pass "--plot on a run writes a PNG" ||
   { fail "--plot on a run (rc $rc)"; cat "$TMP/plotrun.err"; }
 
-# ---- 4. bad flags: non-zero exit and exactly one line on stderr ----------
+# ---- 4. --help lists distbench's flags with the usage line
+run --help >"$TMP/help.out" 2>&1
+if grep -q 'collective benchmarks for dist backends' "$TMP/help.out" &&
+   grep -q -- '--iters' "$TMP/help.out" && grep -q -- '--baseline' "$TMP/help.out" &&
+   grep -q -- '--plot_inputs' "$TMP/help.out"; then
+  pass "--help lists the flags"
+else
+  fail "--help"; cat "$TMP/help.out"
+fi
+
+# ---- 4b. bad flags: non-zero exit and exactly one line on stderr ----------
 one_line_error() {
   local expect="$1"; shift
   run "$@" >"$TMP/bad.out" 2>"$TMP/bad.err"
