@@ -2,6 +2,7 @@
 // through the C ABI (dist_store_t) that the core and backends use. Each
 // test uses two independent handles (two TCP clients; two opens of the
 // file) so that every write is observed through the other one.
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -282,6 +283,45 @@ TEST_P(StoreTest, NullArgumentsAreErrorsNotCrashes) {
   error = a_->wait(a_->ctx, keys, 2, 10);
   EXPECT_EQ(dist_error_code(error), DIST_INVALID_ARGUMENT);
   dist_error_destroy(error);
+}
+
+TEST(FileStoreLog, TornRecordFromACrashedWriterIsCutOff) {
+  const std::string path = testing::TempPath("torn");
+  FileStoreOptions options;
+  options.path = path;
+  auto first = FileStore::Open(options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE((*first)->Set("before", "crash").ok());
+  {
+    // What a writer killed mid-append leaves: a length promising 100
+    // bytes, and only 3 of them.
+    std::ofstream file(path, std::ios::app | std::ios::binary);
+    file.write("\x64\x00\x00\x00\x02" "ab", 7);
+  }
+  auto second = FileStore::Open(options);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*second)->Get("before", absl::Seconds(1)).value(), "crash");
+  ASSERT_TRUE((*second)->Set("after", "recovered").ok());
+  EXPECT_EQ((*first)->Get("after", absl::Seconds(1)).value(), "recovered");
+  EXPECT_EQ((*first)->NumKeys().value(), 2);
+}
+
+TEST(FileStoreLog, CorruptRecordIsReportedNamingTheFile) {
+  const std::string path = testing::TempPath("corrupt");
+  FileStoreOptions options;
+  options.path = path;
+  auto store = FileStore::Open(options);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->Set("k", "v").ok());
+  {
+    std::ofstream file(path, std::ios::app | std::ios::binary);
+    file.write("\x02\x00\x00\x00\x63\x63", 6);  // a complete record of unknown type
+  }
+  auto other = FileStore::Open(options);
+  ASSERT_TRUE(other.ok());
+  absl::StatusOr<int64_t> count = (*other)->NumKeys();
+  EXPECT_EQ(count.status().code(), absl::StatusCode::kDataLoss) << count.status();
+  EXPECT_TRUE(absl::StrContains(count.status().message(), path)) << count.status();
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, StoreTest, ::testing::Values("tcp", "file"),

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -291,6 +292,46 @@ TEST(TcpStoreFaults, ServerGoneIsUnavailableNamingTheAddressNotAHang) {
   EXPECT_EQ(set.code(), absl::StatusCode::kUnavailable) << set;
   EXPECT_TRUE(absl::StrContains(set.message(), "is gone")) << set;
   EXPECT_LT(absl::Now() - again, absl::Seconds(5));
+}
+
+TEST(TcpStoreFaults, ClientEnforcesItsDeadlineWhenTheServerNeverAnswers) {
+  // A "server" that completes the handshake and then says nothing more.
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  socklen_t length = sizeof(address);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  listen(listener, 4);
+  std::atomic<bool> stop{false};
+  std::thread mute([&] {
+    const int fd = accept(listener, nullptr, nullptr);
+    char hello[64];
+    (void)recv(fd, hello, sizeof(hello), 0);
+    protocol::Writer reply;
+    reply.U32(protocol::kMagic);
+    reply.U16(protocol::kVersion);
+    reply.U8(0);
+    reply.Str("");
+    const std::string frame = std::move(reply).Finish();
+    (void)send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
+    while (!stop) absl::SleepFor(absl::Milliseconds(20));
+    close(fd);
+  });
+  auto client = Client(ntohs(address.sin_port), "", absl::Seconds(1));
+  ASSERT_TRUE(client.ok()) << client.status();
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::string> got = (*client)->Get("k", absl::Milliseconds(300));
+  const absl::Duration elapsed = absl::Now() - start;
+  stop = true;
+  mute.join();
+  close(listener);
+  ASSERT_EQ(got.status().code(), absl::StatusCode::kDeadlineExceeded) << got.status();
+  EXPECT_TRUE(absl::StrContains(got.status().message(), "no answer from the store server"))
+      << got.status();
+  // The request's 300 ms plus the client's 2 s grace, not forever.
+  EXPECT_LT(elapsed, absl::Seconds(4));
 }
 
 TEST(TcpStoreFaults, IPv6LoopbackAndHostNames) {

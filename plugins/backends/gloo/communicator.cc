@@ -221,7 +221,7 @@ void Communicator::Execute(Task task) {
     task.work->Complete(absl::OkStatus());  // nothing to move, on every rank alike
     return;
   }
-  const OpEnv env{context_, GlooTimeout(op), &policy_};
+  const OpEnv env{context_, GlooTimeout(op), &policy_, MatchTag(op, size_)};
   // Some of Gloo 0.5's algorithms wait with the transport's timeout instead
   // of the one in their options; operations run one at a time, so setting
   // it per operation is safe.

@@ -31,7 +31,7 @@ absl::Status RunBroadcast(const Op& op, const OpEnv& env) {
   }
   opts.setOutput<char>(static_cast<char*>(a.recv.data), bytes);
   opts.setRoot(a.root);
-  opts.setTag(0);
+  opts.setTag(env.tag);
   opts.setTimeout(env.timeout);
   gloo::broadcast(opts);
   return absl::OkStatus();
@@ -56,7 +56,7 @@ absl::Status RunAllGather(const Op& op, const OpEnv& env) {
     opts.setInput<char>(static_cast<char*>(const_cast<void*>(in)), block);
   }
   opts.setOutput<char>(out, block * w);
-  opts.setTag(0);
+  opts.setTag(env.tag);
   opts.setTimeout(env.timeout);
   gloo::allgather(opts);
   return absl::OkStatus();
@@ -80,7 +80,7 @@ absl::Status RunGather(const Op& op, const OpEnv& env) {
   opts.setInput<char>(static_cast<char*>(const_cast<void*>(in)), block);
   if (root) opts.setOutput<char>(static_cast<char*>(a.recv.data), block * w);
   opts.setRoot(a.root);
-  opts.setTag(0);
+  opts.setTag(env.tag);
   opts.setTimeout(env.timeout);
   gloo::gather(opts);
   return absl::OkStatus();
@@ -105,7 +105,7 @@ absl::Status RunScatter(const Op& op, const OpEnv& env) {
   }
   opts.setOutput<char>(static_cast<char*>(a.recv.data), block);
   opts.setRoot(a.root);
-  opts.setTag(0);
+  opts.setTag(env.tag);
   opts.setTimeout(env.timeout);
   gloo::scatter(opts);
   return absl::OkStatus();
@@ -123,7 +123,7 @@ absl::Status RunAllToAll(const Op& op, const OpEnv& env) {
   gloo::AlltoallOptions opts(env.context);
   opts.setInput<char>(static_cast<char*>(const_cast<void*>(in)), bytes);
   opts.setOutput<char>(static_cast<char*>(a.recv.data), bytes);
-  opts.setTag(0);
+  opts.setTag(env.tag);
   opts.setTimeout(env.timeout);
   gloo::alltoall(opts);
   return absl::OkStatus();
@@ -131,7 +131,7 @@ absl::Status RunAllToAll(const Op& op, const OpEnv& env) {
 
 absl::Status RunBarrier(const Op& op, const OpEnv& env) {
   gloo::BarrierOptions opts(env.context);
-  opts.setTag(0);
+  opts.setTag(env.tag);
   opts.setTimeout(env.timeout);
   gloo::barrier(opts);
   return absl::OkStatus();

@@ -79,7 +79,10 @@ std::string CompareNotes(const StoreView& store, int rank, int size, const GlooF
       absl::StatusOr<bool> present = store.Check({FailedKey(r)});
       if (present.ok() && !*present) missing.push_back(r);
     }
-    if (!missing.empty()) {
+    if (missing.empty()) {
+      absl::StrAppend(&notes, "; every rank timed out: check that all ranks issue the same operations in the same "
+                              "order with the same count, dtype, op and root");
+    } else {
       const std::string list = absl::StrJoin(missing, ",");
       (void)store.Set(kUnresponsiveKey, list);
       absl::StrAppend(&notes, "; ranks that reported no failure within ", absl::FormatDuration(grace), ": ",

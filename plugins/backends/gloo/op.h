@@ -27,7 +27,15 @@ struct OpEnv {
   std::shared_ptr<gloo::Context> context;
   std::chrono::milliseconds timeout;  // Gloo's timeout for this operation
   const AlgorithmPolicy* algorithms;
+  uint32_t tag;  // Gloo tag; see MatchTag
 };
+
+// A Gloo tag derived from what must agree between ranks (kind, count,
+// dtype, op, root). Gloo's TCP transport sends data only once the receiver
+// has posted a receive on the same slot, so ranks that disagree wait on
+// different slots and time out with an error, instead of Gloo's I/O thread
+// aborting the process on a message larger than the posted receive.
+uint32_t MatchTag(const Op& op, int size);
 
 // A send or recv posted to Gloo that completes later (see P2pCompleter).
 struct PostedP2p {

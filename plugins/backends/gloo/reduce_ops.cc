@@ -26,7 +26,7 @@ void GlooAllReduce(const OpEnv& env, const void* in, void* out, size_t n, dist_d
   });
   opts.setReduceFunction(ReductionFor(dtype, op));
   opts.setAlgorithm(env.algorithms->ForAllReduce(Bytes(dtype, n), env.context->size));
-  opts.setTag(0);
+  opts.setTag(env.tag);
   opts.setTimeout(env.timeout);
   gloo::allreduce(opts);
 }
@@ -42,7 +42,7 @@ void GlooReduce(const OpEnv& env, const void* in, void* out, size_t n, dist_dtyp
   });
   opts.setReduceFunction(ReductionFor(dtype, op));
   opts.setRoot(root);
-  opts.setTag(0);
+  opts.setTag(env.tag);
   opts.setTimeout(env.timeout);
   gloo::reduce(opts);
 }

@@ -68,6 +68,27 @@ uint64_t OpCount(dist_collective_t kind, const dist_op_args_t& a, int size) {
   }
 }
 
+uint32_t MatchTag(const Op& op, int size) {
+  const dist_op_args_t& a = op.args;
+  const bool uses_recv_dtype = op.kind == DIST_COLL_BROADCAST || op.kind == DIST_COLL_SCATTER ||
+                               op.kind == DIST_COLL_RECV;
+  const uint64_t fields[] = {
+      static_cast<uint64_t>(op.kind),
+      OpCount(op.kind, a, size),
+      static_cast<uint64_t>(uses_recv_dtype ? a.recv.dtype : a.send.dtype),
+      static_cast<uint64_t>(Reduces(op.kind) ? a.op : 0),
+      static_cast<uint64_t>(Rooted(op.kind) ? a.root : 0),
+  };
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a
+  for (uint64_t field : fields) {
+    for (int byte = 0; byte < 8; ++byte) {
+      hash ^= (field >> (8 * byte)) & 0xff;
+      hash *= 0x100000001b3ull;
+    }
+  }
+  return static_cast<uint32_t>(hash ^ (hash >> 32)) & 0x7fffffffu;
+}
+
 absl::Status ValidateOp(dist_collective_t kind, const dist_op_args_t& a, int rank, int size) {
   const char* op = dist_collective_name(kind);
   if (Reduces(kind)) {
