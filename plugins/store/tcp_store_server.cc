@@ -29,6 +29,7 @@ struct Client {
   uv_tcp_t handle;
   std::string peer;
   std::string input;  // bytes received and not yet handled
+  uint64_t accepted_ms = 0;  // loop time of accept, for the hello deadline
   bool authenticated = false;
   bool closing = false;
   bool close_after_write = false;
@@ -81,6 +82,7 @@ class TcpStoreServer::Loop {
   static void OnClientClosed(uv_handle_t* handle);
   static void OnWaiterTimeout(uv_timer_t* timer);
   static void OnStop(uv_async_t* async);
+  static void OnSweep(uv_timer_t* timer);
 
   void Log(const std::string& line) {
     if (options_.log) options_.log(line);
@@ -104,6 +106,7 @@ class TcpStoreServer::Loop {
   uv_loop_t loop_;
   uv_tcp_t listener_;
   uv_async_t stop_async_;
+  uv_timer_t sweep_timer_;  // drops connections that never said hello
   bool listener_open_ = false;
   KvTable table_;
   absl::flat_hash_map<std::string, std::vector<Waiter*>> waiting_;
@@ -172,6 +175,10 @@ absl::Status TcpStoreServer::Loop::Listen() {
                       ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
                       : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   uv_async_init(&loop_, &stop_async_, &Loop::OnStop);
+  uv_timer_init(&loop_, &sweep_timer_);
+  const uint64_t sweep_ms = static_cast<uint64_t>(std::clamp<int64_t>(
+      absl::ToInt64Milliseconds(options_.hello_timeout) / 4, 10, 1000));
+  uv_timer_start(&sweep_timer_, &Loop::OnSweep, sweep_ms, sweep_ms);
   return absl::OkStatus();
 }
 
@@ -193,6 +200,24 @@ void TcpStoreServer::Loop::OnStop(uv_async_t* async) {
   for (Client* client : clients) self->Close(client);
   uv_close(reinterpret_cast<uv_handle_t*>(&self->listener_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&self->stop_async_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&self->sweep_timer_), nullptr);
+}
+
+void TcpStoreServer::Loop::OnSweep(uv_timer_t* timer) {
+  Loop* self = From(reinterpret_cast<uv_handle_t*>(timer));
+  const uint64_t now = uv_now(&self->loop_);
+  const uint64_t limit =
+      static_cast<uint64_t>(absl::ToInt64Milliseconds(self->options_.hello_timeout));
+  std::vector<Client*> silent;
+  for (Client* client : self->clients_) {
+    if (!client->authenticated && !client->closing && !client->close_after_write &&
+        now - client->accepted_ms > limit) {
+      silent.push_back(client);
+    }
+  }
+  for (Client* client : silent) {
+    self->Drop(client, absl::StrCat("no hello within ", limit, " ms"));
+  }
 }
 
 void TcpStoreServer::Loop::OnConnection(uv_stream_t* server, int status) {
@@ -209,6 +234,7 @@ void TcpStoreServer::Loop::OnConnection(uv_stream_t* server, int status) {
     return;
   }
   self->clients_.insert(client);
+  client->accepted_ms = uv_now(&self->loop_);
   uv_tcp_nodelay(&client->handle, 1);
   sockaddr_storage peer;
   int length = sizeof(peer);

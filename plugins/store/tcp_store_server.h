@@ -24,6 +24,9 @@ struct TcpStoreServerOptions {
   int port = 0;  // 0: the kernel picks one (read it back with port())
   // Shared secret; empty accepts every client.
   std::string token;
+  // A connection that has not completed the hello by then is dropped, so
+  // half-open or silent connections cannot pile up.
+  absl::Duration hello_timeout = absl::Seconds(10);
   // Receives one line per notable event (client dropped, refused token).
   std::function<void(const std::string&)> log;
 };

@@ -113,6 +113,24 @@ TEST(TcpStoreFaults, GarbageBeforeHandshakeIsDropped) {
   ExpectServerStillServes(server->port());
 }
 
+TEST(TcpStoreFaults, SilentConnectionIsDroppedAfterTheHelloTimeout) {
+  TcpStoreServerOptions options;
+  options.bind_host = "127.0.0.1";
+  options.hello_timeout = absl::Milliseconds(300);
+  auto server = TcpStoreServer::Start(options);
+  ASSERT_TRUE(server.ok());
+  auto client = Client((*server)->port());  // says hello at once: kept
+  ASSERT_TRUE(client.ok());
+  RawSocket raw((*server)->port());
+  raw.Send(std::string("\x05\x00", 2));  // half a header, then silence
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(raw.ClosedByServer(absl::Seconds(5)));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(200));
+  EXPECT_EQ((*server)->dropped_clients(), 1);
+  absl::SleepFor(absl::Milliseconds(400));
+  ASSERT_TRUE((*client)->Set("still", "here").ok());
+}
+
 TEST(TcpStoreFaults, BadMagicWithSmallFrameIsDropped) {
   auto server = StartServer();
   RawSocket raw(server->port());

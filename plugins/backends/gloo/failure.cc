@@ -52,8 +52,9 @@ GlooFailure ClassifyGlooError(const std::string& what, const std::vector<std::st
   }
   const std::string lower = absl::AsciiStrToLower(failure.what);
   failure.timed_out = absl::StrContains(lower, "timed out") || absl::StrContains(lower, "timeout");
-  failure.code = failure.peer < 0 && failure.timed_out ? absl::StatusCode::kDeadlineExceeded
-                                                       : absl::StatusCode::kUnavailable;
+  // UNAVAILABLE even for a timeout: work_wait answers DEADLINE_EXCEEDED
+  // for "still pending", and a finished operation must not look pending.
+  failure.code = absl::StatusCode::kUnavailable;
   return failure;
 }
 
