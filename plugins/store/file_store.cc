@@ -152,36 +152,26 @@ absl::Status FileStore::OpenAndJoin() {
 // The rule that tells a file left by a crashed earlier job from a live
 // rendezvous, checked when a rank joins (under the exclusive lock). A file
 // is refused as stale when
-//  (a) this rank already joined it: the earlier process has exited, or it
-//      is still running and two processes were given one rank, or it ran on
-//      another host and we cannot tell which of the two it is;
+//  (a) this rank already joined it from a process of this host that is no
+//      longer running;
 //  (b) it has leave records: its job already ended (the last rank would
 //      have removed it, so some rank of that job crashed);
 //  (c) every process that joined it ran on this host and none is running;
 //  (d) its rendezvous began longer ago than this rank's timeout and is
 //      still incomplete: that job's ranks have timed out by now.
-// A different world size in the header is not refused here: the core's
-// join check reports the disagreement to every rank.
+// Otherwise the rank joins. Two live processes on one rank (or one on
+// another host, where liveness cannot be checked) and world sizes that
+// disagree are then reported to every rank by the core's join check.
 std::string FileStore::StaleReason() const {
   const std::string origin = absl::StrCat(
       " (created ", FormatTime(header_.created_ms), " by ", header_.creator, ")");
   auto mine = joined_.find(options_.rank);
-  if (mine != joined_.end()) {
+  if (mine != joined_.end() && mine->second.host == LocalHost() &&
+      !ProcessAlive(mine->second.pid)) {
     const JoinInfo& other = mine->second;
-    const std::string who = absl::StrCat(other.host, ":", other.pid, " at ",
-                                         FormatTime(other.time_ms));
-    if (other.host == LocalHost()) {
-      return ProcessAlive(other.pid)
-                 ? absl::StrCat("rank ", options_.rank, " already joined it from ", who,
-                                ", which is still running: two processes were given rank ",
-                                options_.rank)
-                 : absl::StrCat("rank ", options_.rank, " already joined it from ", who,
-                                ", which is no longer running: it is left over from a "
-                                "crashed job");
-    }
-    return absl::StrCat("rank ", options_.rank, " already joined it from ", who,
-                        ": it is left over from an earlier job, or two processes were "
-                        "given rank ", options_.rank);
+    return absl::StrCat("rank ", options_.rank, " already joined it from ", other.host, ":",
+                        other.pid, " at ", FormatTime(other.time_ms),
+                        ", which is no longer running: it is left over from a crashed job");
   }
   if (!left_.empty()) {
     return absl::StrCat("ranks of an earlier job already left it", origin);

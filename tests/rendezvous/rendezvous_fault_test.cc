@@ -198,16 +198,6 @@ TEST(FileFaults, RendezvousOlderThanTheTimeoutIsStale) {
   EXPECT_TRUE(absl::StrContains(late.output, "only 1 of 3 ranks joined")) << late.output;
 }
 
-TEST(FileFaults, TwoLiveProcessesOnOneRankAreTold) {
-  const Job job = Job::Make("file", 2);
-  auto first = job.StartWorker(1, "hold", 60000);
-  ASSERT_TRUE(first->WaitForOutput("READY", absl::Seconds(20)));
-  const ProcessResult second = job.StartWorker(1, "exchange", 5000)->Wait(absl::Seconds(30));
-  EXPECT_EQ(second.exit_code, 1) << second.output;
-  EXPECT_TRUE(absl::StrContains(second.output, "still running: two processes were given rank 1"))
-      << second.output;
-}
-
 TEST(FileFaults, GarbageFileIsNotMistakenForAStore) {
   const std::string path = TempPath("garbage");
   std::ofstream(path) << "this is not a rendezvous file\n";

@@ -21,7 +21,7 @@
 #include "dist/backend_plugin.h"
 
 ABSL_FLAG(std::string, plugin, "", "libdist-backend-mpi.so (default: from runfiles)");
-ABSL_FLAG(int64_t, min_bytes, 8, "smallest message");
+ABSL_FLAG(int64_t, min_bytes, 8, "smallest message (of 8 B, 64 B, ..., 1 MiB, 4 MiB, 16 MiB, 64 MiB)");
 ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest message");
 ABSL_FLAG(int, rounds, 7, "alternating raw/plugin rounds per size; the median is reported");
 ABSL_FLAG(bool, progress_thread, true, "plugin option mpi.progress_thread");
@@ -139,8 +139,14 @@ int main(int argc, char** argv) {
                 "plugin_us", "raw_GB/s", "nb_GB/s", "plug_GB/s", "ratio", "best", "vs_nb",
                 "added_us");
   }
-  for (size_t bytes = static_cast<size_t>(absl::GetFlag(FLAGS_min_bytes)); bytes <= max_bytes;
-       bytes *= 8) {
+  std::vector<size_t> sizes;
+  for (size_t bytes : {8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20,
+                       64 << 20}) {
+    if (bytes >= static_cast<size_t>(absl::GetFlag(FLAGS_min_bytes)) && bytes <= max_bytes) {
+      sizes.push_back(bytes);
+    }
+  }
+  for (size_t bytes : sizes) {
     const int count = static_cast<int>(bytes / sizeof(float) ? bytes / sizeof(float) : 1);
     const size_t real_bytes = count * sizeof(float);
     auto raw = [&] {
