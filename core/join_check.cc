@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "dist/cpp/status.hpp"
 #include "dist/cpp/store.hpp"
 
 namespace dist {
@@ -74,12 +75,12 @@ absl::Status RunJoinCheck(const dist_store_t* raw_store, int rank, int world_siz
         "rendezvous ", url, ": rank ", rank, " claimed by two processes (", *owner, " and ", me,
         "); give every process a unique RANK")));
   }
+  // The last rank to arrive announces completion, so that every rank waits
+  // on one key: the work stays linear in the world size.
+  const std::string complete_key = absl::StrCat(kPrefix, "complete");
   absl::StatusOr<int64_t> arrived = store.Add(absl::StrCat(kPrefix, "arrived"), 1);
   if (!arrived.ok()) return arrived.status();
-
-  std::vector<std::string> keys;
-  keys.reserve(world_size);
-  for (int r = 0; r < world_size; ++r) keys.push_back(RankKey(r));
+  if (*arrived == world_size) DIST_RETURN_IF_ERROR(store.Set(complete_key, "1"));
 
   // Wait in slices so that a conflict reported by another rank ends the
   // wait at once.
@@ -87,8 +88,8 @@ absl::Status RunJoinCheck(const dist_store_t* raw_store, int rank, int world_siz
   while (true) {
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) break;
-    absl::Status waited = store.Wait(keys, std::min(left, slice));
-    if (waited.ok()) break;
+    absl::Status waited = store.Wait({complete_key}, std::min(left, slice));
+    if (waited.ok()) return absl::OkStatus();
     if (waited.code() != absl::StatusCode::kDeadlineExceeded) {
       return absl::Status(waited.code(),
                           absl::StrCat("rendezvous ", url, ": ", waited.message()));
@@ -107,7 +108,7 @@ absl::Status RunJoinCheck(const dist_store_t* raw_store, int rank, int world_siz
   }
   std::vector<int> missing;
   for (int r = 0; r < world_size; ++r) {
-    absl::StatusOr<bool> present = store.Check({keys[r]});
+    absl::StatusOr<bool> present = store.Check({RankKey(r)});
     if (!present.ok()) return present.status();
     if (!*present) missing.push_back(r);
   }
