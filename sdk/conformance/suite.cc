@@ -947,7 +947,6 @@ void Suite::AbortCheck() {
   Sync();
   const dist_dtype_t dtype = PreferredDtype();
   const size_t es = dist_dtype_size(dtype);
-  std::vector<unsigned char> host(64 * 8 * (world + 1));
   auto aborted = [&](const absl::Status& status, const std::string& what) -> absl::Status {
     if (status.code() != absl::StatusCode::kAborted) {
       return absl::InternalError(absl::StrCat(what, " returned ", status.ToString(),
