@@ -1,4 +1,4 @@
-#include "plugins/backends/shm/bootstrap.h"
+#include "bootstrap.h"
 
 #include <sys/random.h>
 #include <unistd.h>
@@ -11,11 +11,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "dist/cpp/status.hpp"
 #include "dist/cpp/store.hpp"
-#include "plugins/backends/shm/abort_state.h"
-#include "plugins/backends/shm/process_identity.h"
-#include "plugins/backends/shm/waiter.h"
+#include "abort_state.h"
+#include "process_identity.h"
+#include "waiter.h"
 
 namespace dist_shm {
 namespace {

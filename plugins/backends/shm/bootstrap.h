@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "dist/backend_plugin.h"
-#include "plugins/backends/shm/segment.h"
+#include "segment.h"
 
 namespace dist_shm {
 

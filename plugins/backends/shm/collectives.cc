@@ -1,4 +1,4 @@
-#include "plugins/backends/shm/collectives.h"
+#include "collectives.h"
 
 #include <algorithm>
 #include <cstring>

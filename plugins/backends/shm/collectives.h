@@ -17,8 +17,8 @@
 
 #include "absl/status/status.h"
 #include "dist/backend_plugin.h"
-#include "plugins/backends/shm/segment.h"
-#include "plugins/backends/shm/waiter.h"
+#include "segment.h"
+#include "waiter.h"
 
 namespace dist_shm {
 

@@ -1,13 +1,14 @@
-#include "plugins/backends/shm/communicator.h"
+#include "communicator.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "dist/cpp/reduce.hpp"
 #include "dist/cpp/status.hpp"
-#include "plugins/backends/shm/bootstrap.h"
-#include "plugins/backends/shm/validate.h"
+#include "bootstrap.h"
+#include "validate.h"
 
 namespace dist_shm {
 

@@ -14,12 +14,12 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "dist/backend_plugin.h"
-#include "plugins/backends/shm/abort_state.h"
-#include "plugins/backends/shm/collectives.h"
-#include "plugins/backends/shm/point_to_point.h"
-#include "plugins/backends/shm/segment.h"
-#include "plugins/backends/shm/waiter.h"
-#include "plugins/backends/shm/work.h"
+#include "abort_state.h"
+#include "collectives.h"
+#include "point_to_point.h"
+#include "segment.h"
+#include "waiter.h"
+#include "work.h"
 
 namespace dist_shm {
 

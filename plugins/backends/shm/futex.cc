@@ -1,4 +1,4 @@
-#include "plugins/backends/shm/futex.h"
+#include "futex.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "dist/backend_plugin.h"
 #include "dist/cpp/status.hpp"
-#include "plugins/backends/shm/communicator.h"
+#include "communicator.h"
 
 struct dist_backend_comm {
   std::unique_ptr<dist_shm::Communicator> impl;

@@ -1,4 +1,4 @@
-#include "plugins/backends/shm/point_to_point.h"
+#include "point_to_point.h"
 
 #include <algorithm>
 #include <cstring>

@@ -20,9 +20,9 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "plugins/backends/shm/layout.h"
-#include "plugins/backends/shm/segment.h"
-#include "plugins/backends/shm/waiter.h"
+#include "layout.h"
+#include "segment.h"
+#include "waiter.h"
 
 namespace dist_shm {
 

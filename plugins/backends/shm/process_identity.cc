@@ -1,4 +1,4 @@
-#include "plugins/backends/shm/process_identity.h"
+#include "process_identity.h"
 
 #include <signal.h>
 #include <sys/stat.h>

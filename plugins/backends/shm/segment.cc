@@ -1,4 +1,4 @@
-#include "plugins/backends/shm/segment.h"
+#include "segment.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

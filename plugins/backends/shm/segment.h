@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "plugins/backends/shm/layout.h"
+#include "layout.h"
 
 namespace dist_shm {
 

@@ -1,4 +1,4 @@
-#include "plugins/backends/shm/validate.h"
+#include "validate.h"
 
 #include "absl/strings/str_cat.h"
 #include "dist/cpp/reduce.hpp"

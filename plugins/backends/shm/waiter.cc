@@ -1,4 +1,4 @@
-#include "plugins/backends/shm/waiter.h"
+#include "waiter.h"
 
 #include <immintrin.h>
 #include <sched.h>
@@ -7,9 +7,10 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/strings/str_join.h"
-#include "plugins/backends/shm/futex.h"
-#include "plugins/backends/shm/process_identity.h"
+#include "futex.h"
+#include "process_identity.h"
 
 namespace dist_shm {
 namespace {

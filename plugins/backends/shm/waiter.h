@@ -11,8 +11,8 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "plugins/backends/shm/abort_state.h"
-#include "plugins/backends/shm/segment.h"
+#include "abort_state.h"
+#include "segment.h"
 
 namespace dist_shm {
 
