@@ -41,6 +41,11 @@ Geometry ChooseGeometry(int32_t world, const Tuning& tuning) {
   return g;
 }
 
+// What is left of comm_create's time budget (every step shares one timeout).
+absl::Duration Remaining(absl::Time deadline) {
+  return std::max(deadline - absl::Now(), absl::Milliseconds(1));
+}
+
 std::string RandomName() {
   unsigned char bytes[12];
   if (getrandom(bytes, sizeof(bytes), 0) != static_cast<ssize_t>(sizeof(bytes))) {
@@ -73,9 +78,9 @@ absl::StatusOr<Keys> KeysFor(const dist::StoreView& store, int rank) {
 // Rank 0: every rank's host identity must equal ours.
 absl::Status CheckHosts(const dist::StoreView& store, const Keys& keys,
                         const dist_comm_config_t& config, const std::string& mine,
-                        absl::Duration timeout) {
+                        absl::Time deadline) {
   for (int r = 1; r < config.world_size; ++r) {
-    absl::StatusOr<std::string> theirs = store.Get(keys.Host(r), timeout);
+    absl::StatusOr<std::string> theirs = store.Get(keys.Host(r), Remaining(deadline));
     if (!theirs.ok()) {
       return absl::Status(theirs.status().code(),
                           absl::StrCat("shm: rank ", r, " did not publish its host: ",
@@ -149,8 +154,7 @@ absl::StatusOr<std::unique_ptr<Segment>> JoinSegment(const dist_comm_config_t& c
                                                      const Tuning& tuning,
                                                      const std::string& group) {
   const dist::StoreView store(config.store);
-  const absl::Duration timeout = absl::Milliseconds(config.timeout_ms);
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(config.timeout_ms);
   const std::string host = HostIdentity();
   absl::StatusOr<Keys> keys_or = KeysFor(store, config.rank);
   if (!keys_or.ok()) return keys_or.status();
@@ -160,7 +164,7 @@ absl::StatusOr<std::unique_ptr<Segment>> JoinSegment(const dist_comm_config_t& c
   std::unique_ptr<Segment> segment;
   std::string name;
   if (config.rank == 0) {
-    absl::Status hosts = CheckHosts(store, keys, config, host, timeout);
+    absl::Status hosts = CheckHosts(store, keys, config, host, deadline);
     if (!hosts.ok()) {
       // Tell the others why, instead of letting them time out.
       store.Set(keys.Segment(), absl::StrCat(kErrorPrefix, hosts.message())).IgnoreError();
@@ -181,7 +185,7 @@ absl::StatusOr<std::unique_ptr<Segment>> JoinSegment(const dist_comm_config_t& c
       return published;
     }
   } else {
-    absl::StatusOr<std::string> value = store.Get(keys.Segment(), timeout);
+    absl::StatusOr<std::string> value = store.Get(keys.Segment(), Remaining(deadline));
     if (!value.ok()) {
       return absl::Status(value.status().code(),
                           absl::StrCat("shm: rank 0 did not publish the segment name: ",
@@ -191,7 +195,7 @@ absl::StatusOr<std::unique_ptr<Segment>> JoinSegment(const dist_comm_config_t& c
       return absl::FailedPreconditionError(value->substr(strlen(kErrorPrefix)));
     }
     name = *value;
-    absl::StatusOr<std::string> host0 = store.Get(keys.Host(0), timeout);
+    absl::StatusOr<std::string> host0 = store.Get(keys.Host(0), Remaining(deadline));
     if (host0.ok() && *host0 != host) {
       return absl::FailedPreconditionError(absl::StrCat(
           "shm: the shm backend needs every rank on one host with a shared /dev/shm, "
