@@ -5,6 +5,7 @@
 set -u
 DISTBENCH="$1"
 CHECK="$2"  # results_check: JSON/CSV checks and a free port
+LIAR="$3"   # a backend whose float32 all_reduce is wrong in element 0
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 export DIST_TIMEOUT=30000
 failures=0
@@ -41,6 +42,19 @@ grep -q 'Out of bounds values : 0 OK' "$TMP/all.out" || fail "footer does not sa
 
 "$CHECK" all "$TMP/all.json" "$TMP/all.csv" "$nrows" && pass "CSV and JSON parse with the right rows" ||
   fail "CSV/JSON check"
+
+# ---- 1b. --check catches a wrong backend ----------------------------------
+run -n 1 --backend "$(cd "$(dirname "$LIAR")" && pwd)/$(basename "$LIAR")" -b 8 -e 64 -w 0 \
+    --iters 1 --rounds 1 --check --progress=false >"$TMP/liar.out" 2>"$TMP/liar.err"
+rc=$?
+cat "$TMP/liar.out"
+wrong_rows=$(rows "$TMP/liar.out" | awk '$9 == "1"' | wc -l)
+if [ $rc = 1 ] && [ "$wrong_rows" = 4 ] && grep -q 'Out of bounds values : 4 FAILED' "$TMP/liar.out" &&
+   grep -q 'wrong results' "$TMP/liar.err"; then
+  pass "--check on a lying backend: #wrong 1 per size, footer 4 FAILED, exit 1"
+else
+  fail "--check on a lying backend: rc $rc, $wrong_rows rows with #wrong 1"; cat "$TMP/liar.err"
+fi
 
 # ---- 2. --baseline: raw Gloo side by side ---------------------------------
 run -n 2 --backend gloo --op all_reduce,all_gather -b 1K -e 16K -w 1 --iters 2 --rounds 2 --check \
