@@ -79,6 +79,33 @@ TEST(ShmFailures, KilledPeerGivesUnavailableNamingItAndLeavesNoSegment) {
   EXPECT_TRUE(SegmentsOf(leader).empty());
 }
 
+TEST(ShmFailures, PeerKilledInTheMiddleOfAChunkedAllReduce) {
+  const std::string store = TempDir("killed-mid") + "/store";
+  auto results = RunRanks(3, absl::Seconds(60), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, 3);
+    dist_backend_comm_t* comm = nullptr;
+    CommOptions options;
+    options.timeout_ms = 30000;
+    options.options = {{"shm.slot_bytes", "65536"}};  // 1024 chunks of 64 KiB
+    RANK_OK(rank, CreateComm(s, rank, 3, options, &comm));
+    RANK_OK(rank, RunOp(Plugin()->barrier, comm, Args()));
+    std::vector<float> data(16u << 20, 1.0f);  // 64 MiB
+    dist_op_args_t a = AllReduceArgs(data.data(), data.size());
+    dist_backend_work_t* work = nullptr;
+    RANK_OK(rank, Plugin()->all_reduce(comm, &a, &work));
+    if (rank == 2) {
+      absl::SleepFor(absl::Milliseconds(5));
+      raise(SIGKILL);
+    }
+    RANK_CHECK(rank, Is(rank, Plugin()->work_wait(work, 30000), DIST_UNAVAILABLE, "rank 2 (pid"));
+    Plugin()->work_destroy(work);
+    Plugin()->comm_destroy(comm);
+    return 0;
+  });
+  EXPECT_TRUE(results[0].ok()) << results[0].Describe();
+  EXPECT_TRUE(results[1].ok()) << results[1].Describe();
+}
+
 TEST(ShmFailures, KilledSenderFailsThePendingRecv) {
   const std::string store = TempDir("killed-p2p") + "/store";
   auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
