@@ -26,6 +26,7 @@ def dist_conformance_test(
         extra_args = [],
         timeout_s = 110,
         tags = [],
+        size = "small",
         **kwargs):
     """One test per world size running dist_conformance on `plugin`.
 
@@ -39,7 +40,8 @@ def dist_conformance_test(
       extra_args: more dist_conformance flags.
       timeout_s: the kit kills every rank after this and fails.
       tags: test tags.
-      **kwargs: passed to each sh_test (size, timeout, ...).
+      size: test size; "small" (Bazel's 120 s) fits timeout_s = 110.
+      **kwargs: passed to each sh_test (timeout, ...).
     """
     if launcher not in ["local", "mpirun"]:
         fail("dist_conformance_test: launcher must be 'local' or 'mpirun', not '%s'" % launcher)
@@ -64,6 +66,7 @@ def dist_conformance_test(
                 plugin,
             ],
             tags = tags + (["mpi"] if launcher == "mpirun" else []),
+            size = size,
             **kwargs
         )
         tests.append(":" + test)
