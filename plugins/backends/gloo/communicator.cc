@@ -158,10 +158,10 @@ void Communicator::WorkerLoop() {
         if (inline_wait_ && absl::Now() - last_issue_ < kPollWindow) {
           // Busy phase: poll instead of being woken by every Enqueue. A
           // wake-up costs the issuing thread ~2.5 us (futex syscall plus
-          // contention), more than the rest of the call; a caller that waits
-          // right away runs the operation itself (TryRunInline), and an
-          // operation nobody waits for starts within kPollInterval.
-          // A caller that blocks without running the operation itself pokes.
+          // contention), more than the rest of the call. A caller that waits
+          // right away runs the operation itself (TryRunInline); one that
+          // blocks without doing so pokes (Poke); an operation nobody waits
+          // for starts within kPollInterval.
           auto poked = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || poked_; };
           worker_polling_ = true;
           mu_.AwaitWithTimeout(absl::Condition(&poked), kPollInterval);
