@@ -319,14 +319,14 @@ absl::StatusOr<std::unique_ptr<Comm>> CreateAbiComm(const LoadedPlugin& plugin,
   absl::StatusOr<StoreRef> store = PrefixedStore(*shared, "world");
   if (!store.ok()) return store.status();
   const std::string name = "conformance";
-  dist_comm_config_t config =
-      MakeConfig(result.rank, result.world_size, store->get(), rendezvous.timeout_ms, name);
+  dist_comm_config_t config = MakeConfig(result.rank, result.world_size, store->get(),
+                                         rendezvous.group_timeout_ms, name);
   config.local_rank = result.local_rank;
   config.local_world_size = result.local_world_size;
   dist_backend_comm_t* comm = nullptr;
   DIST_RETURN_IF_ERROR(TakeError(plugin.table->comm_create(&config, &comm)));
   return std::unique_ptr<Comm>(new AbiComm(shared, std::move(*store), comm, result.rank,
-                                           result.world_size, rendezvous.timeout_ms));
+                                           result.world_size, rendezvous.group_timeout_ms));
 }
 
 absl::StatusOr<std::unique_ptr<Comm>> CreateCoreComm(const std::string& plugin,
@@ -338,7 +338,8 @@ absl::StatusOr<std::unique_ptr<Comm>> CreateCoreComm(const std::string& plugin,
     options.rank = rendezvous.rank;
     options.world_size = rendezvous.world_size;
   }
-  options.timeout_ms = rendezvous.timeout_ms;
+  // One timeout for both: the rendezvous and every later operation.
+  options.timeout_ms = rendezvous.group_timeout_ms;
   options.group_name = "conformance";
   dist_process_group_t* group = nullptr;
   DIST_RETURN_IF_ERROR(TakeError(dist_init(&options, &group)));

@@ -71,7 +71,8 @@ struct Rendezvous {
   std::string url;
   int32_t rank = -1;
   int32_t world_size = -1;
-  int64_t timeout_ms = 60000;
+  int64_t timeout_ms = 60000;        // to meet
+  int64_t group_timeout_ms = 30000;  // the communicator's default afterwards
 };
 
 // Drives the plugin's table directly: dist_rendezvous for the store, then

@@ -45,7 +45,7 @@ ABSL_FLAG(uint64_t, quick_large_bytes, 64u << 10, "total bytes of the 'large' si
 ABSL_FLAG(bool, only_failures, false, "print only the failing rows of the table");
 ABSL_FLAG(std::vector<std::string>, skip_sections, {},
           "comma-separated sections not to run (reported as skipped): declared, matrix, p2p, "
-          "barrier, async, work, subgroups, errors, abort, mismatched");
+          "barrier, async, work, subgroups, errors, abort, mismatched, peer_death");
 // Internal: how the launcher starts each rank.
 ABSL_FLAG(bool, worker, false, "internal: run as one rank");
 ABSL_FLAG(std::string, url, "", "internal: the init method URL of the ranks");

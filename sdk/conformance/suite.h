@@ -34,7 +34,8 @@ struct SuiteOptions {
 };
 
 // The suite's sections, in the order they run: declared, matrix, p2p,
-// barrier, async, work, subgroups, errors, abort, mismatched.
+// barrier, async, work, subgroups, errors, abort, mismatched, peer_death
+// (last: its highest rank exits abruptly).
 const std::vector<std::string>& SectionNames();
 
 // One collective call of the matrix.
@@ -67,6 +68,7 @@ class Suite {
   void ErrorPaths();
   void AbortCheck();
   void MismatchedCounts();
+  void PeerDeath();
 
   // Lines the ranks up on the main communicator (a barrier, else a tiny
   // all_reduce), for checks whose steps must not overlap across ranks.

@@ -67,6 +67,7 @@ int RunWorker(const WorkerOptions& options) {
                               : FromEnvironment({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
                                                  "WORLD_SIZE"});
   rendezvous.timeout_ms = std::max<int64_t>(options.suite.op_timeout_ms, 60000);
+  rendezvous.group_timeout_ms = options.suite.op_timeout_ms;
   std::string results_file = options.results_file;
   if (results_file.empty() && !options.results_dir.empty()) {
     results_file = absl::StrCat(options.results_dir, "/rank", rendezvous.rank, ".tsv");
