@@ -57,6 +57,16 @@ int SmokeRank(int rank, const std::string& dir) {
     RANK_OK(rank, RunOp(p->all_reduce, comm, a));
     for (int i = 0; i < n; ++i) RANK_CHECK(rank, data[i] == Half(1.0f));
   }
+  {  // float16 sum rounds once: 1 + 2^-11 + 2^-11 is 1 + 2^-10 when summed in
+     // float, but 1 if each partial sum were rounded to float16 (ties to even).
+    std::vector<uint16_t> in(7, rank == 0 ? Half(1.0f) : Half(1.0f / 2048)), out(7);
+    dist_op_args_t a = Args();
+    a.send = Buffer(in.data(), 7, DIST_FLOAT16);
+    a.recv = Buffer(out.data(), 7, DIST_FLOAT16);
+    a.op = DIST_SUM;
+    RANK_OK(rank, RunOp(p->all_reduce, comm, a));
+    for (uint16_t v : out) RANK_CHECK(rank, v == 0x3C01);  // 1 + 2^-10
+  }
   {  // all_reduce int64 bxor
     const int n = 33;
     std::vector<int64_t> in(n), out(n);

@@ -22,6 +22,8 @@ namespace {
 // sleeping until woken, and how often it polls (see WorkerLoop).
 constexpr absl::Duration kPollWindow = absl::Milliseconds(20);
 constexpr absl::Duration kPollInterval = absl::Microseconds(200);
+// ... and how often while callers run their own operations (TryRunInline).
+constexpr absl::Duration kSlowPollInterval = absl::Milliseconds(2);
 
 std::string Setting(const dist_comm_config_t& config, const char* option, const char* env) {
   std::string value = FindOption(config, option);
@@ -164,7 +166,9 @@ void Communicator::WorkerLoop() {
           // for starts within kPollInterval.
           auto poked = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || poked_; };
           worker_polling_ = true;
-          mu_.AwaitWithTimeout(absl::Condition(&poked), kPollInterval);
+          // Callers that run their own operations need the worker rarely:
+          // poll slowly then, so as not to take the CPU from them.
+          mu_.AwaitWithTimeout(absl::Condition(&poked), callers_run_ops_ ? kSlowPollInterval : kPollInterval);
           worker_polling_ = false;
           poked_ = false;
         } else {
@@ -177,6 +181,7 @@ void Communicator::WorkerLoop() {
       task = std::move(queue_.front());
       queue_.pop_front();
       running_ = true;
+      callers_run_ops_ = false;
     }
     Execute(std::move(task));
     absl::MutexLock lock(&mu_);
@@ -196,6 +201,7 @@ bool Communicator::TryRunInline(const std::shared_ptr<Work>& work, absl::Duratio
     task = std::move(queue_.front());
     queue_.pop_front();
     running_ = true;
+    callers_run_ops_ = true;
   }
   Execute(std::move(task));
   absl::MutexLock lock(&mu_);

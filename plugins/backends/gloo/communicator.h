@@ -107,6 +107,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool worker_polling_ ABSL_GUARDED_BY(mu_) = false;
   bool poked_ ABSL_GUARDED_BY(mu_) = false;
+  bool callers_run_ops_ ABSL_GUARDED_BY(mu_) = false;  // the last operation ran inline
   absl::Time last_issue_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::string abort_reason_ ABSL_GUARDED_BY(mu_);  // "" while healthy
   int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
