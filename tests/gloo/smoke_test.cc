@@ -310,3 +310,41 @@ TEST(GlooSmoke, DescribesItself) {
 
 }  // namespace
 }  // namespace gloo_test
+
+namespace gloo_test {
+namespace {
+
+// The interface comes from option gloo.ifname (or DIST_GLOO_IFNAME); a
+// missing one is a clear error that says which variable to set.
+TEST(GlooSmoke, InterfaceFromOption) {
+  const std::string dir = TempDir("ifname");
+  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
+    dist_store_t* store = OpenStore(dir + "/store");
+    CommOptions bad;
+    bad.options = {{"gloo.ifname", "nosuchif0"}};
+    dist_backend_comm_t* comm = nullptr;
+    dist_error_t* e = CreateComm(store, rank, 2, bad, &comm);
+    RANK_CHECK(rank, comm == nullptr);
+    RANK_CHECK(rank, dist_error_code(e) == DIST_UNAVAILABLE);
+    RANK_CHECK(rank, absl::StrContains(dist_error_message(e), "nosuchif0"));
+    RANK_CHECK(rank, absl::StrContains(dist_error_message(e), "DIST_GLOO_IFNAME"));
+    dist_error_destroy(e);
+    dist_store_t* store2 = OpenStore(dir + "/store2");
+    CommOptions lo;
+    lo.options = {{"gloo.ifname", "lo"}};
+    RANK_OK(rank, CreateComm(store2, rank, 2, lo, &comm));
+    std::vector<int8_t> in(3, static_cast<int8_t>(rank + 1)), out(3);
+    dist_op_args_t a = Args();
+    a.send = Buffer(in.data(), 3, DIST_INT8);
+    a.recv = Buffer(out.data(), 3, DIST_INT8);
+    a.op = DIST_BOR;
+    RANK_OK(rank, RunOp(Plugin()->all_reduce, comm, a));
+    for (int8_t v : out) RANK_CHECK(rank, v == 3);
+    Plugin()->comm_destroy(comm);
+    return 0;
+  });
+  for (const RankResult& r : results) EXPECT_TRUE(r.ok()) << r.Describe();
+}
+
+}  // namespace
+}  // namespace gloo_test
