@@ -7,6 +7,7 @@
 
 #include "dist/cpp/reduce.hpp"
 #include "gloo/allreduce.h"
+#include "gloo/common/error.h"
 #include "gloo/reduce.h"
 #include "plugins/backends/gloo/buffers.h"
 #include "plugins/backends/gloo/op.h"
@@ -114,17 +115,65 @@ absl::Status RunReduce(const Op& op, const OpEnv& env) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Ring reduce-scatter on Gloo unbound buffers (Gloo 0.5 has none): W-1
+// steps; in step s rank r sends its partial block (r-s-1) to rank r+1 and
+// reduces block (r-s-2) from rank r-1 into its own, so that it ends with
+// the full reduction of block r. Each rank sends (W-1)/W of the input, half
+// of what an all_reduce would. `acc` holds the whole input and is reduced
+// in place; block r of it is the result.
+constexpr uint64_t kReduceScatterSlotPrefix = uint64_t{0xd2} << 56;
+
+void RingReduceScatter(const OpEnv& env, void* acc, size_t n, dist_dtype_t dtype, dist_reduce_op_t op) {
+  const int w = env.context->size;
+  const int r = env.context->rank;
+  if (w == 1) return;
+  const size_t block = Bytes(dtype, n);
+  const ReduceFn reduce = ReductionFor(dtype, op);
+  std::vector<char> incoming(block);
+  auto acc_buffer = env.context->createUnboundBuffer(acc, block * w);
+  auto in_buffer = env.context->createUnboundBuffer(incoming.data(), block);
+  const uint64_t slot = kReduceScatterSlotPrefix | env.tag;
+  const int next = (r + 1) % w;
+  const int prev = (r + w - 1) % w;
+  for (int step = 0; step < w - 1; ++step) {
+    const int send_block = ((r - step - 1) % w + w) % w;
+    const int recv_block = ((r - step - 2) % w + w) % w;
+    in_buffer->recv(prev, slot, 0, block);
+    acc_buffer->send(next, slot, block * send_block, block);
+    if (!in_buffer->waitRecv(env.timeout)) throw gloo::IoException("reduce_scatter: receive aborted");
+    char* target = At(acc, block * recv_block);
+    reduce(target, target, incoming.data(), n);
+    if (!acc_buffer->waitSend(env.timeout)) throw gloo::IoException("reduce_scatter: send aborted");
+  }
+}
+
+}  // namespace
+
 absl::Status RunReduceScatter(const Op& op, const OpEnv& env) {
-  // Gloo 0.5 has no unbound-buffer reduce_scatter; an all_reduce of the
-  // whole input into scratch, then this rank's block, is correct for every
-  // dtype and op and lets the caller's buffers alias in any way.
   const dist_op_args_t& a = op.args;
   const size_t n = a.recv.count;
-  const size_t w = static_cast<size_t>(env.context->size);
+  const int size = env.context->size;
+  const size_t w = static_cast<size_t>(size);
+  const size_t rank = static_cast<size_t>(env.context->rank);
   const dist_dtype_t dtype = a.send.dtype;
-  std::vector<char> all(Bytes(dtype, n * w));
-  AllReduceInto(env, a.send.data, all.data(), n * w, dtype, a.op);
-  std::memmove(a.recv.data, all.data() + Bytes(dtype, n * env.context->rank), Bytes(dtype, n));
+  if (IsHalf(dtype)) {
+    std::vector<float> acc(n * w);
+    WidenToFloat(dtype, a.send.data, acc.data(), n * w);
+    RingReduceScatter(env, acc.data(), n, DIST_FLOAT32, a.op);
+    float* mine = acc.data() + n * rank;
+    if (a.op == DIST_AVG) FinishAverage(DIST_FLOAT32, mine, n, size);
+    NarrowFromFloat(dtype, mine, a.recv.data, n);
+    return absl::OkStatus();
+  }
+  // Reduce in a private copy of the input: the caller's send stays intact
+  // and recv may alias it in any way.
+  std::vector<char> acc = CopyOf(a.send.data, Bytes(dtype, n * w));
+  RingReduceScatter(env, acc.data(), n, dtype, a.op);
+  char* mine = acc.data() + Bytes(dtype, n * rank);
+  if (a.op == DIST_AVG) FinishAverage(dtype, mine, n, size);
+  std::memcpy(a.recv.data, mine, Bytes(dtype, n));
   return absl::OkStatus();
 }
 
