@@ -206,6 +206,9 @@ bool Communicator::TryRunInline(const std::shared_ptr<Work>& work, absl::Duratio
   Execute(std::move(task));
   absl::MutexLock lock(&mu_);
   running_ = false;
+  // Operations queued behind this one (perhaps waited for by other
+  // threads) go to the worker now rather than at its next poll.
+  if (!queue_.empty() && worker_polling_) poked_ = true;
   return true;
 }
 
