@@ -330,9 +330,19 @@ Comm::Activity Comm::BackgroundProgress() {
   if (pending_count_.load(std::memory_order_relaxed) == 0) return Activity::kIdle;
   if (waiters_.load(std::memory_order_relaxed) > 0) return Activity::kAttended;
   if (!mu_.TryLock()) return Activity::kAttended;
-  ProgressLocked();
+  // A caller that issues and then waits leaves the op alone only for a
+  // moment; polling then would just contend with it inside MPI. Only work
+  // left alone for a while is the caller computing meanwhile.
+  constexpr absl::Duration kUnattendedAfter = absl::Microseconds(200);
+  Activity activity = Activity::kAttended;
+  if (pending_.empty()) {
+    activity = Activity::kIdle;
+  } else if (absl::Now() - pending_.front()->issued >= kUnattendedAfter) {
+    ProgressLocked();
+    activity = Activity::kUnattended;
+  }
   mu_.Unlock();
-  return Activity::kUnattended;
+  return activity;
 }
 
 absl::Status Comm::AbortedError() const {

@@ -5,7 +5,8 @@
 // non-blocking collective advances only inside MPI calls. So that work
 // handles overlap with the caller's compute, this thread polls the oldest
 // pending operation of each communicator every 50 us while work is pending
-// that nobody waits on. While a caller waits (and so drives MPI itself) it
+// that nobody has waited on for 200 us. While a caller waits (and so drives
+// MPI itself), or has just issued, it
 // checks only every 1 ms, and every 5 ms when idle, so it neither competes
 // with a waiter for MPI nor steals a busy core from it.
 #ifndef DIST_PLUGINS_BACKENDS_MPI_PROGRESS_H_
