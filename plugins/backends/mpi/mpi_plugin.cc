@@ -1,11 +1,15 @@
 // The MPI backend's C entry point: the ABI table and thin wrappers that turn
 // absl::Status into dist_error_t and keep C++ exceptions inside.
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "comm.h"
 #include "dist/backend_plugin.h"
 #include "dist/cpp/status.hpp"
@@ -72,11 +76,28 @@ dist_error_t* Initialize(const dist_host_api_t* host) {
 
 const char* LibraryVersion() { return Runtime::Get().library_version(); }
 
+// Whether `name` is an executable in PATH (or /usr/bin).
+bool InPath(const char* name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = absl::StrCat(path ? path : "", ":/usr/bin");
+  for (absl::string_view dir : absl::StrSplit(dirs, ':')) {
+    if (dir.empty()) continue;
+    const std::string candidate = absl::StrCat(dir, "/", name);
+    if (access(candidate.c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
 dist_error_t* Probe() {
-  // Does not initialize MPI (that may fork an orted for a singleton). Under
-  // a launcher, or with MPI already up, the backend can run; alone, it runs
-  // as an MPI singleton of world size 1.
-  return nullptr;
+  // Does not initialize MPI (a singleton init forks an orted). Under a
+  // launcher, or with MPI already up, the backend can run; alone, it runs as
+  // an MPI singleton of world size 1, which needs Open MPI's orted.
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized || Runtime::StartedByLauncher() || InPath("orted")) return nullptr;
+  return dist_error_new(DIST_UNAVAILABLE,
+                        "mpi: not started by an MPI launcher and Open MPI's orted (needed to run "
+                        "as a singleton) is not in PATH; launch with `mpirun -np N <program>`");
 }
 
 void GetCapabilities(dist_backend_capabilities_t* caps) {
