@@ -9,7 +9,7 @@ packages=(
   libabsl-dev libgtest-dev libbenchmark-dev
   libgloo-dev libopenmpi-dev openmpi-bin
   libuv1-dev libtomlplusplus-dev nlohmann-json3-dev
-  gnuplot-nox procps iproute2 file patchelf
+  gnuplot-nox procps iproute2 file patchelf python3
 )
 
 missing=()

@@ -89,6 +89,17 @@ std::string CompareNotes(const StoreView& store, int rank, int size, const GlooF
       absl::StrAppend(&notes, "; ranks that reported no failure within ", absl::FormatDuration(grace), ": ",
                       list, " (dead, stuck, or not calling this operation)");
     }
+  } else if (failure.peer >= 0) {
+    // A peer may close the connection because it timed out in this very
+    // operation: then both ranks were in it and did not match (count, dtype,
+    // op or root). Say so, rather than only "lost the connection". A peer
+    // that died reports nothing and costs one short grace period here.
+    absl::StatusOr<std::string> peer_report = store.Get(FailedKey(failure.peer), grace);
+    if (peer_report.ok() && absl::StrContains(*peer_report, "timed out")) {
+      absl::StrAppend(&notes, "; rank ", failure.peer,
+                      " timed out in this operation: check that all ranks issue the same operations "
+                      "in the same order with the same count, dtype, op and root");
+    }
   } else if (first.ok() && !first_is_mine && absl::StrContains(*first, "timed out")) {
     // The first failure was a timeout on another rank, which is now
     // finding out who did not respond.
