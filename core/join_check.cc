@@ -41,9 +41,8 @@ std::string RankList(const std::vector<int>& ranks) {
 }  // namespace
 
 absl::Status RunJoinCheck(const dist_store_t* raw_store, int rank, int world_size,
-                          const std::string& url, absl::Duration timeout) {
+                          const std::string& url, absl::Duration timeout, absl::Time deadline) {
   const StoreView store(raw_store);
-  const absl::Time deadline = absl::Now() + timeout;
   const std::string conflict_key = absl::StrCat(kPrefix, "conflict");
   const std::string me = Identity();
 

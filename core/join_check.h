@@ -12,9 +12,11 @@
 
 namespace dist {
 
-// `url` is only for messages. Keys live under "dist/join/" of `store`.
+// `url` and `timeout` are for messages; the check gives up at `deadline`
+// (the rendezvous's, so that resolve and join together stay within the
+// timeout). Keys live under "dist/join/" of `store`.
 absl::Status RunJoinCheck(const dist_store_t* store, int rank, int world_size,
-                          const std::string& url, absl::Duration timeout);
+                          const std::string& url, absl::Duration timeout, absl::Time deadline);
 
 }  // namespace dist
 

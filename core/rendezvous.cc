@@ -2,6 +2,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "core/join_check.h"
 #include "core/logging.h"
 #include "core/plugin_loader.h"
@@ -26,6 +27,8 @@ absl::StatusOr<dist_rendezvous_result_t> Rendezvous(const std::string& url,
                                                     absl::Duration timeout) {
   absl::StatusOr<std::string> scheme = UrlScheme(url);
   if (!scheme.ok()) return scheme.status();
+  // One deadline for resolving and joining together.
+  const absl::Time deadline = absl::Now() + timeout;
   absl::StatusOr<const PluginRecord*> plugin = PluginRegistry::Get().LoadRendezvous(*scheme);
   if (!plugin.ok()) return plugin.status();
   dist_rendezvous_result_t result{};
@@ -46,7 +49,7 @@ absl::StatusOr<dist_rendezvous_result_t> Rendezvous(const std::string& url,
                                                    "; rank must be in [0, world_size)"));
   }
   absl::Status joined =
-      RunJoinCheck(result.store, result.rank, result.world_size, url, timeout);
+      RunJoinCheck(result.store, result.rank, result.world_size, url, timeout, deadline);
   if (!joined.ok()) {
     result.store->release(result.store->ctx);
     return joined;
