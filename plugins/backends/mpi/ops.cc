@@ -7,7 +7,7 @@
 #include "datatypes.h"
 #include "dist/cpp/reduce.hpp"
 #include "dist/cpp/status.hpp"
-#include "iallreduce_tuning.h"
+#include "nbc_tuning.h"
 #include "runtime.h"
 
 namespace dist_mpi {
@@ -173,8 +173,8 @@ OpResult StartAllReduce(Comm& comm, const dist_op_args_t& args) {
   const MPI_Comm mpi_comm = comm.mpi_comm();
   const int size = comm.size();
   op->start = [=](MPI_Request* request) {
-    return IallreduceTuning::Get().Iallreduce(send_data, recv_data, count, type, mpi_op, mpi_comm,
-                                              size, bytes, request);
+    return NbcTuning::Get().Iallreduce(send_data, recv_data, count, type, mpi_op, mpi_comm, size,
+                                       bytes, request);
   };
   return IssueOp(comm, std::move(op));
 }
@@ -248,8 +248,10 @@ OpResult StartReduce(Comm& comm, const dist_op_args_t& args) {
   const MPI_Op mpi_op = MpiReduceOp(send.dtype, args.op);
   const int root_rank = args.root;
   const MPI_Comm mpi_comm = comm.mpi_comm();
+  const int size = comm.size();
   op->start = [=](MPI_Request* request) {
-    return MPI_Ireduce(send_data, recv_data, count, type, mpi_op, root_rank, mpi_comm, request);
+    return NbcTuning::Get().Ireduce(send_data, recv_data, count, type, mpi_op, root_rank, mpi_comm,
+                                    size, bytes, request);
   };
   return IssueOp(comm, std::move(op));
 }

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm.h"
 #include "datatypes.h"
-#include "iallreduce_tuning.h"
+#include "nbc_tuning.h"
 #include "mpi_status.h"
 #include "progress.h"
 
@@ -97,7 +97,7 @@ absl::Status Runtime::EnsureInitialized() {
   cuda_aware_ = false;
 #endif
   if (absl::Status s = InitDatatypes(); !s.ok()) return fail(s);
-  IallreduceTuning::Get().Init();
+  NbcTuning::Get().Init();
   // Below SERIALIZED only the threads the host uses may call MPI, so no
   // background thread then.
   if (provided >= MPI_THREAD_SERIALIZED) ProgressEngine::Get().Start();
@@ -187,7 +187,7 @@ void Runtime::FinalizeAtExit() {
                                     " operation(s) never completed (aborted groups or work "
                                     "not waited for)"));
   }
-  IallreduceTuning::Get().Finalize();
+  NbcTuning::Get().Finalize();
   FreeDatatypes();
   MPI_Finalize();
 }

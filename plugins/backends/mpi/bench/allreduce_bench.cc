@@ -60,7 +60,7 @@ const dist_backend_plugin_t* Load(std::string path, const char* argv0) {
   return plugin;
 }
 
-// The plugin's libnbc choice (see iallreduce_tuning.h), for the raw
+// The plugin's libnbc choice (see nbc_tuning.h), for the raw
 // non-blocking column.
 MPI_T_cvar_handle g_algorithm = MPI_T_CVAR_HANDLE_NULL;
 
