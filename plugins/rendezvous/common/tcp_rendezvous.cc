@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "plugins/rendezvous/common/plugin_support.h"
+#include "plugins/rendezvous/common/ranks.h"
 #include "plugins/store/abi_store.h"
 #include "plugins/store/tcp_store_client.h"
 #include "plugins/store/tcp_store_server.h"
@@ -93,6 +94,31 @@ absl::StatusOr<dist_store_t*> OpenTcpStore(const TcpRendezvousConfig& config) {
     };
   }
   return store::MakeAbiStore(*std::move(client), config.timeout, std::move(after_release));
+}
+
+absl::Status ResolveOverTcpStore(const Url& url, const Query& query,
+                                 const dist_rendezvous_hints_t* hints, int64_t timeout_ms,
+                                 const char* component, const std::string& host, int port,
+                                 dist_rendezvous_result_t* result) {
+  absl::StatusOr<RankInfo> ranks = ResolveRanks(url, query, hints);
+  if (!ranks.ok()) return ranks.status();
+  absl::StatusOr<bool> external = query.GetBool("external", false);
+  if (!external.ok()) return external.status();
+
+  TcpRendezvousConfig config;
+  config.url = url.text;
+  config.component = component;
+  config.host = host;
+  config.port = port;
+  config.rank = ranks->rank;
+  config.external = *external;
+  config.bind = query.Get("bind");
+  config.token = StoreToken(hints);
+  config.timeout = absl::Milliseconds(timeout_ms);
+  absl::StatusOr<dist_store_t*> store = OpenTcpStore(config);
+  if (!store.ok()) return store.status();
+  FillResult(*ranks, *store, result);
+  return absl::OkStatus();
 }
 
 }  // namespace dist::rendezvous

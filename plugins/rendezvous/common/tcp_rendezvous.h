@@ -6,9 +6,12 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "dist/rendezvous_plugin.h"
 #include "dist/store.h"
+#include "plugins/rendezvous/common/url.h"
 
 namespace dist::rendezvous {
 
@@ -29,6 +32,14 @@ struct TcpRendezvousConfig {
 // A store owned by the caller. For rank 0 its release lets the server
 // linger (up to the timeout) until every other rank has disconnected.
 absl::StatusOr<dist_store_t*> OpenTcpStore(const TcpRendezvousConfig& config);
+
+// What tcp:// and env:// do once they know rank 0's address: rank and world
+// size (hints > URL > environment), the store options of the query
+// (external, bind) and the token, then the store, into `result`.
+absl::Status ResolveOverTcpStore(const Url& url, const Query& query,
+                                 const dist_rendezvous_hints_t* hints, int64_t timeout_ms,
+                                 const char* component, const std::string& host, int port,
+                                 dist_rendezvous_result_t* result);
 
 }  // namespace dist::rendezvous
 

@@ -80,24 +80,10 @@ absl::Status ResolveEnv(const char* text, const dist_rendezvous_hints_t* hints,
       Query::From(*url, {"rank", "world_size", "local_rank", "local_world_size",
                          "master_addr", "master_port", "external", "bind"});
   if (!query.ok()) return query.status();
-  TcpRendezvousConfig config;
-  DIST_RETURN_IF_ERROR(MasterAddress(*url, *query, &config.host, &config.port));
-  absl::StatusOr<RankInfo> ranks = ResolveRanks(*url, *query, hints);
-  if (!ranks.ok()) return ranks.status();
-  absl::StatusOr<bool> external = query->GetBool("external", false);
-  if (!external.ok()) return external.status();
-
-  config.url = url->text;
-  config.component = "env";
-  config.rank = ranks->rank;
-  config.external = *external;
-  config.bind = query->Get("bind");
-  config.token = StoreToken(hints);
-  config.timeout = absl::Milliseconds(timeout_ms);
-  absl::StatusOr<dist_store_t*> store = OpenTcpStore(config);
-  if (!store.ok()) return store.status();
-  FillResult(*ranks, *store, result);
-  return absl::OkStatus();
+  std::string host;
+  int port = 0;
+  DIST_RETURN_IF_ERROR(MasterAddress(*url, *query, &host, &port));
+  return ResolveOverTcpStore(*url, *query, hints, timeout_ms, "env", host, port, result);
 }
 
 dist_error_t* Initialize(const dist_host_api_t* host) {

@@ -30,25 +30,8 @@ absl::Status ResolveTcp(const char* text, const dist_rendezvous_hints_t* hints,
   absl::StatusOr<Query> query = Query::From(
       *url, {"rank", "world_size", "local_rank", "local_world_size", "external", "bind"});
   if (!query.ok()) return query.status();
-  absl::StatusOr<RankInfo> ranks = ResolveRanks(*url, *query, hints);
-  if (!ranks.ok()) return ranks.status();
-  absl::StatusOr<bool> external = query->GetBool("external", false);
-  if (!external.ok()) return external.status();
-
-  TcpRendezvousConfig config;
-  config.url = url->text;
-  config.component = "tcp";
-  config.host = url->host;
-  config.port = url->port;
-  config.rank = ranks->rank;
-  config.external = *external;
-  config.bind = query->Get("bind");
-  config.token = StoreToken(hints);
-  config.timeout = absl::Milliseconds(timeout_ms);
-  absl::StatusOr<dist_store_t*> store = OpenTcpStore(config);
-  if (!store.ok()) return store.status();
-  FillResult(*ranks, *store, result);
-  return absl::OkStatus();
+  return ResolveOverTcpStore(*url, *query, hints, timeout_ms, "tcp", url->host, url->port,
+                             result);
 }
 
 dist_error_t* Initialize(const dist_host_api_t* host) {
