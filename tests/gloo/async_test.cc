@@ -8,9 +8,9 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "tests/gloo/harness.h"
+#include "tests/gloo/gloo_suite.h"
 
-namespace gloo_test {
+namespace dist_test {
 namespace {
 
 TEST(GlooAsync, ManyOutstandingOperationsCompleteInOrder) {
@@ -164,4 +164,4 @@ TEST(GlooAsync, SubgroupWithNonMember) {
 }
 
 }  // namespace
-}  // namespace gloo_test
+}  // namespace dist_test

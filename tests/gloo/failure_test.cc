@@ -13,9 +13,9 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "tests/gloo/harness.h"
+#include "tests/gloo/gloo_suite.h"
 
-namespace gloo_test {
+namespace dist_test {
 namespace {
 
 dist_op_args_t SumArgs(std::vector<float>* in, std::vector<float>* out) {
@@ -176,9 +176,9 @@ TEST(GlooFailure, MissingRankAtCreationIsNamed) {
 }
 
 }  // namespace
-}  // namespace gloo_test
+}  // namespace dist_test
 
-namespace gloo_test {
+namespace dist_test {
 namespace {
 
 // Ranks that disagree on the count fail with an error within the timeout
@@ -215,4 +215,4 @@ TEST(GlooFailure, MismatchedCountsFailWithinTheTimeout) {
 }
 
 }  // namespace
-}  // namespace gloo_test
+}  // namespace dist_test

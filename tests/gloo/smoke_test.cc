@@ -8,9 +8,9 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
-#include "tests/gloo/harness.h"
+#include "tests/gloo/gloo_suite.h"
 
-namespace gloo_test {
+namespace dist_test {
 namespace {
 
 constexpr int kWorld = 3;
@@ -309,9 +309,9 @@ TEST(GlooSmoke, DescribesItself) {
 }
 
 }  // namespace
-}  // namespace gloo_test
+}  // namespace dist_test
 
-namespace gloo_test {
+namespace dist_test {
 namespace {
 
 // The interface comes from option gloo.ifname (or DIST_GLOO_IFNAME); a
@@ -347,4 +347,4 @@ TEST(GlooSmoke, InterfaceFromOption) {
 }
 
 }  // namespace
-}  // namespace gloo_test
+}  // namespace dist_test

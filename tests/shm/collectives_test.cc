@@ -5,10 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "tests/shm/harness.h"
+#include "tests/shm/shm_suite.h"
 #include "tests/shm/values.h"
 
-namespace shm_test {
+namespace dist_test {
 namespace {
 
 constexpr int kWorld = 4;
@@ -22,10 +22,6 @@ CommOptions SmallSegment() {
   CommOptions options;
   options.options = {{"shm.slot_bytes", "4096"}, {"shm.ring_bytes", "4096"}};
   return options;
-}
-
-dist_buffer_t Buffer(void* data, uint64_t count, dist_dtype_t dtype) {
-  return dist_make_buffer(data, count, dtype, dist_cpu());
 }
 
 void CheckAllReduce(int rank, dist_backend_comm_t* comm, dist_dtype_t t, dist_reduce_op_t op,
@@ -282,4 +278,4 @@ TEST(ShmCollectives, DefaultSegmentSizesWithLargeMessages) {
 }
 
 }  // namespace
-}  // namespace shm_test
+}  // namespace dist_test

@@ -12,10 +12,10 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "tests/shm/harness.h"
+#include "tests/shm/shm_suite.h"
 #include "tests/shm/values.h"
 
-namespace shm_test {
+namespace dist_test {
 namespace {
 
 dist_op_args_t AllReduceArgs(float* data, uint64_t n) {
@@ -403,4 +403,4 @@ TEST(ShmFailures, RankThatNeverAttachesTimesOutAndLeavesNoSegment) {
 }
 
 }  // namespace
-}  // namespace shm_test
+}  // namespace dist_test

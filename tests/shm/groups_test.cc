@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "tests/shm/harness.h"
+#include "tests/shm/shm_suite.h"
 
-namespace shm_test {
+namespace dist_test {
 namespace {
 
 dist_op_args_t SumInPlace(int64_t* data, uint64_t n) {
@@ -131,4 +131,4 @@ TEST(ShmGroups, SeveralCommunicatorsOnOneStoreNamespace) {
 }
 
 }  // namespace
-}  // namespace shm_test
+}  // namespace dist_test

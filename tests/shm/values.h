@@ -11,7 +11,7 @@
 #include "dist/cpp/half.hpp"
 #include "dist/types.h"
 
-namespace shm_test {
+namespace dist_test {
 
 inline void Put(dist_dtype_t t, void* p, size_t i, double v) {
   switch (t) {
@@ -76,6 +76,6 @@ inline std::vector<unsigned char> Bytes(dist_dtype_t t, uint64_t count) {
   return std::vector<unsigned char>(count * dist_dtype_size(t) + 1);
 }
 
-}  // namespace shm_test
+}  // namespace dist_test
 
 #endif  // DIST_TESTS_SHM_VALUES_H_

@@ -1,49 +1,60 @@
-// Test harness for the shm backend: loads the real plugin through the core,
-// gives each rank a real file store (file:// rendezvous), and runs ranks as
-// forked processes.
-#ifndef DIST_TESTS_SHM_HARNESS_H_
-#define DIST_TESTS_SHM_HARNESS_H_
+// Runs the ranks of a backend test as forked processes (real plugin, real
+// store, real sockets or shared memory) and collects how each one ended,
+// killing any rank still running at the limit so that no test hangs.
+//
+// Shared by the backend suites (tests/gloo, tests/shm). What differs between
+// them lives in the suite's own library, which must define Plugin() below:
+// how the plugin is loaded (its .so through the ABI entry point, or through
+// the core's registry) and how a rank gets its store (a file store, or the
+// core's file:// rendezvous).
+#ifndef DIST_TESTS_COMMON_RANK_HARNESS_H_
+#define DIST_TESTS_COMMON_RANK_HARNESS_H_
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
 #include "dist/backend_plugin.h"
 
-namespace shm_test {
+namespace dist_test {
 
-// The plugin under test (dlopen of //plugins/backends/shm, initialized).
+// The plugin under test, loaded and initialized once. Defined by each suite
+// (one per test binary); RunRanks calls it before forking so that every rank
+// inherits the loaded plugin.
 const dist_backend_plugin_t* Plugin();
 
 // A fresh directory under TEST_TMPDIR.
 std::string TempDir(const std::string& name);
 
-// Joins the file:// rendezvous at `path` (the core's dist_rendezvous, a
-// real file store) and returns its store; exits the rank on failure.
-dist_store_t* OpenStore(const std::string& path, int rank, int world);
-
-// A view of `base` with `prefix` before every key (the core's helper).
-dist_store_t* PrefixStore(const dist_store_t* base, const std::string& prefix);
-
 struct CommOptions {
   int64_t timeout_ms = 20000;
-  std::vector<std::pair<std::string, std::string>> options;  // "shm.slot_bytes"
+  std::vector<std::pair<std::string, std::string>> options;  // e.g. "shm.slot_bytes"
   const char* group = "test";
 };
 
-// comm_create on `store`; prints the error and returns NULL on failure.
+// A communicator config for `rank` of `world` on `store`, CPU only;
+// `kvs` holds the options it points to.
+dist_comm_config_t Config(dist_store_t* store, int rank, int world, const CommOptions& options,
+                          std::vector<dist_kv_t>* kvs);
+
+// Plugin()->comm_create with Config(...).
 dist_error_t* CreateComm(dist_store_t* store, int rank, int world, const CommOptions& options,
                          dist_backend_comm_t** comm);
 
 // Issues one operation and waits for it (up to 60 s).
 dist_error_t* RunOp(dist_backend_op_fn op, dist_backend_comm_t* comm, const dist_op_args_t& args);
 
+// Arguments with CPU buffers and everything else zero.
 dist_op_args_t Args();
+
+dist_buffer_t Buffer(void* data, uint64_t count, dist_dtype_t dtype);
 
 struct RankResult {
   pid_t pid = 0;
@@ -53,17 +64,15 @@ struct RankResult {
 };
 
 // Forks `world` processes running body(rank) (its return value is the exit
-// code) and reaps them. Processes still running after `limit` are killed.
-// `on_started` (optional) sees the pids before anything is reaped.
+// code) and reaps them. Processes still running after `limit` are killed
+// and named on stderr. `on_started` (optional) sees the pids before
+// anything is reaped.
 std::vector<RankResult> RunRanks(int world, absl::Duration limit,
                                  const std::function<int(int rank)>& body,
                                  const std::function<void(const std::vector<pid_t>&)>& on_started =
                                      nullptr);
 
-// Names under /dev/shm that a segment of a job led by `pid` would have.
-std::vector<std::string> SegmentsOf(pid_t pid);
-
-}  // namespace shm_test
+}  // namespace dist_test
 
 // Checks inside a forked rank: print and exit the rank with failure.
 #define RANK_CHECK(rank, cond)                                                     \
@@ -88,4 +97,4 @@ std::vector<std::string> SegmentsOf(pid_t pid);
     }                                                                                     \
   } while (0)
 
-#endif  // DIST_TESTS_SHM_HARNESS_H_
+#endif  // DIST_TESTS_COMMON_RANK_HARNESS_H_

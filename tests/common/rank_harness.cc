@@ -1,34 +1,16 @@
-#include "tests/shm/harness.h"
+#include "tests/common/rank_harness.h"
 
-#include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
-#include <memory>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "dist/registry.h"
 
-namespace shm_test {
-
-const dist_backend_plugin_t* Plugin() {
-  // Through the core's registry, as a host or a kit loads a backend.
-  static const dist_backend_plugin_t* plugin = [] {
-    const dist_backend_plugin_t* table = nullptr;
-    dist_error_t* error = dist_load_backend("shm", &table);
-    if (error != nullptr) {
-      std::fprintf(stderr, "cannot load the shm backend: %s\n", dist_error_message(error));
-      std::abort();
-    }
-    return table;
-  }();
-  return plugin;
-}
+namespace dist_test {
 
 std::string TempDir(const std::string& name) {
   const char* base = std::getenv("TEST_TMPDIR");
@@ -37,34 +19,9 @@ std::string TempDir(const std::string& name) {
   return dir;
 }
 
-dist_store_t* OpenStore(const std::string& path, int rank, int world) {
-  const std::string url = absl::StrCat("file://", path, "?rank=", rank, "&world_size=", world);
-  dist_rendezvous_result_t result;
-  std::memset(&result, 0, sizeof(result));
-  result.struct_size = sizeof(result);
-  dist_error_t* error = dist_rendezvous(url.c_str(), nullptr, 30000, &result);
-  if (error != nullptr) {
-    std::fprintf(stderr, "rank %d: rendezvous %s failed: %s\n", rank, url.c_str(),
-                 dist_error_message(error));
-    std::_Exit(3);
-  }
-  return result.store;
-}
-
-dist_store_t* PrefixStore(const dist_store_t* base, const std::string& prefix) {
-  dist_store_t* out = nullptr;
-  dist_error_t* error = dist_host_api()->store_with_prefix(base, prefix.c_str(), &out);
-  if (error != nullptr) {
-    std::fprintf(stderr, "store_with_prefix failed: %s\n", dist_error_message(error));
-    std::_Exit(3);
-  }
-  return out;
-}
-
-dist_error_t* CreateComm(dist_store_t* store, int rank, int world, const CommOptions& options,
-                         dist_backend_comm_t** comm) {
-  std::vector<dist_kv_t> kvs;
-  for (const auto& [key, value] : options.options) kvs.push_back({key.c_str(), value.c_str()});
+dist_comm_config_t Config(dist_store_t* store, int rank, int world, const CommOptions& options,
+                          std::vector<dist_kv_t>* kvs) {
+  for (const auto& [key, value] : options.options) kvs->push_back({key.c_str(), value.c_str()});
   dist_comm_config_t config;
   std::memset(&config, 0, sizeof(config));
   config.struct_size = sizeof(config);
@@ -74,10 +31,17 @@ dist_error_t* CreateComm(dist_store_t* store, int rank, int world, const CommOpt
   config.local_world_size = world;
   config.store = store;
   config.timeout_ms = options.timeout_ms;
-  config.options = kvs.data();
-  config.num_options = kvs.size();
+  config.options = kvs->data();
+  config.num_options = kvs->size();
   config.group_name = options.group;
   config.device_index = -1;
+  return config;
+}
+
+dist_error_t* CreateComm(dist_store_t* store, int rank, int world, const CommOptions& options,
+                         dist_backend_comm_t** comm) {
+  std::vector<dist_kv_t> kvs;
+  dist_comm_config_t config = Config(store, rank, world, options, &kvs);
   return Plugin()->comm_create(&config, comm);
 }
 
@@ -97,6 +61,10 @@ dist_op_args_t Args() {
   args.send.device = dist_cpu();
   args.recv.device = dist_cpu();
   return args;
+}
+
+dist_buffer_t Buffer(void* data, uint64_t count, dist_dtype_t dtype) {
+  return dist_make_buffer(data, count, dtype, dist_cpu());
 }
 
 bool RankResult::ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
@@ -125,6 +93,7 @@ std::vector<RankResult> RunRanks(int world, absl::Duration limit,
     pids.push_back(pid);
   }
   if (on_started) on_started(pids);
+  // Reap in whatever order the ranks end; one deadline bounds them all.
   std::vector<RankResult> results(world);
   const absl::Time deadline = absl::Now() + limit;
   int left = world;
@@ -146,7 +115,7 @@ std::vector<RankResult> RunRanks(int world, absl::Duration limit,
       for (int r = 0; r < world; ++r) {
         if (results[r].pid != 0) continue;
         int status = 0;
-        waitpid(pids[r], &status, 0);
+        waitpid(pids[r], &status, 0);  // SIGKILLed: returns at once
         results[r].pid = pids[r];
         results[r].status = status;
         std::fprintf(stderr, "rank %d (pid %d) still ran after the limit: killed\n", r, pids[r]);
@@ -158,16 +127,4 @@ std::vector<RankResult> RunRanks(int world, absl::Duration limit,
   return results;
 }
 
-std::vector<std::string> SegmentsOf(pid_t pid) {
-  std::vector<std::string> names;
-  const std::string prefix = absl::StrCat("dist-shm-", pid, "-");
-  DIR* dir = opendir("/dev/shm");
-  if (dir == nullptr) return names;
-  while (dirent* entry = readdir(dir)) {
-    if (absl::StartsWith(entry->d_name, prefix)) names.push_back(entry->d_name);
-  }
-  closedir(dir);
-  return names;
-}
-
-}  // namespace shm_test
+}  // namespace dist_test
