@@ -1,6 +1,6 @@
 """Finds CUDA and NCCL on the build machine (CUDA_HOME, else /usr/local/cuda).
 
-Makes @local_cuda with targets :cuda_runtime and :nccl, and a file
+Makes @local_cuda with targets :headers, :cuda_runtime and :nccl, and a file
 :defs.bzl with CUDA_FOUND, so that BUILD files can skip the NCCL plugin
 cleanly on machines without CUDA instead of failing the whole build.
 """
@@ -15,10 +15,16 @@ def _cuda_configure_impl(ctx):
         ctx.file("BUILD", """
 package(default_visibility = ["//visibility:public"])
 
+# The headers alone (for the CPU emulation in tests/nccl/emulation).
 cc_library(
-    name = "cuda_runtime",
+    name = "headers",
     hdrs = glob(["include/**"]),
     includes = ["include"],
+)
+
+cc_library(
+    name = "cuda_runtime",
+    deps = [":headers"],
     linkopts = ["-L{home}/lib64", "-Wl,-rpath,{home}/lib64", "-lcudart"],
 )
 
@@ -31,6 +37,8 @@ cc_library(
     else:
         ctx.file("BUILD", """
 package(default_visibility = ["//visibility:public"])
+
+cc_library(name = "headers")
 
 cc_library(name = "cuda_runtime")
 
