@@ -149,9 +149,6 @@ absl::Status FileStore::OpenAndJoin() {
   }
 }
 
-// Where the core's join check records why a rendezvous failed.
-constexpr char kJoinConflictKey[] = "dist/join/conflict";
-
 // The rule that tells a file left by a crashed earlier job from a live
 // rendezvous, checked when a rank joins (under the exclusive lock). A file
 // is refused as stale when
@@ -177,12 +174,12 @@ std::string FileStore::StaleReason() const {
                         ", which is no longer running: it is left over from a crashed job");
   }
   if (!left_.empty()) {
-    // A rank that failed the core's join check (a duplicate rank, a world
-    // size mismatch) leaves at once; ranks arriving after it must hear that
-    // reason, not a misleading "stale file".
-    if (const std::string* conflict = table_.Find(kJoinConflictKey)) {
-      return absl::StrCat("the rendezvous in it already failed: ", *conflict);
-    }
+    // A rank whose rendezvous failed (say, a duplicate rank) leaves at once;
+    // ranks arriving after it must hear that reason, not a misleading
+    // "stale file".
+    const std::string* failure =
+        options_.failure_key.empty() ? nullptr : table_.Find(options_.failure_key);
+    if (failure != nullptr) return absl::StrCat("the rendezvous in it already failed: ", *failure);
     return absl::StrCat("ranks of an earlier job already left it", origin);
   }
   bool all_local_and_gone = !joined_.empty();

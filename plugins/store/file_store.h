@@ -11,6 +11,8 @@
 // leave record; the rank whose leave completes the world removes the file.
 // A stale file from an earlier, crashed job is refused at join time; the
 // rule is at StaleReason in file_store.cc and in plugins/rendezvous/README.md.
+// A file whose rendezvous failed (FileStoreOptions::failure_key is set in
+// it) is refused with that failure's reason.
 #ifndef DIST_PLUGINS_STORE_FILE_STORE_H_
 #define DIST_PLUGINS_STORE_FILE_STORE_H_
 
@@ -35,6 +37,11 @@ struct FileStoreOptions {
   // unfinished rendezvous in the file counts as stale.
   absl::Duration timeout = absl::Seconds(30);
   absl::Duration max_poll_interval = absl::Milliseconds(50);
+  // The key under which the store's users record why a rendezvous over the
+  // file failed (the file:// rendezvous names the core's join-check key). A
+  // rank that arrives after ranks have left such a file is told that reason
+  // rather than "stale". Empty: the store knows no such key.
+  std::string failure_key;
 };
 
 class FileStore : public Store {

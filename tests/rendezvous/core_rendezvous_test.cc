@@ -90,5 +90,25 @@ TEST_P(CoreDuplicateRank, AllAreTold) {
 INSTANTIATE_TEST_SUITE_P(Schemes, CoreDuplicateRank, ::testing::Values("tcp", "file"),
                          [](const auto& info) { return info.param; });
 
+// The late case of the race above, made certain: both rank-1 processes have
+// failed and left the file before rank 0 arrives. Rank 0 must hear why the
+// rendezvous in the file failed, at once, not that the file is stale.
+TEST(CoreFileRendezvous, RankArrivingAfterAFailedJoinHearsWhy) {
+  const Job job = Job::Make("file", 3);
+  auto first = StartCoreWorker(job, 1, 4000);
+  auto second = StartCoreWorker(job, 1, 4000);
+  for (auto* process : {first.get(), second.get()}) {
+    const ProcessResult result = process->Wait(absl::Seconds(30));
+    ASSERT_EQ(result.exit_code, 1) << result.output;
+    ASSERT_TRUE(absl::StrContains(result.output, "rank 1 claimed by two processes"))
+        << result.output;
+  }
+  const ProcessResult late = StartCoreWorker(job, 0, 4000)->Wait(absl::Seconds(30));
+  EXPECT_EQ(late.exit_code, 1) << late.output;
+  EXPECT_TRUE(absl::StrContains(late.output, "the rendezvous in it already failed")) << late.output;
+  EXPECT_TRUE(absl::StrContains(late.output, "rank 1 claimed by two processes")) << late.output;
+  EXPECT_LT(late.elapsed, absl::Seconds(4)) << "told at once, not at the timeout";
+}
+
 }  // namespace
 }  // namespace dist::testing

@@ -15,6 +15,10 @@ namespace {
 
 const char* const kSchemes[] = {"file", nullptr};
 
+// Where the core's join check (core/join_check.cc) records why a rendezvous
+// failed; the file store tells it to ranks that arrive after the failure.
+constexpr char kJoinFailureKey[] = "dist/join/conflict";
+
 absl::Status Bad(const Url& url, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(
       "malformed init method URL '", url.text, "': ", why,
@@ -44,6 +48,7 @@ absl::Status ResolveFile(const char* text, const dist_rendezvous_hints_t* hints,
   options.rank = ranks->rank;
   options.world_size = ranks->world_size;
   options.timeout = absl::Milliseconds(timeout_ms);
+  options.failure_key = kJoinFailureKey;
   absl::StatusOr<std::unique_ptr<store::FileStore>> file_store =
       store::FileStore::Open(options);
   if (!file_store.ok()) {
