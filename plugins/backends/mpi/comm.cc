@@ -83,15 +83,22 @@ absl::StatusOr<std::shared_ptr<Comm>> Comm::CreateWorld(const dist_comm_config_t
   // hang on a rank that never comes.
   const absl::Duration timeout = absl::Milliseconds(config.timeout_ms > 0 ? config.timeout_ms
                                                                            : 300000);
+  // A second duplicate carries the plugin's own point-to-point schedules.
+  const absl::Time deadline = absl::Now() + timeout;
   MPI_Comm dup = MPI_COMM_NULL;
+  MPI_Comm p2p = MPI_COMM_NULL;
   MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Request p2p_request = MPI_REQUEST_NULL;
   {
     MpiCallGuard guard;
-    const int rc = MPI_Comm_idup(MPI_COMM_WORLD, &dup, &request);
+    int rc = MPI_Comm_idup(MPI_COMM_WORLD, &dup, &request);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_idup(MPI_COMM_WORLD, &p2p, &p2p_request);
     if (rc != MPI_SUCCESS) return MpiStatus(rc, "MPI_Comm_idup");
   }
   bool timed_out = false;
-  absl::Status polled = PollUntil(&request, absl::Now() + timeout, "MPI_Comm_idup", &timed_out);
+  absl::Status polled = PollUntil(&request, deadline, "MPI_Comm_idup", &timed_out);
+  // Every rank started both idups once the first completed anywhere.
+  if (polled.ok()) polled = PollUntil(&p2p_request, deadline, "MPI_Comm_idup", &timed_out);
   if (timed_out) {
     return absl::DeadlineExceededError(absl::StrCat(
         "mpi: creating group '", config.group_name ? config.group_name : "default",
@@ -105,15 +112,17 @@ absl::StatusOr<std::shared_ptr<Comm>> Comm::CreateWorld(const dist_comm_config_t
   {
     MpiCallGuard guard;
     MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(p2p, MPI_ERRORS_RETURN);
   }
-  auto comm = std::make_shared<Comm>(dup, mpi_rank, mpi_size, config, options);
+  auto comm = std::make_shared<Comm>(dup, p2p, mpi_rank, mpi_size, config, options);
   ProgressEngine::Get().Register(comm);
   return comm;
 }
 
-Comm::Comm(MPI_Comm comm, int rank, int size, const dist_comm_config_t& config,
-           const CommOptions& options)
+Comm::Comm(MPI_Comm comm, MPI_Comm p2p_comm, int rank, int size,
+           const dist_comm_config_t& config, const CommOptions& options)
     : comm_(comm),
+      p2p_comm_(p2p_comm),
       rank_(rank),
       size_(size),
       name_(config.group_name ? config.group_name : "default"),
@@ -172,8 +181,36 @@ absl::StatusOr<std::shared_ptr<Comm>> Comm::Split(const int32_t* ranks, size_t n
         " but the core expects rank ", config.rank, " of ", config.world_size,
         "; the ranks list must be ascending parent ranks"));
   }
+  // The child's second communicator; every member got here right after
+  // the split, so the deadline only guards against a rank dying meanwhile.
+  MPI_Comm child_p2p = MPI_COMM_NULL;
+  MPI_Request request = MPI_REQUEST_NULL;
+  {
+    MpiCallGuard guard;
+    const int rc = MPI_Comm_idup(child, &child_p2p, &request);
+    if (rc != MPI_SUCCESS) {
+      MPI_Comm_free(&child);
+      return MpiStatus(rc, "MPI_Comm_idup");
+    }
+  }
+  bool timed_out = false;
+  absl::Status polled =
+      PollUntil(&request, absl::Now() + timeout_, "MPI_Comm_idup", &timed_out);
+  if (!polled.ok()) {
+    return absl::Status(polled.code(),
+                        absl::StrCat("mpi: comm_split of group '", name_,
+                                     "': duplicating the new communicator failed (",
+                                     polled.message(), ") after ",
+                                     absl::FormatDuration(timeout_),
+                                     "; every member must stay until comm_split returns"));
+  }
+  {
+    MpiCallGuard guard;
+    MPI_Comm_set_errhandler(child_p2p, MPI_ERRORS_RETURN);
+  }
   CommOptions options = options_;
-  auto comm = std::make_shared<Comm>(child, child_rank, child_size, config, options);
+  auto comm =
+      std::make_shared<Comm>(child, child_p2p, child_rank, child_size, config, options);
   ProgressEngine::Get().Register(comm);
   return comm;
 }
@@ -199,11 +236,35 @@ int Comm::StartLocked(PendingOp& op) {
   int rc;
   {
     MpiCallGuard guard;
-    rc = op.start(&op.request);
+    rc = op.schedule ? op.schedule->Start(P2pSchedule::TagFor(op.collective_seq))
+                     : op.start(&op.request);
   }
   op.start = nullptr;
   op.started = true;
   return rc;
+}
+
+int Comm::TestStarted(PendingOp& op, int* flag) {
+  MpiCallGuard guard;
+  if (!op.schedule) return MPI_Test(&op.request, flag, &op.mpi_status);
+  if (!op.schedule_done && op.schedule_rc == MPI_SUCCESS) {
+    op.schedule_rc = op.schedule->Test(&op.schedule_done);
+  }
+  *flag = op.schedule_done ? 1 : 0;
+  return op.schedule_rc;
+}
+
+void Comm::AdvanceSchedulesLocked() {
+  // A libnbc request progresses inside any MPI call, but a schedule only
+  // when it is tested. Testing only the oldest op could then deadlock: a
+  // peer's oldest op may wait for this schedule's next step (e.g. its send
+  // that had to wait for its own all_gather to finish).
+  for (size_t i = 1; i < started_; ++i) {
+    PendingOp& op = *pending_[i];
+    if (!op.schedule || op.schedule_done || !op.start_status.ok()) continue;
+    int flag = 0;
+    TestStarted(op, &flag);  // a failure is kept and reported in order
+  }
 }
 
 void Comm::StartDeferredLocked() {
@@ -259,16 +320,13 @@ void Comm::ProgressLocked() {
   while (true) {
     StartDeferredLocked();
     if (pending_.empty()) return;
+    AdvanceSchedulesLocked();
     PendingOp& op = *pending_.front();
     if (!op.start_status.ok()) {
       Complete(op, op.start_status);
     } else {
       int flag = 0;
-      int rc;
-      {
-        MpiCallGuard guard;
-        rc = MPI_Test(&op.request, &flag, &op.mpi_status);
-      }
+      const int rc = TestStarted(op, &flag);
       if (rc != MPI_SUCCESS) {
         Complete(op, MpiStatus(rc, Describe(op)));
       } else if (!flag) {
@@ -442,10 +500,7 @@ void Comm::Destroy() {
   while (!abandoned_.empty() && absl::Now() < drain_deadline) {
     for (auto it = abandoned_.begin(); it != abandoned_.end();) {
       int flag = 0;
-      {
-        MpiCallGuard guard;
-        if (MPI_Test(&(*it)->request, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) flag = 1;
-      }
+      if (TestStarted(**it, &flag) != MPI_SUCCESS) flag = 1;
       if (flag) {
         it = abandoned_.erase(it);
         g_total_pending.fetch_sub(1, std::memory_order_relaxed);
@@ -466,9 +521,10 @@ void Comm::Destroy() {
   }
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized && comm_ != MPI_COMM_NULL) {
+  if (!finalized) {
     MpiCallGuard guard;
-    MPI_Comm_free(&comm_);
+    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+    if (p2p_comm_ != MPI_COMM_NULL) MPI_Comm_free(&p2p_comm_);
   }
   freed_ = true;
 }

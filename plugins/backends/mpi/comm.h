@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "dist/backend_plugin.h"
+#include "p2p_schedule.h"
 
 namespace dist_mpi {
 
@@ -39,6 +40,11 @@ struct PendingOp {
   // issue order; an op whose buffers overlap an unfinished earlier op's
   // (one of them writing) waits for it, and so does everything after it.
   std::function<int(MPI_Request*)> start;
+  // Instead of `start`: the op is the plugin's own schedule of
+  // point-to-point messages, started and tested in place of one request.
+  std::unique_ptr<P2pSchedule> schedule;
+  bool schedule_done = false;
+  int schedule_rc = MPI_SUCCESS;  // the first failure of schedule->Test
   struct Range {
     uintptr_t begin;
     uintptr_t end;
@@ -88,12 +94,15 @@ class Comm : public std::enable_shared_from_this<Comm> {
   absl::StatusOr<std::shared_ptr<Comm>> Split(const int32_t* ranks, size_t num_ranks,
                                               const dist_comm_config_t& config);
 
-  Comm(MPI_Comm comm, int rank, int size, const dist_comm_config_t& config,
+  Comm(MPI_Comm comm, MPI_Comm p2p_comm, int rank, int size, const dist_comm_config_t& config,
        const CommOptions& options);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
   MPI_Comm mpi_comm() const { return comm_; }
+  // For the plugin's own point-to-point schedules (P2pSchedule): a
+  // duplicate of mpi_comm(), so they never match user send/recv.
+  MPI_Comm p2p_comm() const { return p2p_comm_; }
   absl::Duration timeout() const { return timeout_; }
 
   // Fills the op's bookkeeping and starts it (op->start) now, or once the
@@ -127,12 +136,17 @@ class Comm : public std::enable_shared_from_this<Comm> {
   void StartDeferredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ConflictsWithStartedLocked(const PendingOp& op) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int StartLocked(PendingOp& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One MPI_Test of a started op (or one advance of its schedule).
+  static int TestStarted(PendingOp& op, int* flag);
+  // Advances the schedules of started ops behind the oldest one.
+  void AdvanceSchedulesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Complete(PendingOp& op, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AbortedError() const;
   absl::Status TimeoutError(PendingOp& op, absl::Duration waited);
   std::string Diagnose(PendingOp& op);
 
   MPI_Comm comm_;
+  MPI_Comm p2p_comm_;
   const int rank_;
   const int size_;
   const std::string name_;

@@ -2,12 +2,14 @@
 
 #include <climits>
 #include <cstring>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "datatypes.h"
 #include "dist/cpp/reduce.hpp"
 #include "dist/cpp/status.hpp"
 #include "nbc_tuning.h"
+#include "ring_all_gather.h"
 #include "runtime.h"
 
 namespace dist_mpi {
@@ -273,10 +275,17 @@ OpResult StartAllGather(Comm& comm, const dist_op_args_t& args) {
   auto op = NewOp(DIST_COLL_ALL_GATHER, args, n, send.dtype);
   if (!in_place) op->Reads(send.data, block);
   op->Writes(recv.data, block * comm.size());
-  const void* send_data = in_place ? MPI_IN_PLACE : send.data;
-  void* recv_data = recv.data;
   const int count = static_cast<int>(n);
   const MPI_Datatype type = MpiDatatype(send.dtype);
+  if (!OnCuda(send, recv)) {
+    // See ring_all_gather.h for why not MPI_Iallgather.
+    op->schedule = std::make_unique<RingAllGather>(send.data, recv.data, count, type, block,
+                                                   comm.rank(), comm.size(), comm.p2p_comm());
+    return IssueOp(comm, std::move(op));
+  }
+  // CUDA-aware MPI: the ring's local copy would be a host memcpy.
+  const void* send_data = in_place ? MPI_IN_PLACE : send.data;
+  void* recv_data = recv.data;
   const MPI_Comm mpi_comm = comm.mpi_comm();
   op->start = [=](MPI_Request* request) {
     return MPI_Iallgather(send_data, count, type, recv_data, count, type, mpi_comm, request);
