@@ -15,7 +15,7 @@ nlohmann::ordered_json PluginToJson(const PluginEntry& p) {
   nlohmann::ordered_json j = {
       {"name", p.name},
       {"path", p.path},
-      {"status", StatusId(p.status)},
+      {"status", StatusId(p)},
       {"usable", p.usable()},
       {"reason", NullIfEmpty(p.reason)},
       {"abi", p.abi_major == 0 && p.abi_minor == 0
@@ -47,7 +47,7 @@ nlohmann::ordered_json PluginToJson(const PluginEntry& p) {
       {"collectives", CollectiveNames(c.collectives)},
       {"ops", ops},
       {"flags", FlagNames(c.flags)},
-      {"notes", c.notes != nullptr ? nlohmann::ordered_json(c.notes) : nlohmann::ordered_json(nullptr)},
+      {"notes", p.notes.has_value() ? nlohmann::ordered_json(*p.notes) : nlohmann::ordered_json(nullptr)},
   };
   return j;
 }
@@ -68,6 +68,8 @@ nlohmann::ordered_json ReportToJson(const Report& report) {
         {{"path", dir.path}, {"origin", dir.origin}, {"exists", dir.exists}});
   }
   j["list_error"] = NullIfEmpty(report.list_error);
+  // Only when it happened, so the output of a healthy machine stays as it was.
+  if (!report.isolation_note.empty()) j["isolation_note"] = report.isolation_note;
   j["backends"] = nlohmann::ordered_json::array();
   for (const PluginEntry& p : report.backends) j["backends"].push_back(PluginToJson(p));
   j["rendezvous"] = nlohmann::ordered_json::array();

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "tools/distinfo/plugin_scan.h"
 
 namespace dist::distinfo {
 namespace {
@@ -17,31 +18,6 @@ std::string OrEmpty(const char* text) { return text != nullptr ? text : ""; }
 bool IsDirectory(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-PluginEntry FromInfo(const dist_plugin_info_t& info) {
-  PluginEntry entry;
-  entry.kind = info.kind;
-  entry.name = OrEmpty(info.name);
-  entry.path = OrEmpty(info.path);
-  entry.status = info.status;
-  entry.reason = OrEmpty(info.reason);
-  entry.abi_major = info.abi_major;
-  entry.abi_minor = info.abi_minor;
-  entry.version = OrEmpty(info.version);
-  entry.library_version = OrEmpty(info.library_version);
-  if (info.kind == DIST_PLUGIN_BACKEND) {
-    entry.capabilities = info.capabilities;
-    // The core fills capabilities (and their size) only for tables it
-    // could read and initialize.
-    entry.has_capabilities = info.capabilities.struct_size != 0;
-  }
-  if (info.schemes != nullptr) {
-    for (const char* const* s = info.schemes; *s != nullptr; ++s) {
-      entry.schemes.emplace_back(*s);
-    }
-  }
-  return entry;
 }
 
 template <typename NameFn>
@@ -57,7 +33,7 @@ std::vector<std::string> BitNames(uint32_t mask, int count, NameFn name) {
 
 }  // namespace
 
-Report CollectReport(const dist_init_options_t* options) {
+Report CollectReport(const dist_init_options_t* options, absl::Duration load_timeout) {
   Report report;
   report.core_version = OrEmpty(dist_version());
 
@@ -82,18 +58,13 @@ Report CollectReport(const dist_init_options_t* options) {
     report.search_path.push_back(dir);
   }
 
-  const dist_plugin_info_t* infos = nullptr;
-  size_t count = 0;
-  if (dist_error_t* error = dist_list_plugins(&infos, &count)) {
-    report.list_error = dist_error_message(error);
-    dist_error_destroy(error);
-  } else {
-    for (size_t i = 0; i < count; ++i) {
-      PluginEntry entry = FromInfo(infos[i]);
-      (entry.kind == DIST_PLUGIN_BACKEND ? report.backends : report.rendezvous)
-          .push_back(std::move(entry));
-    }
-  }
+  std::vector<std::string> dirs_searched;
+  for (const SearchDir& dir : report.search_path) dirs_searched.push_back(dir.path);
+  PluginScan scan = ScanPlugins(dirs_searched, load_timeout);
+  report.backends = std::move(scan.backends);
+  report.rendezvous = std::move(scan.rendezvous);
+  report.list_error = std::move(scan.list_error);
+  report.isolation_note = std::move(scan.isolation_note);
 
   dist_config_entry_t* entries = nullptr;
   size_t num_entries = 0;
@@ -131,8 +102,13 @@ const PluginEntry* Report::FindScheme(const std::string& scheme) const {
   return nullptr;
 }
 
-const char* StatusWord(dist_plugin_status_t status) {
-  switch (status) {
+const char* StatusWord(const PluginEntry& entry) {
+  switch (entry.fault) {
+    case LoadFault::kCrashed: return "crashed";
+    case LoadFault::kHung: return "hung";
+    case LoadFault::kNone: break;
+  }
+  switch (entry.status) {
     case DIST_PLUGIN_OK: return "ok";
     case DIST_PLUGIN_UNAVAILABLE: return "unavailable";
     case DIST_PLUGIN_LOAD_FAILED: return "load failed";
@@ -143,8 +119,13 @@ const char* StatusWord(dist_plugin_status_t status) {
   return "unknown";
 }
 
-const char* StatusId(dist_plugin_status_t status) {
-  switch (status) {
+const char* StatusId(const PluginEntry& entry) {
+  switch (entry.fault) {
+    case LoadFault::kCrashed: return "crashed";
+    case LoadFault::kHung: return "hung";
+    case LoadFault::kNone: break;
+  }
+  switch (entry.status) {
     case DIST_PLUGIN_OK: return "ok";
     case DIST_PLUGIN_UNAVAILABLE: return "unavailable";
     case DIST_PLUGIN_LOAD_FAILED: return "load_failed";

@@ -4,18 +4,26 @@
 #define DIST_TOOLS_DISTINFO_REPORT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "dist/registry.h"
 
 namespace dist::distinfo {
+
+// Set by distinfo, beyond the core's statuses, when the child process that
+// loaded the plugin died (a crash in its constructors, initialize or probe)
+// or was killed at --load_timeout.
+enum class LoadFault { kNone, kCrashed, kHung };
 
 struct PluginEntry {
   dist_plugin_kind_t kind = DIST_PLUGIN_BACKEND;
   std::string name;
   std::string path;
   dist_plugin_status_t status = DIST_PLUGIN_LOAD_FAILED;
+  LoadFault fault = LoadFault::kNone;  // then status is DIST_PLUGIN_LOAD_FAILED
   std::string reason;  // empty when OK
   uint32_t abi_major = 0;
   uint32_t abi_minor = 0;
@@ -24,10 +32,13 @@ struct PluginEntry {
   // Backends whose table could be read (OK or UNAVAILABLE; SHADOWED ones
   // too when the core read them).
   bool has_capabilities = false;
+  // capabilities.notes is always NULL: the plugin's text lives in notes,
+  // since the plugin was loaded in another process.
   dist_backend_capabilities_t capabilities{};
+  std::optional<std::string> notes;
   std::vector<std::string> schemes;  // rendezvous
 
-  bool usable() const { return status == DIST_PLUGIN_OK; }
+  bool usable() const { return status == DIST_PLUGIN_OK && fault == LoadFault::kNone; }
 };
 
 struct SearchDir {
@@ -46,6 +57,9 @@ struct Report {
   std::vector<PluginEntry> backends;
   std::vector<PluginEntry> rendezvous;
   std::string list_error;  // dist_list_plugins failed (then no plugins)
+  // Set when listing all plugins in one process failed (a plugin crashed or
+  // hung), so each was loaded alone: says so and what is approximate.
+  std::string isolation_note;
   std::vector<ConfigRow> config;
   std::string config_error;  // dist_resolve_config failed
 
@@ -57,12 +71,15 @@ struct Report {
 };
 
 // Asks the core. `options` (may be NULL) is what dist_resolve_config gets.
-Report CollectReport(const dist_init_options_t* options);
+// The plugins are loaded and probed in child processes (see plugin_scan.h),
+// each bounded by `load_timeout`; this process loads none.
+Report CollectReport(const dist_init_options_t* options, absl::Duration load_timeout);
 
-// "ok", "unavailable", "load failed", "bad ABI", "init failed", "shadowed".
-const char* StatusWord(dist_plugin_status_t status);
+// "ok", "unavailable", "load failed", "bad ABI", "init failed", "shadowed",
+// and "crashed" or "hung" for a LoadFault.
+const char* StatusWord(const PluginEntry& entry);
 // The same as an identifier for JSON: "ok", "load_failed", ...
-const char* StatusId(dist_plugin_status_t status);
+const char* StatusId(const PluginEntry& entry);
 
 // Names of the bits set in capability masks, in enum order.
 std::vector<std::string> DeviceNames(uint32_t mask);

@@ -21,7 +21,9 @@ RequirementResult FromEntry(const std::string& name, const PluginEntry& entry) {
                             entry.library_version.empty() ? "" : ", ",
                             entry.library_version, ")");
   } else {
-    r.detail = absl::StrCat(StatusWord(entry.status), ": ", entry.reason, " (", entry.path, ")");
+    r.detail = absl::StrCat(StatusWord(entry), ": ", entry.reason);
+    // Crashed and hung ones name their file already.
+    if (!absl::StrContains(entry.reason, entry.path)) absl::StrAppend(&r.detail, " (", entry.path, ")");
   }
   return r;
 }

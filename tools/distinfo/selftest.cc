@@ -108,9 +108,9 @@ SelftestResult RunOne(const Report& report, const PluginEntry& backend,
                       const SelftestOptions& options) {
   SelftestResult result;
   result.backend = backend.name;
-  if (backend.status != DIST_PLUGIN_OK) {
+  if (!backend.usable()) {
     result.skipped = true;
-    result.detail = absl::StrCat(StatusWord(backend.status),
+    result.detail = absl::StrCat(StatusWord(backend),
                                  backend.reason.empty() ? "" : ": ", backend.reason);
     return result;
   }

@@ -21,7 +21,7 @@ std::string Words(const std::vector<std::string>& words) {
 }
 
 std::string StatusLine(const PluginEntry& entry) {
-  std::string line = absl::StrCat("  ", entry.name, ": ", StatusWord(entry.status));
+  std::string line = absl::StrCat("  ", entry.name, ": ", StatusWord(entry));
   if (!entry.reason.empty()) absl::StrAppend(&line, ": ", entry.reason);
   return line + "\n";
 }
@@ -51,7 +51,7 @@ void FormatBackend(std::string& out, const PluginEntry& b) {
           Words(ReduceOpNames(r.ops)));
   }
   Field(out, "Flags", Words(FlagNames(c.flags)));
-  if (c.notes != nullptr && *c.notes != '\0') Field(out, "Notes", c.notes);
+  if (b.notes.has_value() && !b.notes->empty()) Field(out, "Notes", *b.notes);
 }
 
 void FormatRendezvous(std::string& out, const PluginEntry& r) {
@@ -98,6 +98,9 @@ std::string FormatReport(const Report& report) {
   if (!report.list_error.empty()) {
     absl::StrAppend(&out, "\nPlugins could not be listed: ", report.list_error,
                     "\n");
+  }
+  if (!report.isolation_note.empty()) {
+    absl::StrAppend(&out, "\nNote: ", report.isolation_note, "\n");
   }
 
   std::vector<std::string> usable = UsableNames(report.backends);
