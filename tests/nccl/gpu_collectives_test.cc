@@ -518,6 +518,91 @@ TEST_F(NcclGpuTest, StreamWaitOrdersAnotherStreamWithoutBlockingTheHost) {
   });
 }
 
+TEST_F(NcclGpuTest, OperationsWithoutAStreamWaitForTheDefaultStream) {
+  // The caller produces the input on the legacy default stream, behind a
+  // stall, and calls without a stream: the plugin's own (non-blocking)
+  // stream must wait for that work, or it reads the input too early.
+  RunRanks(plugin_, world_, IdentityDevice, [&](Rank& r) {
+    const size_t n = 1 << 14;
+    DeviceMemory source(n * sizeof(float));
+    DeviceMemory data(n * sizeof(float));
+    DeviceMemory out(n * sizeof(float));
+    source.Upload(0, testing::Input(DIST_FLOAT32, DIST_SUM, r.rank, n));
+    StallStream(cudaStreamLegacy, 300);
+    ASSERT_EQ(cudaMemcpyAsync(data.at(0), source.at(0), n * sizeof(float),
+                              cudaMemcpyDeviceToDevice, cudaStreamLegacy),
+              cudaSuccess);
+    dist_op_args_t args = BaseArgs();
+    args.send = dist_make_buffer(data.at(0), n, DIST_FLOAT32, dist_cuda(r.device));
+    args.recv = dist_make_buffer(out.at(0), n, DIST_FLOAT32, dist_cuda(r.device));
+    ASSERT_TRUE(RunAndWait(r, DIST_COLL_ALL_REDUCE, args).ok());
+    HostBuffer got;
+    got.dtype = DIST_FLOAT32;
+    got.bytes = out.Download(0, n * sizeof(float));
+    EXPECT_EQ(testing::Compare(got, testing::Reduced(DIST_FLOAT32, DIST_SUM, r.world, n)), "");
+  });
+}
+
+TEST_F(NcclGpuTest, ARankThatSkipsACollectiveTimesOutEveryOtherRank) {
+  if (world_ < 2) {
+    std::printf("SKIPPED: a missing peer needs 2 GPUs (this machine has %d)\n", world_);
+    GTEST_SKIP() << "a missing peer needs 2 GPUs";
+  }
+  RunRanks(plugin_, world_, IdentityDevice, [&](Rank& r) {
+    if (r.rank == 0) return;  // stalled or dead: never calls the all-reduce
+    DeviceMemory data(256 * sizeof(float));
+    dist_op_args_t args = BaseArgs();
+    args.send = dist_make_buffer(data.at(0), 256, DIST_FLOAT32, dist_cuda(r.device));
+    args.recv = args.send;
+    args.timeout_ms = 500;
+    const absl::Time before = absl::Now();
+    const absl::Status status = RunAndWait(r, DIST_COLL_ALL_REDUCE, args);
+    EXPECT_LT(absl::Now() - before, absl::Seconds(10)) << "rank " << r.rank << " hung";
+    // Each rank times out itself, or first hears that a rank that timed
+    // out before it aborted (NCCL's network transports report that as a
+    // remote error).
+    if (status.code() == absl::StatusCode::kDeadlineExceeded) {
+      EXPECT_THAT(std::string(status.message()),
+                  AllOf(HasSubstr("all_reduce"), HasSubstr(absl::StrCat("rank ", r.rank)),
+                        HasSubstr("did not complete by its timeout")));
+    } else {
+      EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
+      EXPECT_THAT(std::string(status.message()),
+                  AllOf(HasSubstr("all_reduce"), HasSubstr(absl::StrCat("rank ", r.rank)),
+                        HasSubstr("aborted")));
+    }
+    std::printf("rank %d heard: %s\n", r.rank, status.ToString().c_str());
+  });
+}
+
+TEST_F(NcclGpuTest, ARankThatAbortsFailsEveryOtherRankWithinTheTimeout) {
+  if (world_ < 2) {
+    std::printf("SKIPPED: an aborting peer needs 2 GPUs (this machine has %d)\n", world_);
+    GTEST_SKIP() << "an aborting peer needs 2 GPUs";
+  }
+  RunRanks(plugin_, world_, IdentityDevice, [&](Rank& r) {
+    if (r.rank == 0) {
+      absl::SleepFor(absl::Milliseconds(200));
+      r.plugin->comm_abort(r.comm, "rank 0 gave up");
+      return;
+    }
+    DeviceMemory data(256 * sizeof(float));
+    dist_op_args_t args = BaseArgs();
+    args.send = dist_make_buffer(data.at(0), 256, DIST_FLOAT32, dist_cuda(r.device));
+    args.recv = args.send;
+    args.timeout_ms = 3000;
+    const absl::Time before = absl::Now();
+    const absl::Status status = RunAndWait(r, DIST_COLL_ALL_REDUCE, args);
+    EXPECT_LT(absl::Now() - before, absl::Seconds(10)) << "rank " << r.rank << " hung";
+    // NCCL reports the lost peer (a remote error) or the op times out;
+    // either way this rank hears it, and where.
+    EXPECT_FALSE(status.ok());
+    EXPECT_THAT(std::string(status.message()),
+                AllOf(HasSubstr("all_reduce"), HasSubstr(absl::StrCat("rank ", r.rank))));
+    std::printf("rank %d heard: %s\n", r.rank, status.ToString().c_str());
+  });
+}
+
 TEST_F(NcclGpuTest, AnOperationPastItsTimeoutAbortsTheCommunicator) {
   RunRanks(plugin_, 1, IdentityDevice, [&](Rank& r) {
     cudaStream_t stream = nullptr;

@@ -245,7 +245,7 @@ absl::StatusOr<std::shared_ptr<WorkState>> Communicator::Start(dist_collective_t
       // before the push; it cannot reach ncclCommAbort while we hold
       // nccl_mu_, so failing the work here comes before NCCL's kernels quit
       // (whose events would otherwise read as success).
-      if (aborting_.load(std::memory_order_acquire)) work->Fail(AbortStatus());
+      if (aborting_.load(std::memory_order_acquire)) work->Fail(work->Failed(AbortStatus()));
     }
   }
   if (!status.ok()) {
@@ -259,23 +259,30 @@ absl::StatusOr<std::shared_ptr<WorkState>> Communicator::Start(dist_collective_t
 }
 
 void Communicator::Abort(const absl::Status& reason, const std::shared_ptr<WorkState>& culprit) {
-  absl::Status aborted;
   {
     absl::MutexLock lock(&state_mu_);
     if (abort_status_.has_value()) return;
+  }
+  // The culprit gets its own status (e.g. DEADLINE_EXCEEDED) before the
+  // abort shows: a health check racing with us would otherwise fail it
+  // with the communicator's ABORTED first.
+  if (culprit != nullptr) culprit->Fail(reason);
+  absl::Status aborted;
+  {
+    absl::MutexLock lock(&state_mu_);
+    if (abort_status_.has_value()) return;  // another abort won the race
     abort_status_ = absl::AbortedError(
         absl::StrCat("nccl communicator on ", Where(), " was aborted: ", reason.message()));
     aborted = *abort_status_;
     aborting_.store(true, std::memory_order_release);
   }
   Log(DIST_LOG_ERROR, std::string(aborted.message()));
-  if (culprit != nullptr) culprit->Fail(reason);
   std::vector<std::shared_ptr<WorkState>> pending;
   {
     absl::MutexLock lock(&pending_mu_);
     pending.swap(pending_);
   }
-  for (const std::shared_ptr<WorkState>& work : pending) work->Fail(aborted);
+  for (const std::shared_ptr<WorkState>& work : pending) work->Fail(work->Failed(aborted));
   absl::MutexLock lock(&nccl_mu_);
   if (comm_ != nullptr) {
     const DeviceGuard device_guard(settings_.device);
@@ -284,37 +291,55 @@ void Communicator::Abort(const absl::Status& reason, const std::shared_ptr<WorkS
   }
 }
 
+std::optional<absl::Status> Communicator::AsyncError() {
+  // TryLock: an issuer holding the lock polls the same state itself.
+  if (!nccl_mu_.TryLock()) return std::nullopt;
+  absl::Status error;
+  if (comm_ != nullptr) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t query = ncclCommGetAsyncError(comm_, &state);
+    if (query != ncclSuccess) {
+      error = NcclStatus(query, comm_, "ncclCommGetAsyncError failed");
+    } else if (state != ncclSuccess && state != ncclInProgress) {
+      error = NcclStatus(state, comm_, "NCCL reported an asynchronous error");
+    }
+  }
+  nccl_mu_.Unlock();
+  return error;
+}
+
+std::optional<absl::Status> Communicator::Health() {
+  if (aborting_.load(std::memory_order_acquire)) return AbortStatus();
+  std::optional<absl::Status> error = AsyncError();
+  if (!error.has_value() || error->ok()) return error;
+  Abort(*error);
+  return AbortStatus();
+}
+
 void Communicator::ReapFinished() {
+  std::vector<std::shared_ptr<WorkState>> pending;
+  {
+    absl::MutexLock lock(&pending_mu_);
+    pending = pending_;
+  }
+  std::vector<WorkState*> finished;
+  for (const std::shared_ptr<WorkState>& work : pending) {
+    if (work->Poll([this] { return Health(); }).has_value()) finished.push_back(work.get());
+  }
+  if (finished.empty()) return;
   absl::MutexLock lock(&pending_mu_);
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
-                                [](const std::shared_ptr<WorkState>& work) {
-                                  return work->Poll().has_value();
+                                [&](const std::shared_ptr<WorkState>& work) {
+                                  return std::find(finished.begin(), finished.end(), work.get()) !=
+                                         finished.end();
                                 }),
                  pending_.end());
 }
 
 void Communicator::Check() {
   if (aborting_.load(std::memory_order_acquire) || closed_.load()) return;
-  absl::Status async_error;
-  // TryLock: an issuer holding the lock polls the same state itself.
-  if (nccl_mu_.TryLock()) {
-    if (comm_ != nullptr) {
-      ncclResult_t state = ncclSuccess;
-      const ncclResult_t query = ncclCommGetAsyncError(comm_, &state);
-      if (query != ncclSuccess) {
-        async_error =
-            NcclStatus(query, comm_, absl::StrCat("nccl on ", Where(), ": ncclCommGetAsyncError"));
-      } else if (state != ncclSuccess && state != ncclInProgress) {
-        async_error =
-            NcclStatus(state, comm_, absl::StrCat("nccl on ", Where(), ": asynchronous error"));
-      }
-    }
-    nccl_mu_.Unlock();
-  }
-  if (!async_error.ok()) {
-    Abort(async_error);
-    return;
-  }
+  const std::optional<absl::Status> health = Health();
+  if (health.has_value() && !health->ok()) return;  // aborted
   ReapFinished();
   const absl::Time now = absl::Now();
   std::shared_ptr<WorkState> late;

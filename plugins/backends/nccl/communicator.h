@@ -66,6 +66,11 @@ class Communicator {
   // on either. Also called by waiters, so a wait notices failures at once.
   void Check();
 
+  // For WorkState::Poll: OK when NCCL reports no asynchronous error; when it
+  // does, aborts and returns the abort status (also once aborted); nullopt
+  // when it cannot tell now (another thread holds the NCCL lock).
+  std::optional<absl::Status> Health();
+
   // comm_destroy: waits for pending work (up to the timeout), stops the
   // watchdog, then finalizes and destroys the communicator (aborts it when
   // that does not finish in time).
@@ -87,7 +92,11 @@ class Communicator {
   // Makes the own stream wait for the legacy default stream, so that data
   // the caller produced there before the call is complete.
   absl::Status OrderAfterDefaultStream() ABSL_EXCLUSIVE_LOCKS_REQUIRED(nccl_mu_);
+  // Drops finished work from pending_ (polling it without the lock held,
+  // since a health check may abort, which takes the lock).
   void ReapFinished() ABSL_LOCKS_EXCLUDED(pending_mu_);
+  // ncclCommGetAsyncError as a status; nullopt when nccl_mu_ is busy.
+  std::optional<absl::Status> AsyncError() ABSL_LOCKS_EXCLUDED(nccl_mu_);
 
   const CommSettings settings_;
   const cudaStream_t stream_;      // the communicator's own stream

@@ -168,10 +168,12 @@ dist_error_t* WorkTest(dist_backend_work_t* work, int* done) {
     if (work == nullptr || done == nullptr) {
       return absl::InvalidArgumentError("nccl work_test: work and done must not be NULL");
     }
-    std::optional<absl::Status> result = work->state->Poll();
+    Communicator& comm = *work->comm;
+    auto health = [&comm] { return comm.Health(); };
+    std::optional<absl::Status> result = work->state->Poll(health);
     if (!result.has_value()) {
-      work->comm->Check();  // a failure shows up on the next test
-      result = work->state->Poll();
+      comm.Check();  // a failure shows up on the next poll
+      result = work->state->Poll(health);
     }
     *done = result.has_value() ? 1 : 0;
     return result.has_value() ? *result : absl::OkStatus();
@@ -183,7 +185,7 @@ void WorkDestroy(dist_backend_work_t* work) { delete work; }
 dist_error_t* WorkWaitStream(dist_backend_work_t* work, void* stream) {
   return Guard("work_wait_stream", [&]() -> absl::Status {
     if (work == nullptr) return absl::InvalidArgumentError("nccl work_wait_stream: work is NULL");
-    return WaitOnStream(*work->state, stream);
+    return WaitOnStream(*work->state, *work->comm, stream);
   });
 }
 

@@ -17,7 +17,7 @@ absl::Status WaitForWork(WorkState& work, Communicator& comm, absl::Duration tim
   absl::Time next_check = start + absl::Milliseconds(1);
   Backoff backoff(absl::Microseconds(200));
   while (true) {
-    std::optional<absl::Status> result = work.Poll();
+    std::optional<absl::Status> result = work.Poll([&comm] { return comm.Health(); });
     if (result.has_value()) return *result;
     const absl::Time now = absl::Now();
     if (now >= next_check) {
@@ -34,8 +34,8 @@ absl::Status WaitForWork(WorkState& work, Communicator& comm, absl::Duration tim
   }
 }
 
-absl::Status WaitOnStream(WorkState& work, void* stream) {
-  std::optional<absl::Status> result = work.Poll();
+absl::Status WaitOnStream(WorkState& work, Communicator& comm, void* stream) {
+  std::optional<absl::Status> result = work.Poll([&comm] { return comm.Health(); });
   if (result.has_value() && !result->ok()) return *result;
   if (result.has_value()) return absl::OkStatus();  // done: nothing to wait for
   return CudaStatus(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), work.event(), 0),

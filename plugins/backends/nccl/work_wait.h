@@ -18,7 +18,7 @@ absl::Status WaitForWork(WorkState& work, Communicator& comm, absl::Duration tim
 
 // Orders `stream` after the operation without blocking the host
 // (cudaStreamWaitEvent). An operation that already failed returns its error.
-absl::Status WaitOnStream(WorkState& work, void* stream);
+absl::Status WaitOnStream(WorkState& work, Communicator& comm, void* stream);
 
 }  // namespace dist::nccl
 
