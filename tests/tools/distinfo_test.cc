@@ -502,10 +502,15 @@ TEST(DistinfoTest, HangingPluginProbeIsKilledAtLoadTimeoutAndListedAsHung) {
 
 TEST(DistinfoTest, HelpShowsThePublicFlagsOnly) {
   ProcessResult r = RunDistinfo({"--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;  // Debian's Abseil alone would exit 1
+  EXPECT_THAT(r.out, ::testing::StartsWith("distinfo: shows what dist can do"));
   EXPECT_THAT(r.out, HasSubstr("--require"));
   EXPECT_THAT(r.out, HasSubstr("--selftest"));
   EXPECT_THAT(r.out, HasSubstr("--json"));
   EXPECT_THAT(r.out, Not(HasSubstr("--selftest_worker")));
+  ProcessResult h = RunDistinfo({"-h"});
+  EXPECT_EQ(h.exit_code, 0) << h.err;
+  EXPECT_EQ(h.out, r.out);
 }
 
 TEST(DistinfoTest, StrayArgumentIsAUsageError) {

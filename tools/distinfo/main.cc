@@ -7,11 +7,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/flags/internal/program_name.h"
+#include "absl/flags/internal/usage.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
@@ -58,6 +61,17 @@ namespace {
 
 using dist::distinfo::RequirementResult;
 
+// Debian's Abseil (20220623) ends --help with exit status 1, as if asking
+// for help were an error; distinfo answers it itself, with the same text.
+bool WantsHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg == "--help" || arg == "-help" || arg == "-h") return true;
+  }
+  return false;
+}
+
 using dist::distinfo::SelftestResult;
 
 std::string SelfExe() {
@@ -86,6 +100,13 @@ int main(int argc, char** argv) {
   usage.contains_helpshort_flags = usage.contains_help_flags;
   usage.version_string = [] { return absl::StrCat("distinfo (dist ", dist_version(), ")\n"); };
   absl::SetFlagsUsageConfig(usage);
+  if (WantsHelp(argc, argv)) {
+    absl::flags_internal::SetProgramInvocationName(argv[0]);  // ParseCommandLine would
+    absl::flags_internal::FlagsHelp(std::cout, "distinfo/main",
+                                    absl::flags_internal::HelpFormat::kHumanReadable,
+                                    absl::ProgramUsageMessage());
+    return 0;
+  }
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {
     std::fprintf(stderr, "distinfo: unexpected argument '%s'; see distinfo --help\n",
