@@ -42,9 +42,18 @@ struct CudaRuntime {
   static CudaRuntime Load() {
     CudaRuntime rt;
     void* handle = nullptr;
-    for (const char* name : {"libcudart.so", "libcudart.so.12", "libcudart.so.11.0"}) {
-      handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    // The runtime a CUDA plugin already brought in comes first, so the kit
+    // and the plugin share one CUDA context; then the versioned names
+    // (pip's CUDA wheels ship no unversioned libcudart.so), newest first.
+    const char* const kNames[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so",
+                                  "libcudart.so.11.0"};
+    for (const char* name : kNames) {
+      handle = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
       if (handle != nullptr) break;
+    }
+    for (const char* name : kNames) {
+      if (handle != nullptr) break;
+      handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     }
     if (handle == nullptr) {
       rt.load_error = absl::StrCat("cannot load the CUDA runtime (libcudart.so): ", dlerror());
