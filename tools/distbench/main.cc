@@ -2,10 +2,13 @@
 // nccl-tests. See README.md and --help.
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/internal/program_name.h"
+#include "absl/flags/internal/usage.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
@@ -174,6 +177,19 @@ int PlotOnly() {
 }  // namespace
 }  // namespace distbench
 
+// Debian's Abseil (20220623) ends --help with exit status 1, as if asking
+// for help were an error; answer --help and -h here with the same text.
+namespace {
+bool WantsHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg == "--help" || arg == "-help" || arg == "-h") return true;
+  }
+  return false;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   // --help lists distbench's own flags (not Abseil's), whatever the file
   // names; --helpfull lists all.
@@ -196,6 +212,13 @@ int main(int argc, char** argv) {
       "Each rank is started by distrun, mpirun, by hand (env:// variables) or by -n.\n"
       "Rank 0 prints a table per operation: size(B), count, type, redop, root, time(us),\n"
       "algbw and busbw (GB/s, nccl-tests' definitions) and #wrong (with --check).");
+  if (WantsHelp(argc, argv)) {
+    absl::flags_internal::SetProgramInvocationName(argv[0]);  // ParseCommandLine would
+    absl::flags_internal::FlagsHelp(std::cout, "distbench",
+                                    absl::flags_internal::HelpFormat::kHumanReadable,
+                                    absl::ProgramUsageMessage());
+    return 0;
+  }
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {
     distbench::Fail(distbench::kUsageError,

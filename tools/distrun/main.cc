@@ -4,10 +4,13 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/internal/program_name.h"
+#include "absl/flags/internal/usage.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
@@ -49,6 +52,16 @@ std::vector<std::string> Args(int argc, char** argv) {
   return std::vector<std::string>(argv, argv + argc);
 }
 
+// Debian's Abseil (20220623) ends --help with exit status 1, as if asking
+// for help were an error; answer --help and -h here with the same text.
+// SplitArgs has written distrun's own flags as "--name" ("-h" as "--h").
+bool WantsHelp(const std::vector<std::string>& own) {
+  for (size_t i = 1; i < own.size(); ++i) {
+    if (own[i] == "--help" || own[i] == "--h") return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -79,6 +92,13 @@ int main(int argc, char** argv) {
         absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
         return flag != nullptr && !flag->IsOfType<bool>();
       });
+  if (WantsHelp(split.own)) {  // PROGRAM's own --help is not distrun's
+    absl::flags_internal::SetProgramInvocationName(argv[0]);  // ParseCommandLine would
+    absl::flags_internal::FlagsHelp(std::cout, "distrun",
+                                    absl::flags_internal::HelpFormat::kHumanReadable,
+                                    absl::ProgramUsageMessage());
+    return 0;
+  }
   std::vector<char*> own;
   for (std::string& arg : split.own) own.push_back(arg.data());
   absl::ParseCommandLine(static_cast<int>(own.size()), own.data());
