@@ -543,6 +543,20 @@ TEST_F(NcclGpuTest, OperationsWithoutAStreamWaitForTheDefaultStream) {
   });
 }
 
+// An in-place all-reduce of 256 floats with `timeout_ms`, waited for; it
+// must end (with whatever status) well within 10 s.
+absl::Status AllReduceThatMustNotHang(const Rank& r, int64_t timeout_ms) {
+  DeviceMemory data(256 * sizeof(float));
+  dist_op_args_t args = BaseArgs();
+  args.send = dist_make_buffer(data.at(0), 256, DIST_FLOAT32, dist_cuda(r.device));
+  args.recv = args.send;
+  args.timeout_ms = timeout_ms;
+  const absl::Time before = absl::Now();
+  const absl::Status status = RunAndWait(r, DIST_COLL_ALL_REDUCE, args);
+  EXPECT_LT(absl::Now() - before, absl::Seconds(10)) << "rank " << r.rank << " hung";
+  return status;
+}
+
 TEST_F(NcclGpuTest, ARankThatSkipsACollectiveTimesOutEveryOtherRank) {
   if (world_ < 2) {
     std::printf("SKIPPED: a missing peer needs 2 GPUs (this machine has %d)\n", world_);
@@ -550,14 +564,7 @@ TEST_F(NcclGpuTest, ARankThatSkipsACollectiveTimesOutEveryOtherRank) {
   }
   RunRanks(plugin_, world_, IdentityDevice, [&](Rank& r) {
     if (r.rank == 0) return;  // stalled or dead: never calls the all-reduce
-    DeviceMemory data(256 * sizeof(float));
-    dist_op_args_t args = BaseArgs();
-    args.send = dist_make_buffer(data.at(0), 256, DIST_FLOAT32, dist_cuda(r.device));
-    args.recv = args.send;
-    args.timeout_ms = 500;
-    const absl::Time before = absl::Now();
-    const absl::Status status = RunAndWait(r, DIST_COLL_ALL_REDUCE, args);
-    EXPECT_LT(absl::Now() - before, absl::Seconds(10)) << "rank " << r.rank << " hung";
+    const absl::Status status = AllReduceThatMustNotHang(r, 500);
     // Each rank times out itself, or first hears that a rank that timed
     // out before it aborted (NCCL's network transports report that as a
     // remote error).
@@ -586,14 +593,7 @@ TEST_F(NcclGpuTest, ARankThatAbortsFailsEveryOtherRankWithinTheTimeout) {
       r.plugin->comm_abort(r.comm, "rank 0 gave up");
       return;
     }
-    DeviceMemory data(256 * sizeof(float));
-    dist_op_args_t args = BaseArgs();
-    args.send = dist_make_buffer(data.at(0), 256, DIST_FLOAT32, dist_cuda(r.device));
-    args.recv = args.send;
-    args.timeout_ms = 3000;
-    const absl::Time before = absl::Now();
-    const absl::Status status = RunAndWait(r, DIST_COLL_ALL_REDUCE, args);
-    EXPECT_LT(absl::Now() - before, absl::Seconds(10)) << "rank " << r.rank << " hung";
+    const absl::Status status = AllReduceThatMustNotHang(r, 3000);
     // NCCL reports the lost peer (a remote error) or the op times out;
     // either way this rank hears it, and where.
     EXPECT_FALSE(status.ok());
