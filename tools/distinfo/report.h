@@ -72,7 +72,8 @@ struct Report {
 
 // Asks the core. `options` (may be NULL) is what dist_resolve_config gets.
 // The plugins are loaded and probed in child processes (see plugin_scan.h),
-// each bounded by `load_timeout`; this process loads none.
+// each bounded by `load_timeout`; this process loads none. Call it while the
+// process has a single thread (it forks).
 Report CollectReport(const dist_init_options_t* options, absl::Duration load_timeout);
 
 // "ok", "unavailable", "load failed", "bad ABI", "init failed", "shadowed",
