@@ -17,28 +17,28 @@ namespace {
 
 TEST(ChildProcessTest, ReturnsWhatEachChildWroteAndHowItEnded) {
   const absl::Time start = absl::Now();
-  std::vector<ChildResult> results = RunInChildren(
-      {
-          [](int fd) { return WriteAll(fd, "answer 42\n") ? 0 : 9; },
-          [](int fd) { return 3; },
-          [](int fd) {
-            WriteAll(fd, "stage probe\n");
-            static int* volatile target = nullptr;
-            *target = 1;  // a real segfault, as in a broken plugin
-            return 0;
-          },
-          [](int fd) {
-            WriteAll(fd, "stage dlopen\n");
-            std::abort();
-            return 0;
-          },
-          [](int fd) {
-            WriteAll(fd, "stage probe\n");
-            for (;;) pause();
-            return 0;
-          },
-      },
-      absl::Milliseconds(500));
+  std::vector<ChildResult> results =
+      RunInChildren({
+                        [](int fd) { return WriteAll(fd, "answer 42\n") ? 0 : 9; },
+                        [](int fd) { return 3; },
+                        [](int fd) {
+                          WriteAll(fd, "stage probe\n");
+                          static int* volatile target = nullptr;
+                          *target = 1;  // a real segfault, as in a broken plugin
+                          return 0;
+                        },
+                        [](int fd) {
+                          WriteAll(fd, "stage dlopen\n");
+                          std::abort();
+                          return 0;
+                        },
+                        [](int fd) {
+                          WriteAll(fd, "stage probe\n");
+                          for (;;) pause();
+                          return 0;
+                        },
+                    },
+                    absl::Milliseconds(500));
   ASSERT_EQ(results.size(), 5u);
 
   EXPECT_TRUE(results[0].ok());

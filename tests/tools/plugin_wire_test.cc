@@ -26,7 +26,7 @@ TEST(PluginWireTest, EveryFieldSurvivesTheTrip) {
   entry.capabilities.reduce_ops = 0x0f;
   entry.capabilities.reduce_scatter_ops = 0x07;
   entry.capabilities.flags = 0x80000011u;  // a bit from a newer ABI too
-  entry.notes = "";                         // present but empty is not absent
+  entry.notes = "";                        // present but empty is not absent
 
   // Through text, as over the pipe.
   absl::StatusOr<PluginEntry> back =

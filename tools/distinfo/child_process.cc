@@ -101,8 +101,7 @@ std::vector<ChildResult> RunInChildren(const std::vector<ChildFunction>& functio
 
   const absl::Time deadline = absl::Now() + timeout;
   auto running = [&] {
-    return std::any_of(children.begin(), children.end(),
-                       [](const Child& c) { return !c.reaped; });
+    return std::any_of(children.begin(), children.end(), [](const Child& c) { return !c.reaped; });
   };
   while (running()) {
     const absl::Duration left = deadline - absl::Now();

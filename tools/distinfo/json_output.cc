@@ -47,7 +47,8 @@ nlohmann::ordered_json PluginToJson(const PluginEntry& p) {
       {"collectives", CollectiveNames(c.collectives)},
       {"ops", ops},
       {"flags", FlagNames(c.flags)},
-      {"notes", p.notes.has_value() ? nlohmann::ordered_json(*p.notes) : nlohmann::ordered_json(nullptr)},
+      {"notes", p.notes.has_value() ? nlohmann::ordered_json(*p.notes)
+                                    : nlohmann::ordered_json(nullptr)},
   };
   return j;
 }

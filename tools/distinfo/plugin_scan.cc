@@ -74,9 +74,9 @@ std::vector<Candidate> FindCandidates(const std::vector<std::string>& search_pat
       std::sort(names.begin(), names.end());
       for (const std::string& name : names) {
         Candidate candidate{kind, Absolute(absl::StrCat(dir, "/", name)), dir};
-        const bool seen = std::any_of(candidates.begin(), candidates.end(), [&](const Candidate& c) {
-          return c.kind == kind && c.path == candidate.path;
-        });
+        const bool seen = std::any_of(
+            candidates.begin(), candidates.end(),
+            [&](const Candidate& c) { return c.kind == kind && c.path == candidate.path; });
         if (!seen) candidates.push_back(std::move(candidate));
       }
     }
@@ -258,15 +258,14 @@ PluginEntry FaultEntry(const Candidate& candidate, const ChildResult& result,
     where = absl::StrCat("while loading ", candidate.path,
                          " (in its constructors or a library it needs)");
   } else {
-    where = absl::StrCat(
-        candidate.kind == DIST_PLUGIN_BACKEND ? "in the initialize or probe of "
-                                              : "in the initialize of ",
-        candidate.path);
+    where = absl::StrCat(candidate.kind == DIST_PLUGIN_BACKEND ? "in the initialize or probe of "
+                                                               : "in the initialize of ",
+                         candidate.path);
   }
   std::string what;
   if (result.timed_out) {
-    what = absl::StrCat("still running after ", absl::FormatDuration(timeout),
-                        " (--load_timeout) ", where, ", so it was killed");
+    what = absl::StrCat("still running after ", absl::FormatDuration(timeout), " (--load_timeout) ",
+                        where, ", so it was killed");
   } else if (result.signal != 0) {
     what = absl::StrCat(SignalName(result.signal), " ", where);
   } else if (result.exit_code != 0) {
@@ -294,7 +293,8 @@ void MarkShadowed(std::vector<PluginEntry>& entries) {
       const PluginEntry& e = entries[earlier];
       if (Usable(e) && e.kind == entries[later].kind && e.name == entries[later].name) {
         entries[later].status = DIST_PLUGIN_SHADOWED;
-        entries[later].reason = absl::StrCat("shadowed by ", e.path, " (earlier in the search path)");
+        entries[later].reason =
+            absl::StrCat("shadowed by ", e.path, " (earlier in the search path)");
         break;
       }
     }

@@ -23,7 +23,9 @@ RequirementResult FromEntry(const std::string& name, const PluginEntry& entry) {
   } else {
     r.detail = absl::StrCat(StatusWord(entry), ": ", entry.reason);
     // Crashed and hung ones name their file already.
-    if (!absl::StrContains(entry.reason, entry.path)) absl::StrAppend(&r.detail, " (", entry.path, ")");
+    if (!absl::StrContains(entry.reason, entry.path)) {
+      absl::StrAppend(&r.detail, " (", entry.path, ")");
+    }
   }
   return r;
 }
