@@ -11,6 +11,8 @@
 //                  does on 2 ranks)
 //   from_recv      the same, but copying into recv first and sending from
 //                  there (libnbc's order); `copy` is the memcpy's time
+//   copy_after     from_send with the local copy after the messages completed
+//   waitall        from_send with MPI_Waitall instead of the MPI_Testall loop
 // Time per op = slowest rank, median of the rounds.
 //
 //   mpirun -np 2 allgather_copy_bench [--bytes=524288] [--rounds=9]
@@ -31,8 +33,9 @@ ABSL_FLAG(int, iters, 20, "ops per round");
 
 namespace {
 
-enum Variant { kAllgather, kIallgather, kFromSend, kFromRecv, kVariants };
-const char* const kNames[] = {"allgather", "iallgather", "from_send", "from_recv"};
+enum Variant { kAllgather, kIallgather, kFromSend, kFromRecv, kCopyAfter, kWaitall, kVariants };
+const char* const kNames[] = {"allgather", "iallgather", "from_send", "from_recv", "copy_after",
+                              "waitall"};
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -100,12 +103,21 @@ int main(int argc, char** argv) {
           }
           MPI_Irecv(theirs, n, MPI_FLOAT, peer, 7, comm, &requests[0]);
           MPI_Isend(from, n, MPI_FLOAT, peer, 7, comm, &requests[1]);
-          if (v == kFromSend) {
+          if (v == kFromSend || v == kWaitall) {
             const double t = MPI_Wtime();
             std::memcpy(mine, send, bytes);
             inside += MPI_Wtime() - t;
           }
-          while (!done) MPI_Testall(2, requests, &done, MPI_STATUSES_IGNORE);
+          if (v == kWaitall) {
+            MPI_Waitall(2, requests, MPI_STATUSES_IGNORE);
+          } else {
+            while (!done) MPI_Testall(2, requests, &done, MPI_STATUSES_IGNORE);
+          }
+          if (v == kCopyAfter) {
+            const double t = MPI_Wtime();
+            std::memcpy(mine, send, bytes);
+            inside += MPI_Wtime() - t;
+          }
         }
       }
       double local[2] = {(MPI_Wtime() - start) / iters, inside / iters};
