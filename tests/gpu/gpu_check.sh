@@ -13,6 +13,14 @@
 #                                          --pack put in DIR (NCCL from /usr/local/cuda,
 #                                          else from a pip nvidia-nccl package)
 #
+# A dry run of this script without a GPU (to check the script itself before
+# spending device time): pack, put the CPU emulation in as the CUDA runtime
+# and NCCL, and keep the benchmark small, e.g.
+#   tests/gpu/gpu_check.sh --pack /tmp/p && bazel build //tests/nccl/emulation/...
+#   cp -f bazel-bin/tests/nccl/emulation/libcuda_nccl_emulation.so /tmp/p/lib/libcudart.so.13
+#   ln -sf libcudart.so.13 /tmp/p/lib/libnccl.so.2
+#   DIST_GPU_CHECK_BENCH_FLAGS=--max_bytes=16777216 tests/gpu/gpu_check.sh --prebuilt /tmp/p
+#
 # Exit status: 0 all passed, 1 a build, test or benchmark failed, 2 no GPU
 # visible (the check cannot run). Nothing here needs more than one GPU; see
 # plugins/backends/nccl/README.md for what only runs with two or more.
@@ -124,12 +132,15 @@ TEST_TMPDIR="$(mktemp -d)" timeout 60 "$core_test" | tee /tmp/nccl_core_test.log
 grep -q "OK \] NcclThroughTheCore.AllReducesCudaBuffersOnOneGpu" /tmp/nccl_core_test.log ||
   fail "the core integration test did not run (skipped?)"
 
-gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || echo 1)"
+gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"
+[[ "$gpus" =~ ^[0-9]+$ && "$gpus" -ge 1 ]] || gpus=1
 step "benchmark, world size 1"
-timeout 120 "$bench" --plugin="$plugin" --world_size=1 || fail "nccl_bench --world_size=1"
+timeout 120 "$bench" --plugin="$plugin" --world_size=1 ${DIST_GPU_CHECK_BENCH_FLAGS:-} ||
+  fail "nccl_bench --world_size=1"
 if [[ "$gpus" -gt 1 ]]; then
   step "benchmark, world size $gpus (one rank per GPU)"
-  timeout 120 "$bench" --plugin="$plugin" --world_size="$gpus" || fail "nccl_bench --world_size=$gpus"
+  timeout 120 "$bench" --plugin="$plugin" --world_size="$gpus" ${DIST_GPU_CHECK_BENCH_FLAGS:-} ||
+    fail "nccl_bench --world_size=$gpus"
 else
   echo "(one GPU: the multi-rank benchmark and send/recv need 2 or more)"
 fi
