@@ -52,6 +52,20 @@ int main(int argc, char** argv) {
   plugin->work_destroy(w2);
   MT_CHECK(b[0] == size * (size + 1) / 2 && b[999] == b[0]);
   MT_CHECK(root_value == 77);
+
+  // all_gather is the plugin's own schedule of point-to-point steps: its
+  // MPI calls are serialized too. 70001 elements: past the eager limit.
+  std::vector<int32_t> mine(70001), all(mine.size() * size, -1);
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<int32_t>(rank * 100000 + i);
+  MT_OK(RunAndWait(plugin, plugin->all_gather, comm,
+                   MakeArgs(dist_make_buffer(mine.data(), mine.size(), DIST_INT32, dist_cpu()),
+                            dist_make_buffer(all.data(), all.size(), DIST_INT32, dist_cpu()))));
+  for (int r = 0; r < size; ++r) {
+    for (size_t i = 0; i < mine.size(); i += 997) {
+      MT_CHECK(all[r * mine.size() + i] == static_cast<int32_t>(r * 100000 + i));
+    }
+    MT_CHECK(all[(r + 1) * mine.size() - 1] == static_cast<int32_t>(r * 100000 + mine.size() - 1));
+  }
   plugin->comm_destroy(comm);
 
   // MPI is still the host's: usable, not finalized.
