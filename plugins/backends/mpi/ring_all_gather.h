@@ -1,16 +1,17 @@
 // all_gather as a ring of MPI_Isend/MPI_Irecv steps (the bandwidth-optimal
 // schedule: every rank sends and receives (W-1) blocks, one per step).
 //
-// Why not MPI_Iallgather: Open MPI 4.1's libnbc (all three of its
-// algorithms) first copies this rank's block into the receive buffer inside
-// MPI_Iallgather and then sends it from there. With shared memory the peer
-// reads that block straight out of this process (CMA), so every call
-// rewrites memory the peer has just read, and the copy runs at a fraction
-// of memcpy speed (measured 33 us instead of 12 us for 512 KiB, and up to
-// 180 us on this VM in some runs): 1.5-5x the time of MPI_Allgather at
-// 256 KiB-4 MiB per rank on 2 ranks. The blocking MPI_Allgather (coll/tuned)
-// sends from the send buffer and copies the local block while the transfer
-// runs; this schedule does the same.
+// Why not MPI_Iallgather: Open MPI 4.1's libnbc (linear and recursive
+// doubling alike) first copies this rank's block into the receive buffer
+// inside MPI_Iallgather and then sends it from there. With shared memory the
+// peer reads that block straight out of this process (CMA), so every call
+// rewrites memory the peer has just read, and that copy runs at a fraction
+// of memcpy speed (measured 33 us instead of 12 us for 512 KiB on a quiet
+// machine, 180-600 us in the slow runs on this VM): 1.4-5x the time of
+// MPI_Allgather at 256 KiB-4 MiB per rank on 2 ranks (bench/
+// allgather_copy_bench shows it with raw MPI). The blocking MPI_Allgather
+// (coll/tuned) sends from the send buffer and copies the local block while
+// the transfer runs; this schedule does the same.
 //
 // Step s (0 <= s < W-1): receive block (rank-s-1) mod W from the left
 // neighbour and send block (rank-s) mod W to the right one; step 0 sends
