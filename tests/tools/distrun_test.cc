@@ -258,6 +258,13 @@ TEST(DistrunTest, ProgramFlagsAreNotDistrunsFlags) {
   EXPECT_EQ(r.out, "[0] --grace -n x\n");
 }
 
+TEST(DistrunTest, ProgramHelpIsTheProgramsOwn) {
+  // distrun answers --help only among its own flags, before PROGRAM.
+  ProcessResult r = Subprocess::Run({Distrun(), "-n", "1", "/bin/echo", "--help", "-h"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[0] --help -h\n");
+}
+
 // distrun's environment is what the real core's env:// rendezvous needs.
 TEST(DistrunTest, StartsARealDistJob) {
   for (const char* backend : {"gloo", "shm"}) {
@@ -290,6 +297,7 @@ TEST(DistrunTest, RealJobWithADyingRank) {
 
 TEST(DistrunTest, HelpListsTheFlags) {
   ProcessResult r = Subprocess::Run({Distrun(), "--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;  // Debian's Abseil alone would exit 1
   EXPECT_THAT(r.out, HasSubstr("--nproc_per_node"));
   EXPECT_THAT(r.out, HasSubstr("--grace"));
   EXPECT_THAT(r.out, Not(HasSubstr("--flagfile")));

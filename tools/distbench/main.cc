@@ -2,16 +2,12 @@
 // nccl-tests. See README.md and --help.
 #include <cstdio>
 #include <cstdlib>
-#include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/internal/program_name.h"
-#include "absl/flags/internal/usage.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -19,6 +15,7 @@
 #include "absl/time/time.h"
 #include "dist/cpp/reduce.hpp"
 #include "dist/dist.h"
+#include "tools/common/help.h"
 #include "tools/distbench/byte_size.h"
 #include "tools/distbench/collectives.h"
 #include "tools/distbench/launcher.h"
@@ -177,29 +174,10 @@ int PlotOnly() {
 }  // namespace
 }  // namespace distbench
 
-// Debian's Abseil (20220623) ends --help with exit status 1, as if asking
-// for help were an error; answer --help and -h here with the same text.
-namespace {
-bool WantsHelp(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const absl::string_view arg = argv[i];
-    if (arg == "--") break;
-    if (arg == "--help" || arg == "-help" || arg == "-h") return true;
-  }
-  return false;
-}
-}  // namespace
-
 int main(int argc, char** argv) {
   // --help lists distbench's own flags (not Abseil's), whatever the file
   // names; --helpfull lists all.
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view path) {
-    return absl::StrContains(path, "distbench");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  usage.version_string = [] { return absl::StrCat("distbench (dist ", dist_version(), ")\n"); };
-  absl::SetFlagsUsageConfig(usage);
+  dist::tools::SetToolUsage("distbench", absl::StrCat("distbench (dist ", dist_version(), ")\n"));
   absl::SetProgramUsageMessage(
       "collective benchmarks for dist backends, in the spirit of nccl-tests.\n"
       "\n"
@@ -212,13 +190,7 @@ int main(int argc, char** argv) {
       "Each rank is started by distrun, mpirun, by hand (env:// variables) or by -n.\n"
       "Rank 0 prints a table per operation: size(B), count, type, redop, root, time(us),\n"
       "algbw and busbw (GB/s, nccl-tests' definitions) and #wrong (with --check).");
-  if (WantsHelp(argc, argv)) {
-    absl::flags_internal::SetProgramInvocationName(argv[0]);  // ParseCommandLine would
-    absl::flags_internal::FlagsHelp(std::cout, "distbench",
-                                    absl::flags_internal::HelpFormat::kHumanReadable,
-                                    absl::ProgramUsageMessage());
-    return 0;
-  }
+  if (dist::tools::WantsHelp(argc, argv)) dist::tools::PrintHelpAndExit(argv[0]);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {
     distbench::Fail(distbench::kUsageError,

@@ -7,22 +7,18 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
-#include "absl/flags/internal/program_name.h"
-#include "absl/flags/internal/usage.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "dist/dist.h"
+#include "tools/common/help.h"
 #include "tools/distinfo/json_output.h"
 #include "tools/distinfo/report.h"
 #include "tools/distinfo/require.h"
@@ -61,17 +57,6 @@ namespace {
 
 using dist::distinfo::RequirementResult;
 
-// Debian's Abseil (20220623) ends --help with exit status 1, as if asking
-// for help were an error; distinfo answers it itself, with the same text.
-bool WantsHelp(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const absl::string_view arg = argv[i];
-    if (arg == "--") break;
-    if (arg == "--help" || arg == "-help" || arg == "-h") return true;
-  }
-  return false;
-}
-
 using dist::distinfo::SelftestResult;
 
 std::string SelfExe() {
@@ -93,20 +78,10 @@ int main(int argc, char** argv) {
       "A plugin that crashes or hangs while it is loaded or probed is listed as\n"
       "crashed or hung (with the signal and the file) instead of ending distinfo.\n\n"
       "Exit status: 0 ok, 1 a --require or --selftest failure, 2 bad usage.");
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "distinfo/main");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  usage.version_string = [] { return absl::StrCat("distinfo (dist ", dist_version(), ")\n"); };
-  absl::SetFlagsUsageConfig(usage);
-  if (WantsHelp(argc, argv)) {
-    absl::flags_internal::SetProgramInvocationName(argv[0]);  // ParseCommandLine would
-    absl::flags_internal::FlagsHelp(std::cout, "distinfo/main",
-                                    absl::flags_internal::HelpFormat::kHumanReadable,
-                                    absl::ProgramUsageMessage());
-    return 0;
-  }
+  // --help lists the public flags of main.cc, not selftest_worker_flags.cc's.
+  dist::tools::SetToolUsage("distinfo/main",
+                            absl::StrCat("distinfo (dist ", dist_version(), ")\n"));
+  if (dist::tools::WantsHelp(argc, argv)) dist::tools::PrintHelpAndExit(argv[0]);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {
     std::fprintf(stderr, "distinfo: unexpected argument '%s'; see distinfo --help\n",

@@ -4,21 +4,17 @@
 #include <signal.h>
 
 #include <cstdio>
-#include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/internal/program_name.h"
-#include "absl/flags/internal/usage.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "dist/dist.h"
+#include "tools/common/help.h"
 #include "tools/distrun/command_line.h"
 #include "tools/distrun/free_port.h"
 #include "tools/distrun/job.h"
@@ -52,9 +48,9 @@ std::vector<std::string> Args(int argc, char** argv) {
   return std::vector<std::string>(argv, argv + argc);
 }
 
-// Debian's Abseil (20220623) ends --help with exit status 1, as if asking
-// for help were an error; answer --help and -h here with the same text.
-// SplitArgs has written distrun's own flags as "--name" ("-h" as "--h").
+// Only distrun's own flags count (PROGRAM's --help is PROGRAM's), and
+// SplitArgs has written them as "--name" ("-h" as "--h"), so distrun looks
+// for help itself instead of dist::tools::WantsHelp.
 bool WantsHelp(const std::vector<std::string>& own) {
   for (size_t i = 1; i < own.size(); ++i) {
     if (own[i] == "--help" || own[i] == "--h") return true;
@@ -76,29 +72,16 @@ int main(int argc, char** argv) {
       "Several nodes: run distrun on each with --nnodes, --node_rank,\n"
       "--master_addr and --master_port. Flags go before PROGRAM (or end\n"
       "them with --); dashes in flag names work too (--node-rank).");
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "distrun");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  usage.version_string = [] {
-    return absl::StrCat("distrun (dist ", DIST_VERSION_MAJOR, ".",
-                        DIST_VERSION_MINOR, ".", DIST_VERSION_PATCH, ")\n");
-  };
-  absl::SetFlagsUsageConfig(usage);
+  dist::tools::SetToolUsage(
+      "distrun", absl::StrCat("distrun (dist ", DIST_VERSION_MAJOR, ".", DIST_VERSION_MINOR, ".",
+                              DIST_VERSION_PATCH, ")\n"));
 
   dist::distrun::SplitCommandLine split =
       dist::distrun::SplitArgs(Args(argc, argv), [](absl::string_view name) {
         absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
         return flag != nullptr && !flag->IsOfType<bool>();
       });
-  if (WantsHelp(split.own)) {  // PROGRAM's own --help is not distrun's
-    absl::flags_internal::SetProgramInvocationName(argv[0]);  // ParseCommandLine would
-    absl::flags_internal::FlagsHelp(std::cout, "distrun",
-                                    absl::flags_internal::HelpFormat::kHumanReadable,
-                                    absl::ProgramUsageMessage());
-    return 0;
-  }
+  if (WantsHelp(split.own)) dist::tools::PrintHelpAndExit(argv[0]);
   std::vector<char*> own;
   for (std::string& arg : split.own) own.push_back(arg.data());
   absl::ParseCommandLine(static_cast<int>(own.size()), own.data());

@@ -87,14 +87,16 @@ rc=$?
 [ $rc = 0 ] && png_ok "$TMP/run.png" && pass "--plot on a run writes a PNG" ||
   { fail "--plot on a run (rc $rc)"; cat "$TMP/plotrun.err"; }
 
-# ---- 4. --help lists distbench's flags with the usage line
+# ---- 4. --help lists distbench's flags with the usage line and exits 0
+# (Debian's Abseil alone would exit 1)
 run --help >"$TMP/help.out" 2>&1
-if grep -q 'collective benchmarks for dist backends' "$TMP/help.out" &&
+rc=$?
+if [ $rc = 0 ] && grep -q 'collective benchmarks for dist backends' "$TMP/help.out" &&
    grep -q -- '--iters' "$TMP/help.out" && grep -q -- '--baseline' "$TMP/help.out" &&
    grep -q -- '--plot_inputs' "$TMP/help.out"; then
-  pass "--help lists the flags"
+  pass "--help lists the flags and exits 0"
 else
-  fail "--help"; cat "$TMP/help.out"
+  fail "--help (rc $rc)"; cat "$TMP/help.out"
 fi
 
 # ---- 4b. bad flags: non-zero exit and exactly one line on stderr ----------
