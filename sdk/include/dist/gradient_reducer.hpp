@@ -17,6 +17,11 @@
 // asynchronously and overlaps the rest of the backward pass. Buckets are
 // always launched in bucket order, so every rank issues the same sequence of
 // collectives whatever order its gradients become ready in.
+//
+// Buckets live in host memory by default. For gradients on a GPU (backend
+// nccl), set Options::memory to a dist::CudaBucketMemory (see
+// dist/cuda_bucket_memory.hpp): buckets then live on that GPU and every copy
+// and all-reduce is queued on its stream.
 #ifndef DIST_GRADIENT_REDUCER_HPP_
 #define DIST_GRADIENT_REDUCER_HPP_
 
@@ -31,6 +36,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "dist/bucket_memory.hpp"
 #include "dist/dist.hpp"
 
 namespace dist {
@@ -44,10 +50,24 @@ class GradientReducer {
     // names it. When true it is reduced as zeros, as DDP's
     // find_unused_parameters does.
     bool allow_unused = false;
+    // Where the buckets live; every gradient must be on its device. Null:
+    // host memory (HostBucketMemory).
+    std::shared_ptr<BucketMemory> memory;
   };
 
   explicit GradientReducer(ProcessGroup& group) : GradientReducer(group, Options()) {}
-  GradientReducer(ProcessGroup& group, Options options) : group_(group), options_(options) {}
+  GradientReducer(ProcessGroup& group, Options options)
+      : group_(group),
+        options_(options),
+        memory_(options.memory != nullptr ? options.memory
+                                          : std::make_shared<HostBucketMemory>()) {}
+  ~GradientReducer() {
+    // Waits for buckets still being reduced before their memory goes.
+    for (Bucket& bucket : buckets_) {
+      if (bucket.work.get() != nullptr) (void)bucket.work.Wait();
+      if (bucket.storage != nullptr) memory_->Free(bucket.storage);
+    }
+  }
 
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
@@ -57,6 +77,17 @@ class GradientReducer {
   absl::Status AddGradient(const std::string& name, const dist_buffer_t& buffer) {
     absl::MutexLock lock(&mu_);
     DIST_RETURN_IF_ERROR(CheckAdd(name));
+    const dist_device_t buckets = memory_->device();
+    if (buffer.device.type != buckets.type ||
+        (buckets.type != DIST_DEVICE_CPU && buffer.device.index != buckets.index)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient '", name, "' is on ", DeviceName(buffer.device), " but the reducer's buckets are on ",
+          DeviceName(buckets),
+          buffer.device.type == DIST_DEVICE_CUDA
+              ? absl::StrCat("; set Options::memory = std::make_shared<dist::CudaBucketMemory>(",
+                             buffer.device.index, ") (dist/cuda_bucket_memory.hpp)")
+              : "; keep all of a reducer's gradients on one device"));
+    }
     gradients_.push_back(Gradient{name, buffer, /*bucketed=*/false});
     return absl::OkStatus();
   }
@@ -67,7 +98,7 @@ class GradientReducer {
     absl::MutexLock lock(&mu_);
     DIST_RETURN_IF_ERROR(CheckAdd(name));
     gradients_.push_back(
-        Gradient{name, dist_make_buffer(nullptr, count, dtype, dist_cpu()), /*bucketed=*/true});
+        Gradient{name, dist_make_buffer(nullptr, count, dtype, memory_->device()), /*bucketed=*/true});
     return absl::OkStatus();
   }
 
@@ -97,11 +128,15 @@ class GradientReducer {
       bucket.members.push_back(i);
     }
     for (Bucket& bucket : buckets_) {
-      bucket.storage.reset(new uint8_t[bucket.bytes > 0 ? bucket.bytes : 1]());
+      const size_t bytes = bucket.bytes > 0 ? bucket.bytes : 1;
+      absl::StatusOr<void*> storage = memory_->Allocate(bytes);
+      if (!storage.ok()) return storage.status();
+      bucket.storage = *storage;
+      DIST_RETURN_IF_ERROR(memory_->Zero(bucket.storage, bytes));
       bucket.pending = bucket.members.size();
     }
     for (Gradient& g : gradients_) {
-      if (g.bucketed) g.buffer.data = buckets_[g.bucket].storage.get() + g.offset_bytes;
+      if (g.bucketed) g.buffer.data = InBucket(g);
     }
     finalized_ = true;
     return absl::OkStatus();
@@ -138,10 +173,7 @@ class GradientReducer {
     }
     g.ready = true;
     Bucket& bucket = buckets_[g.bucket];
-    if (!g.bucketed) {
-      std::memcpy(bucket.storage.get() + g.offset_bytes, g.buffer.data,
-                  g.buffer.count * dist_dtype_size(g.buffer.dtype));
-    }
+    if (!g.bucketed) DIST_RETURN_IF_ERROR(memory_->Copy(InBucket(g), g.buffer.data, Bytes(g)));
     --bucket.pending;
     return LaunchReadyBuckets();
   }
@@ -165,8 +197,7 @@ class GradientReducer {
       for (Gradient& g : gradients_) {
         if (g.ready) continue;
         g.ready = true;
-        std::memset(buckets_[g.bucket].storage.get() + g.offset_bytes, 0,
-                    g.buffer.count * dist_dtype_size(g.buffer.dtype));
+        DIST_RETURN_IF_ERROR(memory_->Zero(InBucket(g), Bytes(g)));
         --buckets_[g.bucket].pending;
       }
       DIST_RETURN_IF_ERROR(LaunchReadyBuckets());
@@ -181,8 +212,8 @@ class GradientReducer {
     if (result.ok()) {
       for (Gradient& g : gradients_) {
         if (g.bucketed) continue;
-        std::memcpy(g.buffer.data, buckets_[g.bucket].storage.get() + g.offset_bytes,
-                    g.buffer.count * dist_dtype_size(g.buffer.dtype));
+        absl::Status copied = memory_->Copy(g.buffer.data, InBucket(g), Bytes(g));
+        if (result.ok() && !copied.ok()) result = copied;
       }
     }
     Reset();
@@ -217,7 +248,7 @@ class GradientReducer {
   struct Bucket {
     dist_dtype_t dtype = DIST_FLOAT32;
     size_t bytes = 0;
-    std::unique_ptr<uint8_t[]> storage;
+    void* storage = nullptr;  // from memory_
     std::vector<size_t> members;
     size_t pending = 0;
     bool launched = false;
@@ -236,6 +267,18 @@ class GradientReducer {
     return absl::OkStatus();
   }
 
+  static std::string DeviceName(dist_device_t device) {
+    return device.type == DIST_DEVICE_CPU ? "cpu" : absl::StrCat("cuda:", device.index);
+  }
+
+  uint8_t* InBucket(const Gradient& g) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return static_cast<uint8_t*>(buckets_[g.bucket].storage) + g.offset_bytes;
+  }
+
+  static size_t Bytes(const Gradient& g) {
+    return g.buffer.count * dist_dtype_size(g.buffer.dtype);
+  }
+
   absl::StatusOr<size_t> Find(const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (size_t i = 0; i < gradients_.size(); ++i) {
       if (gradients_[i].name == name) return i;
@@ -249,7 +292,8 @@ class GradientReducer {
     while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
       Bucket& bucket = buckets_[next_launch_];
       const size_t count = bucket.bytes / dist_dtype_size(bucket.dtype);
-      const dist_buffer_t flat = dist_make_buffer(bucket.storage.get(), count, bucket.dtype, dist_cpu());
+      dist_buffer_t flat = dist_make_buffer(bucket.storage, count, bucket.dtype, memory_->device());
+      flat.stream = memory_->stream();  // after the copies into the bucket
       absl::StatusOr<Work> work = group_.AllReduceAsync(flat, flat, DIST_AVG);
       if (!work.ok()) return work.status();
       bucket.work = *std::move(work);
@@ -270,6 +314,7 @@ class GradientReducer {
 
   ProcessGroup& group_;
   const Options options_;
+  const std::shared_ptr<BucketMemory> memory_;
   mutable absl::Mutex mu_;
   std::vector<Gradient> gradients_ ABSL_GUARDED_BY(mu_);
   std::vector<Bucket> buckets_ ABSL_GUARDED_BY(mu_);

@@ -4,9 +4,12 @@
 // unchanged binaries bind to them.
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <thread>
 
 #include "tests/nccl/emulation/device_runtime.h"
 #include "tests/nccl/emulation/stream_handle.h"
@@ -30,6 +33,17 @@ std::shared_ptr<Stream> ResolveStream(cudaStream_t stream) {
 }
 
 namespace {
+
+// Asynchronous copies and fills take a while on a GPU; here they would be
+// done almost at once, hiding a missing stream order. So they wait first
+// (DIST_CUDA_EMULATION_ASYNC_DELAY_US, default 2000 us).
+void AsyncDelay() {
+  static const int delay_us = [] {
+    const char* text = std::getenv("DIST_CUDA_EMULATION_ASYNC_DELAY_US");
+    return text != nullptr && *text != '\0' ? std::atoi(text) : 2000;
+  }();
+  if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+}
 
 cudaError_t CheckDevice(int device) {
   if (DeviceCount() == 0) return cudaErrorNoDevice;
@@ -145,23 +159,38 @@ cudaError_t cudaFree(void* pointer) {
 cudaError_t cudaMemset(void* pointer, int value, size_t bytes) {
   if (dist::emulation::DeviceOf(pointer, bytes) < 0) return cudaErrorInvalidValue;
   // Asynchronous on the legacy stream, as on a GPU.
-  EnqueueOrdered(LegacyStream(CurrentDevice()),
-                 [=] { std::memset(pointer, value, bytes); });
+  EnqueueOrdered(LegacyStream(CurrentDevice()), [=] {
+    dist::emulation::AsyncDelay();
+    std::memset(pointer, value, bytes);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t stream) {
+  if (dist::emulation::DeviceOf(pointer, bytes) < 0) return cudaErrorInvalidValue;
+  EnqueueOrdered(ResolveStream(stream), [=] {
+    dist::emulation::AsyncDelay();
+    std::memset(pointer, value, bytes);
+  });
   return cudaSuccess;
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
                             cudaStream_t stream) {
   if (dst == nullptr || src == nullptr) return bytes == 0 ? cudaSuccess : cudaErrorInvalidValue;
-  EnqueueOrdered(ResolveStream(stream), [=] { std::memmove(dst, src, bytes); });
+  EnqueueOrdered(ResolveStream(stream), [=] {
+    dist::emulation::AsyncDelay();
+    std::memmove(dst, src, bytes);
+  });
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
+  if (dst == nullptr || src == nullptr) return bytes == 0 ? cudaSuccess : cudaErrorInvalidValue;
+  // Synchronous: no delay (the caller waits anyway).
   std::shared_ptr<Stream> legacy = LegacyStream(CurrentDevice());
-  const cudaError_t error = cudaMemcpyAsync(dst, src, bytes, kind, cudaStreamLegacy);
-  if (error == cudaSuccess) legacy->WaitFor(legacy->Tail());
-  return error;
+  legacy->WaitFor(EnqueueOrdered(legacy, [=] { std::memmove(dst, src, bytes); }));
+  return cudaSuccess;
 }
 
 cudaError_t cudaDeviceSynchronize(void) {

@@ -139,8 +139,22 @@ void Release(void* ctx) { delete Of(ctx); }
 
 dist_store_t* NewMemoryStore() {
   MemoryStore* store = new MemoryStore;
-  store->table = dist_store_t{sizeof(dist_store_t), store,  Set,   Get,  FreeValue, Add,
-                              CompareSet,           Remove, Check, Wait, NumKeys,   Release};
+  // Field by field over a zeroed table: fields appended to the ABI later
+  // stay NULL (optional) without touching this code.
+  dist_store_t& t = store->table;
+  t = dist_store_t{};
+  t.struct_size = sizeof(dist_store_t);
+  t.ctx = store;
+  t.set = Set;
+  t.get = Get;
+  t.free_value = FreeValue;
+  t.add = Add;
+  t.compare_set = CompareSet;
+  t.remove = Remove;
+  t.check = Check;
+  t.wait = Wait;
+  t.num_keys = NumKeys;
+  t.release = Release;
   return &store->table;
 }
 
