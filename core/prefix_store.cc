@@ -109,6 +109,9 @@ absl::StatusOr<dist_store_t*> MakePrefixStore(const dist_store_t* base, std::str
   t.wait = Wait;
   t.num_keys = NumKeys;
   t.release = Release;
+  // A view has no rendezvous of its own to report on (it must not pass a
+  // failure on to its base, which it does not own): holders call release.
+  t.release_failed = nullptr;
   return &store.release()->table;
 }
 

@@ -1,5 +1,7 @@
 #include "core/rendezvous.h"
 
+#include <cstddef>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -9,6 +11,23 @@
 #include "dist/cpp/status.hpp"
 
 namespace dist {
+namespace {
+
+// Hands the store back after a failed join and says why, so a store shared
+// through a file can tell ranks that arrive later. Stores built against ABI
+// 1.0 end before release_failed (struct_size says so): they are released.
+void ReleaseFailed(dist_store_t* store, const absl::Status& why) {
+  constexpr size_t kNeeded =
+      offsetof(dist_store_t, release_failed) + sizeof(dist_store_t::release_failed);
+  if (store->struct_size >= kNeeded && store->release_failed != nullptr) {
+    const std::string reason(why.message());
+    store->release_failed(store->ctx, reason.c_str());
+  } else {
+    store->release(store->ctx);
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<std::string> UrlScheme(const std::string& url) {
   const size_t separator = url.find("://");
@@ -51,7 +70,7 @@ absl::StatusOr<dist_rendezvous_result_t> Rendezvous(const std::string& url,
   absl::Status joined =
       RunJoinCheck(result.store, result.rank, result.world_size, url, timeout, deadline);
   if (!joined.ok()) {
-    result.store->release(result.store->ctx);
+    ReleaseFailed(result.store, joined);
     return joined;
   }
   return result;

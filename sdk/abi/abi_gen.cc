@@ -112,6 +112,9 @@ int main() {
   FIELD(P, dist_store_t, compare_set); FIELD(P, dist_store_t, remove);
   FIELD(P, dist_store_t, check); FIELD(P, dist_store_t, wait); FIELD(P, dist_store_t, num_keys);
   FIELD(P, dist_store_t, release);
+#if DIST_BACKEND_ABI_MINOR >= 2
+  FIELD(P, dist_store_t, release_failed);
+#endif
 
   // host.h
   STRUCT(P, dist_host_api_t);

@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 #define DIST_RENDEZVOUS_ABI_MAJOR 1
-#define DIST_RENDEZVOUS_ABI_MINOR 0
+#define DIST_RENDEZVOUS_ABI_MINOR 1
 #define DIST_RENDEZVOUS_ENTRY_SYMBOL "dist_rendezvous_plugin_v1"
 
 /* What the caller already knows. Borrowed for the call. */

@@ -6,7 +6,8 @@
  * an opaque context; every function is thread-safe.
  *
  * Ownership: a `dist_store_t*` handed to you is BORROWED unless the function
- * that gave it says otherwise; its owner releases it with `release`. Keys are
+ * that gave it says otherwise; its owner releases it with `release` (or,
+ * after a failed rendezvous, `release_failed`). Keys are
  * NUL-terminated strings (at most DIST_STORE_MAX_KEY_BYTES), values are byte
  * strings (at most DIST_STORE_MAX_VALUE_BYTES). */
 #ifndef DIST_STORE_H_
@@ -73,6 +74,21 @@ struct dist_store {
   /* Drops the reference that was handed out with this store. After it the
    * store must not be used by that holder. */
   void (*release)(void* ctx);
+
+  /* Appended in rendezvous ABI 1.1 / backend ABI 1.2. Optional: a holder
+   * reads it only when struct_size covers it (struct_size >=
+   * offsetof(dist_store_t, release_failed) + sizeof(void*)) and calls
+   * `release` instead when it is not covered or NULL.
+   *
+   * Like release; also tells the store that its holder's rendezvous failed
+   * because of `reason` (one line, NUL-terminated; BORROWED for the call:
+   * the store copies what it keeps before returning). A store shared
+   * through a file keeps the reason for ranks that open the file later, so
+   * they are told at once why the rendezvous failed instead of joining one
+   * that is over. A store that keeps nothing may just release. After
+   * the call the store must not be used by that holder, exactly as after
+   * release; call one of the two, once. */
+  void (*release_failed)(void* ctx, const char* reason);
 };
 
 #ifdef __cplusplus
