@@ -103,4 +103,61 @@ TEST(GradientReducer, MisuseErrors) {
   EXPECT_TRUE(reducer.Finish().ok());
 }
 
+TEST(GradientReducer, GradientsOnAnotherDeviceThanTheBucketsAreRefusedWithTheFix) {
+  dist::ProcessGroup group = MakeGroup();
+  dist::GradientReducer reducer(group);  // host buckets
+  float fake_device_memory[4] = {};  // never touched: refused before any copy
+  const absl::Status status = reducer.AddGradient(
+      "w", dist_make_buffer(fake_device_memory, 4, DIST_FLOAT32, dist_cuda(1)));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("gradient 'w' is on cuda:1 but the reducer's buckets are on cpu"),
+            absl::string_view::npos)
+      << status;
+  EXPECT_NE(status.message().find("std::make_shared<dist::CudaBucketMemory>(1)"),
+            absl::string_view::npos)
+      << status;
+}
+
+// Buckets from a caller's BucketMemory: every allocation, copy and fill goes
+// through it, and the all-reduce gets its stream.
+class CountingMemory : public dist::HostBucketMemory {
+ public:
+  absl::StatusOr<void*> Allocate(size_t bytes) override {
+    ++allocations;
+    return HostBucketMemory::Allocate(bytes);
+  }
+  void Free(void* data) override {
+    ++frees;
+    HostBucketMemory::Free(data);
+  }
+  absl::Status Copy(void* to, const void* from, size_t bytes) override {
+    ++copies;
+    return HostBucketMemory::Copy(to, from, bytes);
+  }
+  int allocations = 0;
+  int frees = 0;
+  int copies = 0;
+};
+
+TEST(GradientReducer, UsesTheCallersBucketMemory) {
+  dist::ProcessGroup group = MakeGroup();
+  auto memory = std::make_shared<CountingMemory>();
+  {
+    dist::GradientReducer::Options options;
+    options.memory = memory;
+    dist::GradientReducer reducer(group, options);
+    std::vector<float> b = {2.0f, 4.0f};
+    ASSERT_TRUE(reducer.AddBucketedGradient("w", 3, DIST_FLOAT32).ok());
+    ASSERT_TRUE(reducer.AddGradient("b", dist::View(b)).ok());
+    ASSERT_TRUE(reducer.Finalize().ok());
+    EXPECT_EQ(memory->allocations, 1);  // one bucket of 5 floats
+    ASSERT_TRUE(reducer.MarkReady("b").ok());
+    ASSERT_TRUE(reducer.MarkReady("w").ok());
+    ASSERT_TRUE(reducer.Finish().ok());
+    EXPECT_EQ(memory->copies, 2);  // b in, b out
+    EXPECT_EQ(b, (std::vector<float>{2.0f, 4.0f}));  // one rank: the average is itself
+  }
+  EXPECT_EQ(memory->frees, 1);
+}
+
 }  // namespace
