@@ -260,7 +260,8 @@ TEST(DistrunTest, ProgramFlagsAreNotDistrunsFlags) {
 
 TEST(DistrunTest, ProgramHelpIsTheProgramsOwn) {
   // distrun answers --help only among its own flags, before PROGRAM.
-  ProcessResult r = Subprocess::Run({Distrun(), "-n", "1", "/bin/echo", "--help", "-h"});
+  ProcessResult r =
+      Subprocess::Run({Distrun(), "-n", "1", "/bin/echo", "--help", "-h"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "[0] --help -h\n");
 }
