@@ -3,7 +3,7 @@
  * catch the wrong results. */
 #include <stddef.h>
 
-#include "dist/backend_plugin.h"
+#include "tests/tools/minimal_backend.h"
 
 static int the_comm, the_work;
 
@@ -40,27 +40,16 @@ static dist_error_t* Nothing(dist_backend_comm_t* comm, const dist_op_args_t* ar
   return NULL;
 }
 
-static dist_error_t* WorkWait(dist_backend_work_t* work, int64_t timeout_ms) {
-  (void)work;
-  (void)timeout_ms;
-  return NULL;
-}
-
 static dist_error_t* WorkTest(dist_backend_work_t* work, int* done) {
   (void)work;
   *done = 1;
   return NULL;
 }
 
-static void WorkDestroy(dist_backend_work_t* work) { (void)work; }
-
+/* The minimal table, with communicators whose operations do nothing. */
 DIST_EXPORT const dist_backend_plugin_t* dist_backend_plugin_v1(void) {
   static dist_backend_plugin_t table;
-  table.struct_size = sizeof(table);
-  table.abi_major = DIST_BACKEND_ABI_MAJOR;
-  table.abi_minor = DIST_BACKEND_ABI_MINOR;
-  table.name = "lazy";
-  table.version = "0.0.1";
+  FillMinimalBackend(&table, "lazy", NULL);
   table.get_capabilities = GetCapabilities;
   table.comm_create = CommCreate;
   table.comm_abort = CommAbort;
@@ -68,8 +57,6 @@ DIST_EXPORT const dist_backend_plugin_t* dist_backend_plugin_v1(void) {
   table.all_reduce = Nothing;
   table.broadcast = Nothing;
   table.barrier = Nothing;
-  table.work_wait = WorkWait;
   table.work_test = WorkTest;
-  table.work_destroy = WorkDestroy;
   return &table;
 }
