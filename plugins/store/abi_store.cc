@@ -182,6 +182,15 @@ void Release(void* ctx) {
   delete h;
 }
 
+void ReleaseFailed(void* ctx, const char* reason) {
+  try {
+    H(ctx)->store->Abandon(reason != nullptr ? reason : "(no reason given)");
+  } catch (...) {
+    // Best effort, like release: the holder is already failing.
+  }
+  Release(ctx);
+}
+
 }  // namespace
 
 dist_store_t* MakeAbiStore(std::unique_ptr<Store> store, absl::Duration default_timeout,
@@ -203,6 +212,7 @@ dist_store_t* MakeAbiStore(std::unique_ptr<Store> store, absl::Duration default_
   t.wait = &Wait;
   t.num_keys = &NumKeys;
   t.release = &Release;
+  t.release_failed = &ReleaseFailed;
   return &h->table;
 }
 

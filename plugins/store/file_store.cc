@@ -25,8 +25,13 @@ using protocol::Reader;
 using protocol::Writer;
 
 constexpr uint32_t kFileMagic = 0x53465344;  // "DSFS"
-constexpr uint16_t kFileVersion = 1;
+// 2 added the failed record. Version 1 files are still read and joined;
+// nothing is appended to them that a version 1 reader would not know.
+constexpr uint16_t kFileVersion = 2;
+constexpr uint16_t kOldestFileVersion = 1;
+constexpr uint16_t kFirstVersionWithFailed = 2;
 constexpr size_t kMaxRecordBytes = kMaxKeyBytes + kMaxValueBytes + 64;
+constexpr size_t kMaxReasonBytes = 16 * 1024;  // a failure's one-line reason
 
 enum class Record : uint8_t {
   kHeader = 1,  // magic, version, world_size, created_ms, creator
@@ -34,6 +39,7 @@ enum class Record : uint8_t {
   kRemove = 3,  // key
   kJoin = 4,    // rank, time_ms, who
   kLeave = 5,   // rank
+  kFailed = 6,  // rank, time_ms, who, reason (version 2)
 };
 
 std::string LocalHost() {
@@ -144,14 +150,17 @@ absl::Status FileStore::OpenAndJoin() {
     offset_ = 0;
     table_ = KvTable();
     has_header_ = false;
+    header_ = Header();
     joined_.clear();
     left_.clear();
+    failure_.reset();
   }
 }
 
 // The rule that tells a file left by a crashed earlier job from a live
 // rendezvous, checked when a rank joins (under the exclusive lock). A file
-// is refused as stale when
+// with a failed record is refused first, with that failure's reason (see
+// Join). Otherwise a file is refused as stale when
 //  (a) this rank already joined it from a process of this host that is no
 //      longer running;
 //  (b) it has leave records: its job already ended (the last rank would
@@ -173,15 +182,7 @@ std::string FileStore::StaleReason() const {
                         other.pid, " at ", FormatTime(other.time_ms),
                         ", which is no longer running: it is left over from a crashed job");
   }
-  if (!left_.empty()) {
-    // A rank whose rendezvous failed (say, a duplicate rank) leaves at once;
-    // ranks arriving after it must hear that reason, not a misleading
-    // "stale file".
-    const std::string* failure =
-        options_.failure_key.empty() ? nullptr : table_.Find(options_.failure_key);
-    if (failure != nullptr) return absl::StrCat("the rendezvous in it already failed: ", *failure);
-    return absl::StrCat("ranks of an earlier job already left it", origin);
-  }
+  if (!left_.empty()) return absl::StrCat("ranks of an earlier job already left it", origin);
   bool all_local_and_gone = !joined_.empty();
   for (const auto& [rank, info] : joined_) {
     all_local_and_gone =
@@ -228,6 +229,15 @@ absl::Status FileStore::Join() {
     header.Str(Who());
     DIST_RETURN_IF_ERROR(Append(std::move(header).Finish()));
   } else {
+    if (failure_.has_value()) {
+      // Checked before staleness: the ranks that failed leave at once, and
+      // a rank arriving after them must hear why, not a misleading "stale".
+      return absl::FailedPreconditionError(absl::StrCat(
+          "file://", options_.path, ": the rendezvous in it already failed: ", failure_->reason,
+          " (reported by rank ", failure_->rank, " on ", failure_->who, " at ",
+          FormatTime(failure_->time_ms),
+          "); delete the file (or use a fresh path) and start all ranks again"));
+    }
     const std::string stale = StaleReason();
     if (!stale.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -265,6 +275,28 @@ absl::Status FileStore::Leave() {
     unlink(options_.path.c_str());
   }
   return absl::OkStatus();
+}
+
+void FileStore::Abandon(const std::string& reason) {
+  if (joined_self_) Fail(reason).IgnoreError();  // best effort: the holder is failing already
+}
+
+absl::Status FileStore::Fail(const std::string& reason) {
+  absl::MutexLock guard(&mu_);
+  absl::StatusOr<Lock> lock =
+      Lock::Take(fd_, /*exclusive=*/true, absl::Now() + options_.timeout, options_.path);
+  if (!lock.ok()) return lock.status();
+  DIST_RETURN_IF_ERROR(CheckSameFile());
+  DIST_RETURN_IF_ERROR(CatchUp(/*exclusive=*/true));
+  // Ranks of the same job reading a version 1 file would not know the record.
+  if (header_.version < kFirstVersionWithFailed) return absl::OkStatus();
+  Writer failed;
+  failed.U8(static_cast<uint8_t>(Record::kFailed));
+  failed.I64(options_.rank);
+  failed.I64(absl::ToUnixMillis(absl::Now()));
+  failed.Str(Who());
+  failed.Str(reason.substr(0, kMaxReasonBytes));
+  return Append(std::move(failed).Finish());
 }
 
 absl::Status FileStore::CatchUp(bool exclusive) {
@@ -329,12 +361,13 @@ absl::Status FileStore::ApplyRecord(absl::string_view payload, int64_t at) {
       ok = reader.U32(&magic) && magic == kFileMagic && reader.U16(&version) &&
            reader.I64(&world_size) && reader.I64(&header_.created_ms) &&
            reader.Str(1024, &header_.creator) && at == 0;
-      if (ok && version != kFileVersion) {
+      if (ok && (version < kOldestFileVersion || version > kFileVersion)) {
         return absl::FailedPreconditionError(absl::StrCat(
             "the store file ", options_.path, " has format version ", version,
-            " but this build reads version ", kFileVersion,
+            " but this build reads versions ", kOldestFileVersion, " to ", kFileVersion,
             "; run the same dist release on every rank"));
       }
+      header_.version = version;
       header_.world_size = static_cast<int>(world_size);
       has_header_ = ok;
       break;
@@ -368,6 +401,17 @@ absl::Status FileStore::ApplyRecord(absl::string_view payload, int64_t at) {
       int64_t rank = 0;
       ok = reader.I64(&rank);
       if (ok) left_.insert(static_cast<int>(rank));
+      break;
+    }
+    case Record::kFailed: {
+      Failure failure;
+      int64_t rank = 0;
+      ok = header_.version >= kFirstVersionWithFailed && reader.I64(&rank) &&
+           reader.I64(&failure.time_ms) && reader.Str(1024, &failure.who) &&
+           reader.Str(kMaxReasonBytes, &failure.reason);
+      failure.rank = static_cast<int>(rank);
+      // The first failure is the cause; later ones usually repeat it.
+      if (ok && !failure_.has_value()) failure_ = std::move(failure);
       break;
     }
   }

@@ -1,7 +1,7 @@
 // A store kept in one file on a shared (possibly NFS) filesystem.
 //
 // The file is an append-only log of records (header, set, remove, join,
-// leave). Every operation takes flock() on the file (Linux maps it to POSIX
+// leave, failed). Every operation takes flock() on the file (Linux maps it to POSIX
 // locks on NFS), replays the records it has not seen yet, and, for a change,
 // appends one record. Waiting is polling with backoff, not inotify, which
 // does not see writes made on other NFS clients.
@@ -11,13 +11,15 @@
 // leave record; the rank whose leave completes the world removes the file.
 // A stale file from an earlier, crashed job is refused at join time; the
 // rule is at StaleReason in file_store.cc and in plugins/rendezvous/README.md.
-// A file whose rendezvous failed (FileStoreOptions::failure_key is set in
-// it) is refused with that failure's reason.
+// A rank whose rendezvous failed appends a failed record with the reason
+// (Abandon, from dist_store_t.release_failed); a rank that opens the file
+// later is refused at once with that reason.
 #ifndef DIST_PLUGINS_STORE_FILE_STORE_H_
 #define DIST_PLUGINS_STORE_FILE_STORE_H_
 
-#include <memory>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -37,11 +39,6 @@ struct FileStoreOptions {
   // unfinished rendezvous in the file counts as stale.
   absl::Duration timeout = absl::Seconds(30);
   absl::Duration max_poll_interval = absl::Milliseconds(50);
-  // The key under which the store's users record why a rendezvous over the
-  // file failed (the file:// rendezvous names the core's join-check key). A
-  // rank that arrives after ranks have left such a file is told that reason
-  // rather than "stale". Empty: the store knows no such key.
-  std::string failure_key;
 };
 
 class FileStore : public Store {
@@ -62,9 +59,14 @@ class FileStore : public Store {
   absl::Status Wait(const std::vector<std::string>& keys,
                     absl::Duration timeout) override;
   absl::StatusOr<int64_t> NumKeys() override;
+  // Appends a failed record (this rank, `reason`) that later joiners are
+  // refused with; then the destructor leaves as usual. Not for a file of
+  // format version 1, whose readers would not know the record.
+  void Abandon(const std::string& reason) override;
 
  private:
   struct Header {
+    int version = 0;  // the file format version
     int world_size = 0;
     int64_t created_ms = 0;
     std::string creator;  // host:pid
@@ -75,6 +77,7 @@ class FileStore : public Store {
   absl::Status OpenAndJoin();
   absl::Status Join();
   absl::Status Leave();
+  absl::Status Fail(const std::string& reason);
   // Replays records appended since the last call. Must hold the lock.
   absl::Status CatchUp(bool exclusive) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Append(const std::string& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -100,6 +103,13 @@ class FileStore : public Store {
   };
   std::map<int, JoinInfo> joined_ ABSL_GUARDED_BY(mu_);
   std::set<int> left_ ABSL_GUARDED_BY(mu_);
+  struct Failure {
+    int rank = -1;
+    int64_t time_ms = 0;
+    std::string who;  // host:pid
+    std::string reason;
+  };
+  std::optional<Failure> failure_ ABSL_GUARDED_BY(mu_);  // the first failed record
   bool joined_self_ = false;
 };
 

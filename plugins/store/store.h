@@ -35,6 +35,12 @@ class Store {
   virtual absl::Status Wait(const std::vector<std::string>& keys,
                             absl::Duration timeout) = 0;
   virtual absl::StatusOr<int64_t> NumKeys() = 0;
+
+  // Called once, just before the store is destroyed, when its holder's
+  // rendezvous failed because of `reason` (dist_store_t.release_failed).
+  // A store that outlives its processes (the file store) keeps the reason
+  // for ranks that arrive later; the others have nothing to do.
+  virtual void Abandon(const std::string& reason) {}
 };
 
 }  // namespace dist::store

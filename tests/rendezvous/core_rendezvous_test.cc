@@ -110,5 +110,30 @@ TEST(CoreFileRendezvous, RankArrivingAfterAFailedJoinHearsWhy) {
   EXPECT_LT(late.elapsed, absl::Seconds(4)) << "told at once, not at the timeout";
 }
 
+// A rank never comes, so the others time out; a rank that opens the file
+// afterwards must be told at once that the rendezvous failed, and why (the
+// timeout naming the missing rank), not that ranks of an earlier job left.
+TEST(CoreFileRendezvous, RankArrivingAfterATimedOutJoinHearsWhy) {
+  const Job job = Job::Make("file", 3);
+  auto rank0 = StartCoreWorker(job, 0, 1500);
+  auto rank1 = StartCoreWorker(job, 1, 1500);
+  for (auto* process : {rank0.get(), rank1.get()}) {
+    const ProcessResult result = process->Wait(absl::Seconds(30));
+    ASSERT_EQ(result.exit_code, 1) << result.output;
+    ASSERT_TRUE(absl::StrContains(result.output, "2 of 3 ranks joined, missing rank 2"))
+        << result.output;
+  }
+  const ProcessResult late = StartCoreWorker(job, 2, 4000)->Wait(absl::Seconds(30));
+  EXPECT_EQ(late.exit_code, 1) << late.output;
+  EXPECT_TRUE(absl::StrContains(late.output, "ERROR FAILED_PRECONDITION")) << late.output;
+  EXPECT_TRUE(absl::StrContains(late.output, "the rendezvous in it already failed")) << late.output;
+  EXPECT_TRUE(absl::StrContains(late.output, "timed out after 1.5 s")) << late.output;
+  EXPECT_TRUE(absl::StrContains(late.output, "2 of 3 ranks joined, missing rank 2"))
+      << late.output;
+  EXPECT_TRUE(absl::StrContains(late.output, "delete the file")) << late.output;
+  EXPECT_FALSE(absl::StrContains(late.output, "earlier job")) << late.output;
+  EXPECT_LT(late.elapsed, absl::Seconds(3)) << "told at once, not at the timeout";
+}
+
 }  // namespace
 }  // namespace dist::testing

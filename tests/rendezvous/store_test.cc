@@ -2,7 +2,9 @@
 // through the C ABI (dist_store_t) that the core and backends use. Each
 // test uses two independent handles (two TCP clients; two opens of the
 // file) so that every write is observed through the other one.
+#include <cstddef>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -14,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "plugins/store/abi_store.h"
 #include "plugins/store/file_store.h"
+#include "plugins/store/protocol.h"
 #include "plugins/store/tcp_store_client.h"
 #include "plugins/store/tcp_store_server.h"
 #include "tests/rendezvous/test_support.h"
@@ -322,6 +325,119 @@ TEST(FileStoreLog, CorruptRecordIsReportedNamingTheFile) {
   absl::StatusOr<int64_t> count = (*other)->NumKeys();
   EXPECT_EQ(count.status().code(), absl::StatusCode::kDataLoss) << count.status();
   EXPECT_TRUE(absl::StrContains(count.status().message(), path)) << count.status();
+}
+
+// ---- a failed rendezvous is kept in the file --------------------------------
+
+FileStoreOptions Member(const std::string& path, int rank, int world_size) {
+  FileStoreOptions options;
+  options.path = path;
+  options.rank = rank;
+  options.world_size = world_size;
+  options.timeout = absl::Seconds(5);
+  return options;
+}
+
+// The rendezvous member `rank` of a file store, as a plugin hands it out.
+dist_store_t* OpenMember(const std::string& path, int rank, int world_size) {
+  auto store = FileStore::Open(Member(path, rank, world_size));
+  EXPECT_TRUE(store.ok()) << store.status();
+  return store.ok() ? MakeAbiStore(*std::move(store), absl::Seconds(5)) : nullptr;
+}
+
+TEST(FileStoreFailure, ARankOpeningTheFileAfterAFailureIsToldTheReasonAtOnce) {
+  const std::string path = testing::TempPath("failed");
+  dist_store_t* rank0 = OpenMember(path, 0, 2);
+  ASSERT_NE(rank0, nullptr);
+  ASSERT_GE(rank0->struct_size, offsetof(dist_store_t, release_failed) + sizeof(void*));
+  ASSERT_NE(rank0->release_failed, nullptr);
+  rank0->release_failed(rank0->ctx, "the join of rank 0 failed: reason 42");
+  const absl::Time start = absl::Now();
+  auto late = FileStore::Open(Member(path, 1, 2));
+  ASSERT_FALSE(late.ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << "told at once, not at the timeout";
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition) << late.status();
+  const std::string message(late.status().message());
+  EXPECT_TRUE(absl::StrContains(
+      message, absl::StrCat("file://", path,
+                            ": the rendezvous in it already failed: the join of rank 0 failed: "
+                            "reason 42 (reported by rank 0 on ")))
+      << message;
+  EXPECT_TRUE(absl::StrContains(message, "delete the file")) << message;
+  EXPECT_FALSE(absl::StrContains(message, "earlier job")) << message;
+}
+
+// Without a failure the same file is stale for the old reason: a plain
+// release says nothing about failing.
+TEST(FileStoreFailure, APlainReleaseRecordsNoFailure) {
+  const std::string path = testing::TempPath("released");
+  dist_store_t* rank0 = OpenMember(path, 0, 2);
+  ASSERT_NE(rank0, nullptr);
+  rank0->release(rank0->ctx);
+  auto late = FileStore::Open(Member(path, 1, 2));
+  ASSERT_FALSE(late.ok());
+  EXPECT_TRUE(absl::StrContains(late.status().message(), "ranks of an earlier job already left it"))
+      << late.status();
+  EXPECT_FALSE(absl::StrContains(late.status().message(), "already failed")) << late.status();
+}
+
+TEST(FileStoreFailure, TheFirstFailureIsTheOneReported) {
+  const std::string path = testing::TempPath("first");
+  dist_store_t* rank0 = OpenMember(path, 0, 3);
+  dist_store_t* rank1 = OpenMember(path, 1, 3);
+  ASSERT_NE(rank0, nullptr);
+  ASSERT_NE(rank1, nullptr);
+  rank1->release_failed(rank1->ctx, "first cause");
+  rank0->release_failed(rank0->ctx, "a later echo");
+  auto late = FileStore::Open(Member(path, 2, 3));
+  ASSERT_FALSE(late.ok());
+  EXPECT_TRUE(absl::StrContains(late.status().message(),
+                                "already failed: first cause (reported by rank 1 on "))
+      << late.status();
+  EXPECT_FALSE(absl::StrContains(late.status().message(), "a later echo")) << late.status();
+}
+
+// A header record as the given file format version writes it.
+std::string HeaderRecord(uint16_t version, int world_size) {
+  protocol::Writer header;
+  header.U8(1);              // header
+  header.U32(0x53465344);    // "DSFS"
+  header.U16(version);
+  header.I64(world_size);
+  header.I64(absl::ToUnixMillis(absl::Now()));
+  header.Str("otherhost:1");
+  return std::move(header).Finish();
+}
+
+// A version 1 file (from the previous release) is still joined; ranks of
+// that release could not read a failed record, so none is written and a
+// late rank hears the version 1 reason.
+TEST(FileStoreFailure, AVersionOneFileIsJoinedAndGetsNoFailedRecord) {
+  const std::string path = testing::TempPath("v1");
+  std::ofstream(path, std::ios::binary) << HeaderRecord(1, 2);
+  dist_store_t* rank0 = OpenMember(path, 0, 2);
+  ASSERT_NE(rank0, nullptr);
+  const dist::StoreView view(rank0);
+  ASSERT_TRUE(view.Set("k", "v").ok());
+  rank0->release_failed(rank0->ctx, "must not be written");
+  std::ifstream file(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  EXPECT_FALSE(absl::StrContains(bytes, "must not be written"));
+  auto late = FileStore::Open(Member(path, 1, 2));
+  ASSERT_FALSE(late.ok());
+  EXPECT_TRUE(absl::StrContains(late.status().message(), "ranks of an earlier job already left it"))
+      << late.status();
+}
+
+TEST(FileStoreFailure, AFileOfANewerFormatIsRefusedNamingBothVersions) {
+  const std::string path = testing::TempPath("v3");
+  std::ofstream(path, std::ios::binary) << HeaderRecord(3, 2);
+  auto store = FileStore::Open(Member(path, 0, 2));
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
+  EXPECT_TRUE(absl::StrContains(store.status().message(),
+                                "has format version 3 but this build reads versions 1 to 2"))
+      << store.status();
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, StoreTest, ::testing::Values("tcp", "file"),

@@ -1,6 +1,7 @@
 // file:///path?rank=R&world_size=N — a store in one file on a filesystem all
 // ranks share (see plugins/store/file_store.h for the format and the rule
-// that detects a stale file).
+// that detects a stale file). When the core's join fails it hands the store
+// back with release_failed; the file keeps the reason for later ranks.
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "dist/rendezvous_plugin.h"
@@ -14,10 +15,6 @@ namespace dist::rendezvous {
 namespace {
 
 const char* const kSchemes[] = {"file", nullptr};
-
-// Where the core's join check (core/join_check.cc) records why a rendezvous
-// failed; the file store tells it to ranks that arrive after the failure.
-constexpr char kJoinFailureKey[] = "dist/join/conflict";
 
 absl::Status Bad(const Url& url, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(
@@ -48,7 +45,6 @@ absl::Status ResolveFile(const char* text, const dist_rendezvous_hints_t* hints,
   options.rank = ranks->rank;
   options.world_size = ranks->world_size;
   options.timeout = absl::Milliseconds(timeout_ms);
-  options.failure_key = kJoinFailureKey;
   absl::StatusOr<std::unique_ptr<store::FileStore>> file_store =
       store::FileStore::Open(options);
   if (!file_store.ok()) {
