@@ -39,7 +39,7 @@ start=$SECONDS
 step() { echo; echo "=== [$((SECONDS - start))s] $*"; }
 fail() { echo "GPU CHECK FAILED: $*" >&2; exit 1; }
 
-targets=(//plugins/backends/nccl/... //tests/nccl/...)
+targets=(//plugins/backends/nccl/... //tests/nccl/... //tests/ddp:gradient_reducer_cuda_test)
 
 build() {
   step "bazel build ${targets[*]}"
@@ -54,6 +54,7 @@ if [[ "$mode" == "pack" ]]; then
         "$bin/plugins/backends/nccl/bench/nccl_bench" \
         "$bin/tests/nccl/gpu_collectives_test" \
         "$bin/tests/nccl/core_integration_test" \
+        "$bin/tests/ddp/gradient_reducer_cuda_test" \
         "$bin/tests/nccl/plugin_load_test" "$dir/" || fail "copying binaries"
   # The core and the plugins it needs here, laid out as it looks for them
   # (<dir of libdist.so>/dist/plugins/).
@@ -68,7 +69,8 @@ if [[ "$mode" == "pack" ]]; then
   for f in "$bin/plugins/backends/nccl/libdist-backend-nccl.so" \
            "$bin/plugins/backends/nccl/bench/nccl_bench" \
            "$bin/tests/nccl/gpu_collectives_test" "$bin/tests/nccl/plugin_load_test" \
-           "$bin/tests/nccl/core_integration_test" "$bin/core/libdist.so" \
+           "$bin/tests/nccl/core_integration_test" "$bin/tests/ddp/gradient_reducer_cuda_test" \
+           "$bin/core/libdist.so" \
            "$bin/core/dist/plugins/libdist-rendezvous-file.so"; do
     ldd "$f" | awk '/=> \// {print $3}'
   done | sort -u | grep -Ev '/(libc|libm|libpthread|libdl|librt|libgcc_s|libstdc\+\+|ld-linux[^/]*|libnccl|libdist)\.so' |
@@ -92,6 +94,7 @@ if [[ "$mode" == "bazel" ]]; then
   gpu_test="$repo/bazel-bin/tests/nccl/gpu_collectives_test"
   load_test="$repo/bazel-bin/tests/nccl/plugin_load_test"
   core_test="$repo/bazel-bin/tests/nccl/core_integration_test"
+  reducer_test="$repo/bazel-bin/tests/ddp/gradient_reducer_cuda_test"
   bench="$repo/bazel-bin/plugins/backends/nccl/bench/nccl_bench"
 else
   dir="$(cd "$dir" && pwd)"
@@ -99,6 +102,7 @@ else
   gpu_test="$dir/gpu_collectives_test"
   load_test="$dir/plugin_load_test"
   core_test="$dir/core_integration_test"
+  reducer_test="$dir/gradient_reducer_cuda_test"
   bench="$dir/nccl_bench"
   extra="$dir/lib"
   if [[ ! -e /usr/local/cuda/lib64/libnccl.so.2 ]]; then
@@ -131,6 +135,12 @@ TEST_TMPDIR="$(mktemp -d)" timeout 60 "$core_test" | tee /tmp/nccl_core_test.log
 [[ ${PIPESTATUS[0]} -eq 0 ]] || fail "core_integration_test"
 grep -q "OK \] NcclThroughTheCore.AllReducesCudaBuffersOnOneGpu" /tmp/nccl_core_test.log ||
   fail "the core integration test did not run (skipped?)"
+
+step "GradientReducer with buckets on the GPU(s), over nccl through the core"
+TEST_TMPDIR="$(mktemp -d)" timeout 60 "$reducer_test" | tee /tmp/nccl_reducer_test.log
+[[ ${PIPESTATUS[0]} -eq 0 ]] || fail "gradient_reducer_cuda_test"
+grep -q "averaged device gradients on world size" /tmp/nccl_reducer_test.log ||
+  fail "the reducer test did not run (skipped?)"
 
 gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"
 [[ "$gpus" =~ ^[0-9]+$ && "$gpus" -ge 1 ]] || gpus=1
