@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -361,6 +362,39 @@ TEST_F(NcclGpuTest, EveryCollectiveDtypeAndReductionMatchesTheHostReference) {
 TEST_F(NcclGpuTest, BarrierCompletesOnEveryRank) {
   RunRanks(plugin_, world_, IdentityDevice, [&](Rank& r) {
     for (int i = 0; i < 3; ++i) EXPECT_TRUE(RunAndWait(r, DIST_COLL_BARRIER, BaseArgs()).ok());
+  });
+}
+
+TEST_F(NcclGpuTest, ManyOperationsInFlightAllCompleteWithTheirOwnResults) {
+  // 48 all-reduces started before any wait (the pending list, one event
+  // each), then waited for in reverse order.
+  constexpr int kOps = 48;
+  constexpr size_t kCount = 513;
+  RunRanks(plugin_, world_, IdentityDevice, [&](Rank& r) {
+    std::vector<std::unique_ptr<DeviceMemory>> buffers;
+    std::vector<dist_backend_work_t*> works(kOps, nullptr);
+    for (int i = 0; i < kOps; ++i) {
+      buffers.push_back(std::make_unique<DeviceMemory>(kCount * sizeof(int32_t)));
+      // Rank r's op i: every element is (r + 1) * (i + 1).
+      HostBuffer input = testing::Zeros(DIST_INT32, kCount);
+      for (size_t k = 0; k < kCount; ++k) input.Put(k, (r.rank + 1) * (i + 1));
+      buffers.back()->Upload(0, input);
+      dist_op_args_t args = BaseArgs();
+      args.send = dist_make_buffer(buffers.back()->at(0), kCount, DIST_INT32, dist_cuda(r.device));
+      args.recv = args.send;
+      ASSERT_TRUE(TakeError(r.plugin->all_reduce(r.comm, &args, &works[i])).ok());
+    }
+    const int rank_sum = r.world * (r.world + 1) / 2;
+    for (int i = kOps - 1; i >= 0; --i) {
+      ASSERT_TRUE(TakeError(r.plugin->work_wait(works[i], kTimeoutMs)).ok()) << "op " << i;
+      r.plugin->work_destroy(works[i]);
+      HostBuffer got;
+      got.dtype = DIST_INT32;
+      got.bytes = buffers[i]->Download(0, kCount * sizeof(int32_t));
+      HostBuffer want = testing::Zeros(DIST_INT32, kCount);
+      for (size_t k = 0; k < kCount; ++k) want.Put(k, rank_sum * (i + 1));
+      EXPECT_EQ(testing::Compare(got, want), "") << "rank " << r.rank << " op " << i;
+    }
   });
 }
 
