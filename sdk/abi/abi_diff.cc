@@ -80,11 +80,11 @@ Diff Compare(const std::vector<Item>& expected, const std::vector<Item>& actual)
         Number(now.value, "align") == Number(old_item.value, "align")) {
       grown[old_item.name] = Number(old_item.value, "size");
       diff.appended.push_back("grew: " + change);
-      appended_abis.insert(old_item.abi);
+      appended_abis.insert(now.abi);  // the version that covers it now
     } else if (old_item.kind == "enum" && absl::EndsWith(old_item.name, "_COUNT") &&
                Number("v " + now.value, "v") > Number("v " + old_item.value, "v")) {
       diff.appended.push_back("grew: " + change);
-      appended_abis.insert(old_item.abi);
+      appended_abis.insert(now.abi);  // the version that covers it now
     } else {
       diff.breaking.push_back("changed: " + change);
     }

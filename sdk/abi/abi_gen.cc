@@ -6,8 +6,9 @@
 //
 // where <abi> says which version number covers the item: "plugin" (the
 // backend plugin ABI and the types it shares: DIST_BACKEND_ABI_MINOR),
-// "rendezvous" (DIST_RENDEZVOUS_ABI_MINOR) or "host" (dist.h and registry.h,
-// DIST_VERSION_MINOR). Built against the frozen 1.0 headers it prints the
+// "rendezvous" (rendezvous_plugin.h and store.h, whose table rendezvous
+// plugins fill: DIST_RENDEZVOUS_ABI_MINOR) or "host" (dist.h and
+// registry.h, DIST_VERSION_MINOR). Built against the frozen 1.0 headers it prints the
 // 1.0 layout (without the host API, which those headers do not carry).
 // sdk/abi/abi_v1.txt is this output plus libdist.so's exported symbols.
 #include <cstddef>
@@ -103,17 +104,18 @@ int main() {
   FIELD(P, dist_error_t, struct_size); FIELD(P, dist_error_t, code);
   FIELD(P, dist_error_t, message); FIELD(P, dist_error_t, destroy);
 
-  // store.h
-  CONST(P, DIST_STORE_MAX_KEY_BYTES);
-  CONST(P, DIST_STORE_MAX_VALUE_BYTES);
-  STRUCT(P, dist_store_t);
-  FIELD(P, dist_store_t, struct_size); FIELD(P, dist_store_t, ctx); FIELD(P, dist_store_t, set);
-  FIELD(P, dist_store_t, get); FIELD(P, dist_store_t, free_value); FIELD(P, dist_store_t, add);
-  FIELD(P, dist_store_t, compare_set); FIELD(P, dist_store_t, remove);
-  FIELD(P, dist_store_t, check); FIELD(P, dist_store_t, wait); FIELD(P, dist_store_t, num_keys);
-  FIELD(P, dist_store_t, release);
-#if DIST_BACKEND_ABI_MINOR >= 2
-  FIELD(P, dist_store_t, release_failed);
+  // store.h: versioned with the rendezvous ABI, whose plugins fill the table
+  // (backends and the core only hold stores).
+  CONST(R, DIST_STORE_MAX_KEY_BYTES);
+  CONST(R, DIST_STORE_MAX_VALUE_BYTES);
+  STRUCT(R, dist_store_t);
+  FIELD(R, dist_store_t, struct_size); FIELD(R, dist_store_t, ctx); FIELD(R, dist_store_t, set);
+  FIELD(R, dist_store_t, get); FIELD(R, dist_store_t, free_value); FIELD(R, dist_store_t, add);
+  FIELD(R, dist_store_t, compare_set); FIELD(R, dist_store_t, remove);
+  FIELD(R, dist_store_t, check); FIELD(R, dist_store_t, wait); FIELD(R, dist_store_t, num_keys);
+  FIELD(R, dist_store_t, release);
+#if DIST_RENDEZVOUS_ABI_MINOR >= 1
+  FIELD(R, dist_store_t, release_failed);
 #endif
 
   // host.h

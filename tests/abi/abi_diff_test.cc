@@ -77,6 +77,23 @@ TEST(AbiDiffTest, AppendWithoutBumpAsksForTheBump) {
             std::string::npos);
 }
 
+// A struct filed under another ABI's version in the new description (as
+// store.h moved to the rendezvous ABI) grows: the version that covers it now
+// is the one to bump.
+TEST(AbiDiffTest, AGrownStructAsksForTheVersionThatCoversItNow) {
+  const std::string base = std::string(kBase) + "rendezvous version DIST_RENDEZVOUS_ABI 1.0\n";
+  std::string grown = Replace(base, "plugin struct dist_op_args_t size 16 align 8",
+                              "rendezvous struct dist_op_args_t size 24 align 8");
+  grown += "rendezvous field dist_op_args_t.flags offset 16 size 8\n";
+  const Diff diff = Compare(Parse(base), Parse(grown));
+  EXPECT_TRUE(diff.breaking.empty());
+  ASSERT_EQ(diff.needs_bump.size(), 1u);
+  EXPECT_EQ(diff.needs_bump[0], "rendezvous");
+  const std::string bumped =
+      Replace(grown, "DIST_RENDEZVOUS_ABI 1.0", "DIST_RENDEZVOUS_ABI 1.1");
+  EXPECT_TRUE(Compare(Parse(base), Parse(bumped)).needs_bump.empty());
+}
+
 TEST(AbiDiffTest, FieldInsertedInTheMiddleIsBreaking) {
   std::string inserted = Replace(kBase, "size 16 align 8", "size 24 align 8");
   inserted = Replace(inserted, "plugin field dist_op_args_t.op offset 8 size 4",

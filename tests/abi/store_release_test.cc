@@ -1,4 +1,4 @@
-// dist_store_t.release_failed (backend ABI 1.2 / rendezvous ABI 1.1) through
+// dist_store_t.release_failed (rendezvous ABI 1.1) through
 // the real core: a store of a rendezvous plugin built against the frozen 1.0
 // headers (struct_size 96, no release_failed) is still released after a
 // failed join, and the core reads nothing beyond its struct_size; a current

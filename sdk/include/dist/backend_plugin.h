@@ -39,7 +39,7 @@ extern "C" {
 #endif
 
 #define DIST_BACKEND_ABI_MAJOR 1
-#define DIST_BACKEND_ABI_MINOR 2
+#define DIST_BACKEND_ABI_MINOR 1
 #define DIST_BACKEND_ENTRY_SYMBOL "dist_backend_plugin_v1"
 
 typedef struct dist_backend_comm dist_backend_comm_t; /* plugin-defined */
