@@ -213,8 +213,18 @@ const char* const kSchemes[] = {FIXTURE_NAME, nullptr};
 }  // namespace
 
 extern "C" DIST_EXPORT const dist_rendezvous_plugin_t* dist_rendezvous_plugin_v1(void) {
-  static const dist_rendezvous_plugin_t table = {
-      sizeof(dist_rendezvous_plugin_t), DIST_RENDEZVOUS_ABI_MAJOR, DIST_RENDEZVOUS_ABI_MINOR,
-      FIXTURE_NAME, "0.1.0", kSchemes, Initialize, Resolve};
+  // Field by field over a zeroed table (see "struct_size" in sdk/ABI.md).
+  static const dist_rendezvous_plugin_t table = [] {
+    dist_rendezvous_plugin_t t{};
+    t.struct_size = sizeof(t);
+    t.abi_major = DIST_RENDEZVOUS_ABI_MAJOR;
+    t.abi_minor = DIST_RENDEZVOUS_ABI_MINOR;
+    t.name = FIXTURE_NAME;
+    t.version = "0.1.0";
+    t.schemes = kSchemes;
+    t.initialize = Initialize;
+    t.resolve = Resolve;
+    return t;
+  }();
   return &table;
 }

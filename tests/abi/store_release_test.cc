@@ -96,8 +96,8 @@ TEST(StoreRelease, ACurrentStoreOfAJoinThatSucceedsIsTheCallersToRelease) {
   ASSERT_NE(out.result.store, nullptr);
   EXPECT_EQ(ReadLog(log), absl::StrCat("created struct_size=", sizeof(dist_store_t), "\n"));
   out.result.store->release(out.result.store->ctx);
-  EXPECT_EQ(ReadLog(log), absl::StrCat("created struct_size=", sizeof(dist_store_t),
-                                       "\nrelease\n"));
+  EXPECT_EQ(ReadLog(log),
+            absl::StrCat("created struct_size=", sizeof(dist_store_t), "\nrelease\n"));
 }
 
 }  // namespace

@@ -128,8 +128,7 @@ TEST(CoreFileRendezvous, RankArrivingAfterATimedOutJoinHearsWhy) {
   EXPECT_TRUE(absl::StrContains(late.output, "ERROR FAILED_PRECONDITION")) << late.output;
   EXPECT_TRUE(absl::StrContains(late.output, "the rendezvous in it already failed")) << late.output;
   EXPECT_TRUE(absl::StrContains(late.output, "timed out after 1.5 s")) << late.output;
-  EXPECT_TRUE(absl::StrContains(late.output, "2 of 3 ranks joined, missing rank 2"))
-      << late.output;
+  EXPECT_TRUE(absl::StrContains(late.output, "2 of 3 ranks joined, missing rank 2")) << late.output;
   EXPECT_TRUE(absl::StrContains(late.output, "delete the file")) << late.output;
   EXPECT_FALSE(absl::StrContains(late.output, "earlier job")) << late.output;
   EXPECT_LT(late.elapsed, absl::Seconds(3)) << "told at once, not at the timeout";
