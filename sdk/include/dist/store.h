@@ -75,10 +75,10 @@ struct dist_store {
    * store must not be used by that holder. */
   void (*release)(void* ctx);
 
-  /* Appended in rendezvous ABI 1.1 (DIST_RENDEZVOUS_ABI_MINOR >= 1). Optional: a holder
-   * reads it only when struct_size covers it (struct_size >=
-   * offsetof(dist_store_t, release_failed) + sizeof(void*)) and calls
-   * `release` instead when it is not covered or NULL.
+  /* Appended in rendezvous ABI 1.1 (DIST_RENDEZVOUS_ABI_MINOR >= 1).
+   * Optional: a holder reads it only when struct_size covers it
+   * (struct_size >= offsetof(dist_store_t, release_failed) + sizeof(void*))
+   * and calls `release` instead when it is not covered or NULL.
    *
    * Like release; also tells the store that its holder's rendezvous failed
    * because of `reason` (one line, NUL-terminated; BORROWED for the call:
