@@ -96,6 +96,7 @@ class DirStore {
  public:
   explicit DirStore(std::string dir) : dir_(std::move(dir)) {
     mkdir(dir_.c_str(), 0755);
+    store_ = dist_store_t{};  // optional fields appended later stay NULL
     store_.struct_size = sizeof(dist_store_t);
     store_.ctx = this;
     store_.set = &Set;

@@ -40,7 +40,8 @@ typedef struct dist_rendezvous_result {
   int32_t world_size;
   int32_t local_rank;       /* -1 if unknown */
   int32_t local_world_size; /* -1 if unknown */
-  dist_store_t* store;      /* OWNED by the caller: release it when done */
+  dist_store_t* store;      /* OWNED by the caller: release it when done
+                               (release_failed after a failed join) */
 } dist_rendezvous_result_t;
 
 typedef struct dist_rendezvous_plugin {
