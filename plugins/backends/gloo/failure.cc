@@ -4,14 +4,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "dist/cpp/failure_notes.hpp"
 
 namespace dist::gloo_backend {
 namespace {
-
-constexpr char kFirstFailureKey[] = "dist_gloo/first_failure";
-constexpr char kUnresponsiveKey[] = "dist_gloo/unresponsive";
-
-std::string FailedKey(int rank) { return absl::StrCat("dist_gloo/failed/", rank); }
 
 std::string StripLocation(const std::string& what) {
   // Gloo prefixes "[./gloo/transport/tcp/pair.cc:598] ".
@@ -60,53 +56,40 @@ GlooFailure ClassifyGlooError(const std::string& what, const std::vector<std::st
 
 std::string CompareNotes(const StoreView& store, int rank, int size, const GlooFailure& failure,
                          const std::string& report, absl::Duration grace) {
-  std::string notes;
-  absl::StatusOr<std::string> first = store.CompareSet(kFirstFailureKey, "", report);
-  (void)store.Set(FailedKey(rank), report);
-  const bool first_is_mine = first.ok() && *first == report;
-  if (first.ok() && !first_is_mine) absl::StrAppend(&notes, "; first failure in the group: ", *first);
+  const FailureNotes notes(store, "dist_gloo/", rank, size);
+  std::string text;
+  const std::string first = notes.Publish(report);
+  if (!first.empty()) absl::StrAppend(&text, "; first failure in the group: ", first);
 
   if (failure.timed_out && failure.peer < 0) {
     // Who else noticed? A rank that never reports is dead, stuck, or not
     // calling this operation.
-    std::vector<std::string> keys;
-    for (int r = 0; r < size; ++r) {
-      if (r != rank) keys.push_back(FailedKey(r));
-    }
-    (void)store.Wait(keys, grace);
-    std::vector<int> missing;
-    for (int r = 0; r < size; ++r) {
-      if (r == rank) continue;
-      absl::StatusOr<bool> present = store.Check({FailedKey(r)});
-      if (present.ok() && !*present) missing.push_back(r);
-    }
+    const std::vector<int> missing = notes.Unresponsive(grace);
     if (missing.empty()) {
-      absl::StrAppend(&notes, "; every rank timed out: check that all ranks issue the same operations in the same "
-                              "order with the same count, dtype, op and root");
+      absl::StrAppend(&text, "; every rank timed out: check that all ranks issue the same operations in the same "
+                             "order with the same count, dtype, op and root");
     } else {
-      const std::string list = absl::StrJoin(missing, ",");
-      (void)store.Set(kUnresponsiveKey, list);
-      absl::StrAppend(&notes, "; ranks that reported no failure within ", absl::FormatDuration(grace), ": ",
-                      list, " (dead, stuck, or not calling this operation)");
+      absl::StrAppend(&text, "; ranks that reported no failure within ", absl::FormatDuration(grace), ": ",
+                      absl::StrJoin(missing, ","), " (dead, stuck, or not calling this operation)");
     }
   } else if (failure.peer >= 0) {
     // A peer may close the connection because it timed out in this very
     // operation: then both ranks were in it and did not match (count, dtype,
     // op or root). Say so, rather than only "lost the connection". A peer
     // that died reports nothing and costs one short grace period here.
-    absl::StatusOr<std::string> peer_report = store.Get(FailedKey(failure.peer), grace);
+    absl::StatusOr<std::string> peer_report = notes.ReportOf(failure.peer, grace);
     if (peer_report.ok() && absl::StrContains(*peer_report, "timed out")) {
-      absl::StrAppend(&notes, "; rank ", failure.peer,
+      absl::StrAppend(&text, "; rank ", failure.peer,
                       " timed out in this operation: check that all ranks issue the same operations "
                       "in the same order with the same count, dtype, op and root");
     }
-  } else if (first.ok() && !first_is_mine && absl::StrContains(*first, "timed out")) {
+  } else if (!first.empty() && absl::StrContains(first, "timed out")) {
     // The first failure was a timeout on another rank, which is now
     // finding out who did not respond.
-    absl::StatusOr<std::string> list = store.Get(kUnresponsiveKey, grace);
-    if (list.ok()) absl::StrAppend(&notes, "; ranks not responding: ", *list);
+    absl::StatusOr<std::string> list = notes.RecordedUnresponsive(grace);
+    if (list.ok()) absl::StrAppend(&text, "; ranks not responding: ", *list);
   }
-  return notes;
+  return text;
 }
 
 }  // namespace dist::gloo_backend
