@@ -612,6 +612,10 @@ TEST_F(NcclGpuTest, ARankThatSkipsACollectiveTimesOutEveryOtherRank) {
                   AllOf(HasSubstr("all_reduce"), HasSubstr(absl::StrCat("rank ", r.rank)),
                         HasSubstr("aborted")));
     }
+    // Either way the ranks compared notes: rank 0 is the one that never
+    // reported a failure.
+    EXPECT_THAT(std::string(status.message()),
+                HasSubstr("rank 0 reported no failure within"));
     std::printf("rank %d heard: %s\n", r.rank, status.ToString().c_str());
   });
 }
@@ -631,8 +635,10 @@ TEST_F(NcclGpuTest, ARankThatAbortsFailsEveryOtherRankWithinTheTimeout) {
     // NCCL reports the lost peer (a remote error) or the op times out;
     // either way this rank hears it, and where.
     EXPECT_FALSE(status.ok());
+    // ...and why: rank 0 left its reason in the store when it aborted.
     EXPECT_THAT(std::string(status.message()),
-                AllOf(HasSubstr("all_reduce"), HasSubstr(absl::StrCat("rank ", r.rank))));
+                AllOf(HasSubstr("all_reduce"), HasSubstr(absl::StrCat("rank ", r.rank)),
+                      HasSubstr("rank 0: aborted by the caller: rank 0 gave up")));
     std::printf("rank %d heard: %s\n", r.rank, status.ToString().c_str());
   });
 }

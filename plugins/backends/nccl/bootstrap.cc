@@ -143,6 +143,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> CreateCommunicator(const dist_comm
   settings.world_size = config.world_size;
   settings.group = config.group_name != nullptr ? config.group_name : "default";
   settings.timeout = timeout;
+  settings.store = config.store;
 
   DeviceRequest request;
   request.rank = config.rank;

@@ -5,8 +5,12 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "dist/cpp/failure_notes.hpp"
+#include "dist/cpp/store.hpp"
 #include "dist/types.h"
 #include "plugins/backends/nccl/comm_config.h"
 #include "plugins/backends/nccl/cuda_status.h"
@@ -312,8 +316,50 @@ std::optional<absl::Status> Communicator::Health() {
   if (aborting_.load(std::memory_order_acquire)) return AbortStatus();
   std::optional<absl::Status> error = AsyncError();
   if (!error.has_value() || error->ok()) return error;
-  Abort(*error);
+  // Another thread is already telling the group about a failure.
+  if (comparing_notes_.exchange(true)) return std::nullopt;
+  const std::string notes = CompareNotes(
+      absl::StrCat("rank ", settings_.rank, ": ", error->message()), /*name_silent=*/true);
+  Abort(absl::Status(error->code(), absl::StrCat(error->message(), notes)));
   return AbortStatus();
+}
+
+std::string Communicator::CompareNotes(const std::string& report, bool name_silent) {
+  if (settings_.store == nullptr || settings_.world_size < 2) return "";
+  const FailureNotes notes(StoreView(settings_.store), "nccl/", settings_.rank,
+                           settings_.world_size);
+  std::string text;
+  const std::string first = notes.Publish(report);
+  if (!first.empty()) absl::StrAppend(&text, "; first failure in the group: ", first);
+  if (!name_silent) return text;
+  // Live ranks stuck in the same operation fail at about the same time; a
+  // rank that reports nothing within the grace period is the likely cause.
+  const absl::Duration grace =
+      std::clamp(settings_.timeout / 4, absl::Milliseconds(200), absl::Seconds(2));
+  const std::vector<int> silent = notes.Unresponsive(grace);
+  if (silent.empty()) {
+    // Everyone is here and failing: unless one rank's own failure (an
+    // abort, a lost peer) explains it, the ranks' calls did not match.
+    if (first.empty() || absl::StrContains(first, "timed out")) {
+      absl::StrAppend(&text, "; every rank failed here: check that all ranks issue the same "
+                             "operations in the same order with the same count, dtype, op and "
+                             "root");
+    }
+  } else {
+    absl::StrAppend(&text, "; ", silent.size() == 1 ? "rank " : "ranks ",
+                    absl::StrJoin(silent, ", "), " reported no failure within ",
+                    absl::FormatDuration(grace),
+                    " (dead, stalled, or not calling this operation)");
+  }
+  return text;
+}
+
+void Communicator::AbortByCaller(const std::string& reason) {
+  if (!aborting_.load() && !comparing_notes_.exchange(true)) {
+    (void)CompareNotes(absl::StrCat("rank ", settings_.rank, ": aborted by the caller: ", reason),
+                       /*name_silent=*/false);
+  }
+  Abort(absl::AbortedError(reason));
 }
 
 void Communicator::ReapFinished() {
@@ -353,11 +399,14 @@ void Communicator::Check() {
     }
   }
   if (late == nullptr) return;
-  Abort(absl::DeadlineExceededError(
-            absl::StrCat(late->what(),
-                         " did not complete by its timeout; a peer rank probably died, "
-                         "stalled or issued different operations; the communicator was "
-                         "aborted so that no rank hangs")),
+  if (comparing_notes_.exchange(true)) return;  // another thread is reporting
+  std::string notes = CompareNotes(
+      absl::StrCat("rank ", settings_.rank, ": ", late->what(), " timed out"), /*name_silent=*/true);
+  if (notes.empty()) notes = "; a peer rank probably died, stalled or issued different operations";
+  Abort(absl::DeadlineExceededError(absl::StrCat(late->what(), " did not complete by its timeout",
+                                                 notes,
+                                                 "; the communicator was aborted so that no rank "
+                                                 "hangs")),
         late);
 }
 
@@ -470,6 +519,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Split(
   settings.device = settings_.device;
   settings.group = group;
   settings.timeout = timeout;
+  settings.store = config.store;  // a fresh namespace for the subgroup
   return Adopt(child, std::move(settings));
 }
 

@@ -37,6 +37,9 @@ struct CommSettings {
   int device = 0;
   std::string group = "default";
   absl::Duration timeout = absl::Minutes(10);
+  // The communicator's store (valid until comm_destroy returns), for ranks
+  // to compare notes when an operation fails; may be NULL.
+  dist_store_t* store = nullptr;
 };
 
 class Communicator {
@@ -56,6 +59,10 @@ class Communicator {
   // ncclCommSplit: members (config.rank >= 0) get the new communicator,
   // non-members NULL. Called on every rank of this communicator.
   absl::StatusOr<std::shared_ptr<Communicator>> Split(const dist_comm_config_t& config);
+
+  // comm_abort: tells the other ranks (through the store) that this rank
+  // gave up and why, then aborts.
+  void AbortByCaller(const std::string& reason);
 
   // Fails all pending and future work and calls ncclCommAbort. `culprit`,
   // when given, gets `reason` itself (e.g. its timeout); the rest get
@@ -95,6 +102,11 @@ class Communicator {
   // Drops finished work from pending_ (polling it without the lock held,
   // since a health check may abort, which takes the lock).
   void ReapFinished() ABSL_LOCKS_EXCLUDED(pending_mu_);
+  // Publishes this rank's failure `report` and, with `name_silent`, waits a
+  // short grace period for the other ranks' reports; returns the text that
+  // names the group's first failure and the ranks that sent none ("" when
+  // there is nothing to add).
+  std::string CompareNotes(const std::string& report, bool name_silent);
   // ncclCommGetAsyncError as a status; nullopt when nccl_mu_ is busy.
   std::optional<absl::Status> AsyncError() ABSL_LOCKS_EXCLUDED(nccl_mu_);
 
@@ -113,6 +125,7 @@ class Communicator {
   std::optional<absl::Status> abort_status_ ABSL_GUARDED_BY(state_mu_);
   std::atomic<bool> aborting_{false};
   std::atomic<bool> closed_{false};
+  std::atomic<bool> comparing_notes_{false};  // one failure report per communicator
 
   std::unique_ptr<Watchdog> watchdog_;
 };

@@ -123,7 +123,7 @@ dist_error_t* CommSplit(dist_backend_comm_t* parent, const int32_t* ranks, size_
 void CommAbort(dist_backend_comm_t* comm, const char* reason) {
   if (comm == nullptr) return;
   try {
-    comm->impl->Abort(absl::AbortedError(reason != nullptr ? reason : "aborted by the caller"));
+    comm->impl->AbortByCaller(reason != nullptr ? reason : "aborted by the caller");
   } catch (...) {
   }
 }
