@@ -1,17 +1,191 @@
 #include "tests/nccl/emulation/clique.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "tests/nccl/emulation/reduction.h"
 
 namespace dist::emulation {
+
 namespace {
 
-const char* KindName(CollectiveKind kind) {
-  switch (kind) {
+constexpr uint32_t kMagic = 0x44454d55;  // "DEMU": the segment is initialized
+constexpr int kCollectiveSlots = 8;      // operations in flight per clique
+constexpr int kMessageSlots = 8;         // sends in flight per pair of ranks
+constexpr int kSplitSlots = 4;
+
+enum MemberState : int32_t { kAbsent = 0, kJoined = 1, kAborted = 2, kDied = 3 };
+enum MessageState : int32_t { kFree = 0, kPosted = 1, kConsumed = 2 };
+
+struct Member {
+  int32_t state;
+  int32_t pid;
+};
+
+struct Entry {
+  int32_t kind;
+  int32_t type;
+  int32_t op;
+  int32_t root;
+  uint64_t count;
+  uint64_t send;  // address in the rank's process
+  int32_t pid;
+};
+
+struct CollectiveSlot {
+  int32_t in_use;
+  uint64_t seq;
+  int32_t arrived;
+  int32_t read;  // ranks done reading their peers' inputs
+  int32_t left;
+  Entry entries[kMaxRanks];
+};
+
+struct Message {
+  int32_t state;
+  int32_t pid;
+  uint64_t seq;
+  uint64_t data;
+  uint64_t bytes;
+};
+
+struct SplitSlot {
+  int32_t in_use;
+  uint64_t seq;
+  int32_t arrived;
+  int32_t ready;
+  int32_t left;
+  int32_t color[kMaxRanks];
+  int32_t key[kMaxRanks];
+  int32_t child_rank[kMaxRanks];
+  int32_t child_size[kMaxRanks];
+  char child_id[kMaxRanks][16];
+};
+
+}  // namespace
+
+struct Shared {
+  std::atomic<uint32_t> magic;
+  int32_t nranks;
+  int32_t joined;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  Member members[kMaxRanks];
+  CollectiveSlot collectives[kCollectiveSlots];
+  Message messages[kMaxRanks][kMaxRanks][kMessageSlots];  // [from][to][seq % slots]
+  SplitSlot splits[kSplitSlots];
+};
+
+namespace {
+
+// The segment's mutex; a process that died holding it leaves it
+// recoverable (robust mutex).
+class Lock {
+ public:
+  explicit Lock(Shared* shared) : shared_(shared) { Recover(pthread_mutex_lock(&shared_->mu)); }
+  ~Lock() { pthread_mutex_unlock(&shared_->mu); }
+  Lock(const Lock&) = delete;
+  Lock& operator=(const Lock&) = delete;
+
+  // Waits until `done()`, checking every 20 ms whether peer processes died.
+  template <typename Done>
+  void Wait(Done done) {
+    while (!done()) {
+      timespec until{};
+      clock_gettime(CLOCK_MONOTONIC, &until);
+      until.tv_nsec += 20 * 1000 * 1000;
+      if (until.tv_nsec >= 1000000000) {
+        until.tv_sec += 1;
+        until.tv_nsec -= 1000000000;
+      }
+      Recover(pthread_cond_timedwait(&shared_->cv, &shared_->mu, &until));
+      NoticeDeaths();
+    }
+  }
+  void WakeAll() { pthread_cond_broadcast(&shared_->cv); }
+  // Around work that must not hold the lock (copies from peers).
+  void Unlock() { pthread_mutex_unlock(&shared_->mu); }
+  void Relock() { Recover(pthread_mutex_lock(&shared_->mu)); }
+
+ private:
+  void Recover(int result) {
+    if (result == EOWNERDEAD) pthread_mutex_consistent(&shared_->mu);
+  }
+  void NoticeDeaths() {
+    for (int r = 0; r < shared_->nranks; ++r) {
+      Member& m = shared_->members[r];
+      if (m.state == kJoined && m.pid != getpid() && kill(m.pid, 0) != 0 && errno == ESRCH) {
+        m.state = kDied;
+        WakeAll();
+      }
+    }
+  }
+
+  Shared* const shared_;
+};
+
+bool Gone(const Shared* s, int rank) {
+  const int32_t state = s->members[rank].state;
+  return state == kAborted || state == kDied;
+}
+
+// The first peer (not `rank`) whose communicator was aborted or whose
+// process died, or -1.
+int GonePeer(const Shared* s, int rank) {
+  for (int r = 0; r < s->nranks; ++r) {
+    if (r != rank && Gone(s, r)) return r;
+  }
+  return -1;
+}
+
+Outcome PeerGone(const Shared* s, int rank, int peer, const char* what) {
+  const bool died = s->members[peer].state == kDied;
+  return {ncclRemoteError,
+          absl::StrCat("emulated NCCL: rank ", peer,
+                       died ? absl::StrCat(" (pid ", s->members[peer].pid, ") died")
+                            : std::string(" aborted its communicator"),
+                       " while rank ", rank, " was in ", what)};
+}
+
+// Reads `bytes` at `address` of process `pid` (single copy, as NCCL's
+// P2P/CMA transports do).
+bool ReadFrom(int32_t pid, uint64_t address, void* out, size_t bytes) {
+  if (bytes == 0) return true;
+  if (pid == getpid()) {
+    std::memcpy(out, reinterpret_cast<const void*>(address), bytes);
+    return true;
+  }
+  size_t done = 0;
+  while (done < bytes) {
+    iovec local{static_cast<char*>(out) + done, bytes - done};
+    iovec remote{reinterpret_cast<void*>(address + done), bytes - done};
+    const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+const char* KindName(int32_t kind) {
+  switch (static_cast<CollectiveKind>(kind)) {
     case CollectiveKind::kAllReduce: return "ncclAllReduce";
     case CollectiveKind::kBroadcast: return "ncclBroadcast";
     case CollectiveKind::kReduce: return "ncclReduce";
@@ -21,263 +195,379 @@ const char* KindName(CollectiveKind kind) {
   return "?";
 }
 
-bool Reduces(CollectiveKind kind) {
-  return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduce ||
-         kind == CollectiveKind::kReduceScatter;
+bool Reduces(int32_t kind) {
+  return kind == static_cast<int32_t>(CollectiveKind::kAllReduce) ||
+         kind == static_cast<int32_t>(CollectiveKind::kReduce) ||
+         kind == static_cast<int32_t>(CollectiveKind::kReduceScatter);
 }
 
-bool Rooted(CollectiveKind kind) {
-  return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
+bool Rooted(int32_t kind) {
+  return kind == static_cast<int32_t>(CollectiveKind::kBroadcast) ||
+         kind == static_cast<int32_t>(CollectiveKind::kReduce);
 }
 
-std::string Describe(const Collective& c) {
-  return absl::StrCat(KindName(c.kind), "(count ", c.count, ", type ", c.type, ", op ", c.op,
-                      ", root ", c.root, ")");
+std::string Describe(const Entry& e) {
+  return absl::StrCat(KindName(e.kind), "(count ", e.count, ", type ", e.type, ", op ", e.op,
+                      ", root ", e.root, ")");
 }
 
-}  // namespace
-
-Clique::Clique(int nranks)
-    : nranks_(nranks),
-      joined_(static_cast<size_t>(nranks), false),
-      gone_(static_cast<size_t>(nranks), false) {}
-
-Outcome Clique::Join(int rank) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (joined_[static_cast<size_t>(rank)]) {
-    return {ncclInvalidUsage,
-            absl::StrCat("emulated NCCL: rank ", rank, " joined this ncclUniqueId twice")};
-  }
-  joined_[static_cast<size_t>(rank)] = true;
-  cv_.notify_all();
-  return {};
-}
-
-void Clique::JoinAll() {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::fill(joined_.begin(), joined_.end(), true);
-}
-
-Outcome Clique::AwaitMembers(int rank) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] {
-    return gone_[static_cast<size_t>(rank)] ||
-           std::all_of(joined_.begin(), joined_.end(), [](bool j) { return j; });
-  });
-  return {};  // left: the caller's comm is gone, nobody reads the result
-}
-
-void Clique::Leave(int rank) {
-  std::lock_guard<std::mutex> lock(mu_);
-  gone_[static_cast<size_t>(rank)] = true;
-  cv_.notify_all();
-}
-
-int Clique::GonePeer(int rank) const {
-  for (int r = 0; r < nranks_; ++r) {
-    if (r != rank && gone_[static_cast<size_t>(r)]) return r;
-  }
-  return -1;
-}
-
-Outcome Clique::PeerGone(int rank, int peer, const char* what) const {
-  return {ncclRemoteError,
-          absl::StrCat("emulated NCCL: rank ", peer, " aborted its communicator while rank ",
-                       rank, " was in ", what)};
-}
-
-void Clique::ComputeLocked(CollectiveSlot& slot) {
-  const Collective& first = slot.entries[0];
-  for (int r = 1; r < nranks_; ++r) {
-    const Collective& other = slot.entries[static_cast<size_t>(r)];
+// "" when every rank called the same collective, else what differs.
+std::string Mismatch(const CollectiveSlot& slot, int nranks) {
+  const Entry& first = slot.entries[0];
+  for (int r = 1; r < nranks; ++r) {
+    const Entry& other = slot.entries[r];
     const bool same = other.kind == first.kind && other.type == first.type &&
                       other.count == first.count && (!Reduces(first.kind) || other.op == first.op) &&
                       (!Rooted(first.kind) || other.root == first.root);
     if (!same) {
-      slot.failure = absl::StrCat("emulated NCCL: mismatched collectives: rank 0 called ",
-                                  Describe(first), ", rank ", r, " called ", Describe(other),
-                                  " (a real GPU would hang or corrupt data here)");
-      return;
+      return absl::StrCat("emulated NCCL: mismatched collectives: rank 0 called ", Describe(first),
+                          ", rank ", r, " called ", Describe(other),
+                          " (a real GPU would hang or corrupt data here)");
     }
   }
-  const size_t n = first.count;
-  const size_t bytes = n * ElementSize(first.type);
-  const size_t ranks = static_cast<size_t>(nranks_);
-  slot.results.assign(ranks, {});
-  std::vector<const void*> inputs;
-  for (const Collective& c : slot.entries) inputs.push_back(c.send);
-  switch (first.kind) {
-    case CollectiveKind::kAllReduce:
-    case CollectiveKind::kReduce: {
-      std::vector<char> reduced(bytes);
-      Reduce(first.type, first.op, inputs, n, reduced.data());
-      for (size_t r = 0; r < ranks; ++r) {
-        if (first.kind == CollectiveKind::kAllReduce || static_cast<int>(r) == first.root) {
-          slot.results[r] = reduced;
-        }
-      }
-      break;
-    }
-    case CollectiveKind::kBroadcast: {
-      const char* root = static_cast<const char*>(inputs[static_cast<size_t>(first.root)]);
-      for (size_t r = 0; r < ranks; ++r) slot.results[r].assign(root, root + bytes);
-      break;
-    }
-    case CollectiveKind::kAllGather: {
-      std::vector<char> gathered;
-      for (const void* in : inputs) {
-        const char* p = static_cast<const char*>(in);
-        gathered.insert(gathered.end(), p, p + bytes);
-      }
-      for (size_t r = 0; r < ranks; ++r) slot.results[r] = gathered;
-      break;
-    }
-    case CollectiveKind::kReduceScatter: {
-      for (size_t r = 0; r < ranks; ++r) {
-        std::vector<const void*> blocks;
-        for (const void* in : inputs) blocks.push_back(static_cast<const char*>(in) + r * bytes);
-        slot.results[r].resize(bytes);
-        Reduce(first.type, first.op, blocks, n, slot.results[r].data());
-      }
-      break;
-    }
+  return "";
+}
+
+// This rank's result of the collective in `slot` (read from the peers'
+// buffers while they wait); empty when this rank receives nothing.
+Outcome Compute(const CollectiveSlot& slot, int nranks, int rank, std::vector<char>* result) {
+  const Entry& e = slot.entries[rank];
+  const auto kind = static_cast<CollectiveKind>(e.kind);
+  const auto type = static_cast<ncclDataType_t>(e.type);
+  const auto op = static_cast<ncclRedOp_t>(e.op);
+  const size_t n = e.count;
+  const size_t bytes = n * ElementSize(type);
+  auto read = [&](int from, size_t offset, size_t size, char* out) -> Outcome {
+    const Entry& peer = slot.entries[from];
+    if (ReadFrom(peer.pid, peer.send + offset, out, size)) return {};
+    return {ncclRemoteError, absl::StrCat("emulated NCCL: cannot read rank ", from, "'s buffer (pid ",
+                                          peer.pid, "): ", std::strerror(errno))};
+  };
+  if (kind == CollectiveKind::kReduce && rank != e.root) return {};
+  if (kind == CollectiveKind::kBroadcast) {
+    result->resize(bytes);
+    return read(e.root, 0, bytes, result->data());
   }
+  if (kind == CollectiveKind::kAllGather) {
+    result->resize(bytes * static_cast<size_t>(nranks));
+    for (int r = 0; r < nranks; ++r) {
+      Outcome got = read(r, 0, bytes, result->data() + static_cast<size_t>(r) * bytes);
+      if (got.result != ncclSuccess) return got;
+    }
+    return {};
+  }
+  // Reductions: all-reduce and reduce over whole buffers, reduce-scatter
+  // over this rank's block.
+  const size_t offset = kind == CollectiveKind::kReduceScatter ? static_cast<size_t>(rank) * bytes : 0;
+  std::vector<std::vector<char>> inputs(static_cast<size_t>(nranks), std::vector<char>(bytes));
+  std::vector<const void*> pointers;
+  for (int r = 0; r < nranks; ++r) {
+    Outcome got = read(r, offset, bytes, inputs[static_cast<size_t>(r)].data());
+    if (got.result != ncclSuccess) return got;
+    pointers.push_back(inputs[static_cast<size_t>(r)].data());
+  }
+  result->resize(bytes);
+  Reduce(type, op, pointers, n, result->data());
+  return {};
+}
+
+}  // namespace
+
+Clique::Clique(Shared* shared, std::string name) : shared_(shared), name_(std::move(name)) {}
+
+int Clique::nranks() const { return shared_->nranks; }
+
+Outcome Clique::Join(int rank) {
+  Lock lock(shared_);
+  Member& me = shared_->members[rank];
+  if (me.state != kAbsent) {
+    return {ncclInvalidUsage,
+            absl::StrCat("emulated NCCL: rank ", rank, " joined this ncclUniqueId twice")};
+  }
+  me.state = kJoined;
+  me.pid = getpid();
+  // Everyone is in: nobody opens the segment by name any more.
+  if (++shared_->joined == shared_->nranks) shm_unlink(name_.c_str());
+  lock.WakeAll();
+  return {};
+}
+
+Outcome Clique::AwaitMembers(int rank) {
+  Lock lock(shared_);
+  lock.Wait([&] { return shared_->joined == shared_->nranks || Gone(shared_, rank); });
+  return {};  // left: the caller's comm is gone, nobody reads the result
+}
+
+void Clique::Leave(int rank) {
+  Lock lock(shared_);
+  shared_->members[rank].state = kAborted;
+  lock.WakeAll();
 }
 
 Outcome Clique::RunCollective(uint64_t seq, int rank, const Collective& mine) {
-  std::unique_lock<std::mutex> lock(mu_);
-  CollectiveSlot& slot = collectives_[seq];
-  if (slot.entries.empty()) slot.entries.resize(static_cast<size_t>(nranks_));
-  slot.entries[static_cast<size_t>(rank)] = mine;
-  // The last rank to arrive reads everyone's input (all are still waiting,
-  // so their buffers are intact) and makes every rank's result.
-  if (++slot.arrived == nranks_ && GonePeer(-1) < 0) {
-    ComputeLocked(slot);
-    slot.ready = true;
-    cv_.notify_all();
+  const int n = shared_->nranks;
+  CollectiveSlot& slot = shared_->collectives[seq % kCollectiveSlots];
+  Lock lock(shared_);
+  // Take the slot once the operation kCollectiveSlots earlier has left it.
+  lock.Wait([&] {
+    return !slot.in_use || slot.seq == seq || Gone(shared_, rank) || GonePeer(shared_, rank) >= 0;
+  });
+  if (Gone(shared_, rank)) return {};  // aborted: the kernel quits
+  if (!slot.in_use) {
+    slot.in_use = 1;
+    slot.seq = seq;
+    slot.arrived = slot.read = slot.left = 0;
+  } else if (slot.seq != seq) {
+    return PeerGone(shared_, rank, GonePeer(shared_, rank), KindName(static_cast<int32_t>(mine.kind)));
   }
-  cv_.wait(lock, [&] { return slot.ready || gone_[static_cast<size_t>(rank)] || GonePeer(rank) >= 0; });
-  Outcome outcome;
-  if (!slot.ready) {
-    const int peer = GonePeer(rank);
-    if (gone_[static_cast<size_t>(rank)] || peer < 0) return {};  // aborted: the kernel quits
-    return PeerGone(rank, peer, KindName(mine.kind));
+  slot.entries[rank] = Entry{static_cast<int32_t>(mine.kind), static_cast<int32_t>(mine.type),
+                             static_cast<int32_t>(mine.op),   mine.root,
+                             mine.count,                      reinterpret_cast<uint64_t>(mine.send),
+                             static_cast<int32_t>(getpid())};
+  ++slot.arrived;
+  lock.WakeAll();
+  // 1. Everyone arrives (their inputs are then ready and stay so).
+  lock.Wait([&] {
+    return slot.arrived == n || Gone(shared_, rank) || GonePeer(shared_, rank) >= 0;
+  });
+  if (Gone(shared_, rank)) return {};
+  if (slot.arrived != n) {
+    return PeerGone(shared_, rank, GonePeer(shared_, rank), KindName(static_cast<int32_t>(mine.kind)));
   }
-  if (!slot.failure.empty()) {
-    outcome = {ncclInvalidUsage, slot.failure};
-  } else {
-    const std::vector<char>& result = slot.results[static_cast<size_t>(rank)];
-    // Written only now: for in-place calls recv is this rank's input,
-    // which the last arrival may have been reading until `ready`.
-    if (!result.empty()) std::memcpy(mine.recv, result.data(), result.size());
+  const std::string mismatch = Mismatch(slot, n);
+  std::vector<char> result;
+  Outcome outcome = mismatch.empty() ? Outcome{} : Outcome{ncclInvalidUsage, mismatch};
+  if (mismatch.empty()) {
+    // 2. Each rank reads what it needs from the others, unlocked.
+    lock.Unlock();
+    outcome = Compute(slot, n, rank, &result);
+    lock.Relock();
   }
-  if (++slot.left == nranks_) collectives_.erase(seq);
+  ++slot.read;
+  lock.WakeAll();
+  // 3. Only when everyone has read may anyone write: for in-place calls
+  // recv is this rank's input.
+  lock.Wait([&] { return slot.read == n || GonePeer(shared_, rank) >= 0 || Gone(shared_, rank); });
+  if (outcome.result == ncclSuccess && slot.read != n && !Gone(shared_, rank)) {
+    outcome = PeerGone(shared_, rank, GonePeer(shared_, rank), KindName(static_cast<int32_t>(mine.kind)));
+  }
+  if (outcome.result == ncclSuccess && !result.empty() && mine.recv != nullptr) {
+    std::memcpy(mine.recv, result.data(), result.size());
+  }
+  if (++slot.left == n) slot.in_use = 0;
+  lock.WakeAll();
   return outcome;
 }
 
-void Clique::Withdraw(int rank, const std::vector<PointToPoint>& ops) {
-  for (const PointToPoint& op : ops) {
-    if (op.is_send) channels_[{rank, op.peer}].erase(op.seq);
-  }
-}
-
 Outcome Clique::RunPointToPoint(int rank, const std::vector<PointToPoint>& ops) {
-  std::unique_lock<std::mutex> lock(mu_);
+  Lock lock(shared_);
+  auto slot_of = [&](int from, int to, uint64_t seq) -> Message& {
+    return shared_->messages[from][to][seq % kMessageSlots];
+  };
+  auto withdraw = [&] {
+    for (const PointToPoint& op : ops) {
+      Message& m = slot_of(rank, op.peer, op.seq);
+      if (op.is_send && m.seq == op.seq && m.state == kPosted) m.state = kFree;
+    }
+    lock.WakeAll();
+  };
+  auto stop = [&](int peer) { return Gone(shared_, rank) || Gone(shared_, peer); };
+  auto ended = [&](int peer, const char* what) -> Outcome {
+    withdraw();
+    if (Gone(shared_, rank)) return {};
+    return PeerGone(shared_, rank, peer, what);
+  };
   // All sends of the group are posted before any receive waits, so a group
   // that sends to and receives from the same peers cannot deadlock.
   for (const PointToPoint& op : ops) {
-    if (op.is_send) channels_[{rank, op.peer}][op.seq] = Message{op.buffer, op.bytes};
+    if (!op.is_send) continue;
+    Message& m = slot_of(rank, op.peer, op.seq);
+    lock.Wait([&] { return m.state == kFree || stop(op.peer); });
+    if (m.state != kFree) return ended(op.peer, "ncclSend");
+    m = Message{kPosted, static_cast<int32_t>(getpid()), op.seq, reinterpret_cast<uint64_t>(op.buffer),
+                op.bytes};
   }
-  cv_.notify_all();
-  auto self_gone = [&] { return static_cast<bool>(gone_[static_cast<size_t>(rank)]); };
+  lock.WakeAll();
   for (const PointToPoint& op : ops) {
     if (op.is_send) continue;
-    std::map<uint64_t, Message>& channel = channels_[{op.peer, rank}];
-    cv_.wait(lock, [&] {
-      return channel.count(op.seq) > 0 || self_gone() || gone_[static_cast<size_t>(op.peer)];
-    });
-    auto it = channel.find(op.seq);
-    if (it == channel.end()) {
-      Withdraw(rank, ops);
-      cv_.notify_all();
-      if (self_gone()) return {};
-      return PeerGone(rank, op.peer, "ncclRecv");
+    Message& m = slot_of(op.peer, rank, op.seq);
+    lock.Wait([&] { return (m.state == kPosted && m.seq == op.seq) || stop(op.peer); });
+    if (!(m.state == kPosted && m.seq == op.seq)) return ended(op.peer, "ncclRecv");
+    if (m.bytes != op.bytes) {
+      withdraw();
+      return {ncclInvalidUsage, absl::StrCat("emulated NCCL: rank ", op.peer, " sent ", m.bytes,
+                                             " bytes but rank ", rank, " receives ", op.bytes,
+                                             " bytes")};
     }
-    if (it->second.bytes != op.bytes) {
-      Withdraw(rank, ops);
-      cv_.notify_all();
-      return {ncclInvalidUsage,
-              absl::StrCat("emulated NCCL: rank ", op.peer, " sent ", it->second.bytes,
-                           " bytes but rank ", rank, " receives ", op.bytes, " bytes")};
+    // The sender's task waits for kConsumed, so its buffer stays valid.
+    const int32_t pid = m.pid;
+    const uint64_t data = m.data;
+    lock.Unlock();
+    const bool read = ReadFrom(pid, data, op.buffer, op.bytes);
+    lock.Relock();
+    if (!read) {
+      withdraw();
+      return {ncclRemoteError, absl::StrCat("emulated NCCL: cannot read rank ", op.peer,
+                                            "'s buffer (pid ", pid, ")")};
     }
-    // Copied under the lock: the sender's task waits for `consumed`, so its
-    // buffer is alive.
-    std::memcpy(op.buffer, it->second.data, op.bytes);
-    it->second.consumed = true;
-    cv_.notify_all();
+    m.state = kConsumed;
+    lock.WakeAll();
   }
   for (const PointToPoint& op : ops) {
     if (!op.is_send) continue;
-    std::map<uint64_t, Message>& channel = channels_[{rank, op.peer}];
-    cv_.wait(lock, [&] {
-      auto it = channel.find(op.seq);
-      return it == channel.end() || it->second.consumed || self_gone() ||
-             gone_[static_cast<size_t>(op.peer)];
-    });
-    auto it = channel.find(op.seq);
-    if (it != channel.end() && !it->second.consumed) {
-      Withdraw(rank, ops);
-      cv_.notify_all();
-      if (self_gone()) return {};
-      return PeerGone(rank, op.peer, "ncclSend");
-    }
-    if (it != channel.end()) channel.erase(it);
+    Message& m = slot_of(rank, op.peer, op.seq);
+    lock.Wait([&] { return m.state == kConsumed || stop(op.peer); });
+    if (m.state != kConsumed) return ended(op.peer, "ncclSend");
+    m.state = kFree;
   }
+  lock.WakeAll();
   return {};
 }
 
 Outcome Clique::Split(uint64_t seq, int rank, int color, int key, SplitResult* result) {
-  std::unique_lock<std::mutex> lock(mu_);
-  SplitSlot& slot = splits_[seq];
-  if (slot.entries.empty()) slot.entries.resize(static_cast<size_t>(nranks_));
-  slot.entries[static_cast<size_t>(rank)] = {color, key};
-  if (++slot.arrived == nranks_) {
-    slot.results.assign(static_cast<size_t>(nranks_), {});
-    std::map<int, std::vector<std::pair<int, int>>> by_color;  // color -> (key, old rank)
-    for (int r = 0; r < nranks_; ++r) {
-      const auto [c, k] = slot.entries[static_cast<size_t>(r)];
-      if (c != NCCL_SPLIT_NOCOLOR) by_color[c].emplace_back(k, r);
+  const int n = shared_->nranks;
+  SplitSlot& slot = shared_->splits[seq % kSplitSlots];
+  Lock lock(shared_);
+  lock.Wait([&] {
+    return !slot.in_use || slot.seq == seq || Gone(shared_, rank) || GonePeer(shared_, rank) >= 0;
+  });
+  if (Gone(shared_, rank)) return {};
+  if (!slot.in_use) {
+    slot.in_use = 1;
+    slot.seq = seq;
+    slot.arrived = slot.ready = slot.left = 0;
+  } else if (slot.seq != seq) {
+    return PeerGone(shared_, rank, GonePeer(shared_, rank), "ncclCommSplit");
+  }
+  slot.color[rank] = color;
+  slot.key[rank] = key;
+  if (++slot.arrived == n) {
+    // The last to arrive forms the children: per color, ranks ordered by
+    // (key, old rank), each child with a fresh id.
+    std::map<int, std::vector<std::pair<int, int>>> by_color;
+    for (int r = 0; r < n; ++r) {
+      slot.child_size[r] = 0;
+      if (slot.color[r] != NCCL_SPLIT_NOCOLOR) by_color[slot.color[r]].emplace_back(slot.key[r], r);
     }
+    std::random_device random;
     for (auto& [c, members] : by_color) {
       std::sort(members.begin(), members.end());
-      auto child = std::make_shared<Clique>(static_cast<int>(members.size()));
-      child->JoinAll();
+      char id[16];
+      for (size_t i = 0; i < sizeof(id); i += sizeof(unsigned)) {
+        const unsigned word = random();
+        std::memcpy(id + i, &word, sizeof(word));
+      }
       for (size_t i = 0; i < members.size(); ++i) {
-        slot.results[static_cast<size_t>(members[i].second)] = {
-            child, static_cast<int>(i), static_cast<int>(members.size())};
+        const int r = members[i].second;
+        std::memcpy(slot.child_id[r], id, sizeof(id));
+        slot.child_rank[r] = static_cast<int32_t>(i);
+        slot.child_size[r] = static_cast<int32_t>(members.size());
       }
     }
-    slot.ready = true;
-    cv_.notify_all();
+    slot.ready = 1;
   }
-  cv_.wait(lock, [&] { return slot.ready || gone_[static_cast<size_t>(rank)] || GonePeer(rank) >= 0; });
+  lock.WakeAll();
+  lock.Wait([&] { return slot.ready || Gone(shared_, rank) || GonePeer(shared_, rank) >= 0; });
   if (!slot.ready) {
-    const int peer = GonePeer(rank);
-    if (peer < 0) return {};
-    return PeerGone(rank, peer, "ncclCommSplit");
+    if (Gone(shared_, rank)) return {};
+    return PeerGone(shared_, rank, GonePeer(shared_, rank), "ncclCommSplit");
   }
-  *result = slot.results[static_cast<size_t>(rank)];
-  if (++slot.left == nranks_) splits_.erase(seq);
+  result->member = slot.child_size[rank] > 0;
+  if (result->member) {
+    std::memset(result->child.internal, 0, sizeof(result->child.internal));
+    std::memcpy(result->child.internal, slot.child_id[rank], 16);
+    result->rank = slot.child_rank[rank];
+    result->nranks = slot.child_size[rank];
+  }
+  if (++slot.left == n) slot.in_use = 0;
+  lock.WakeAll();
   return {};
 }
 
-std::shared_ptr<Clique> CliqueFor(const ncclUniqueId& id, int nranks) {
+std::shared_ptr<Clique> CliqueFor(const ncclUniqueId& id, int nranks, std::string* error) {
+  if (nranks > kMaxRanks) {
+    *error = absl::StrCat("emulated NCCL: ", nranks, " ranks; the emulation has at most ", kMaxRanks);
+    return nullptr;
+  }
+  std::string name = "/dist-cuda-emulation-";
+  for (int i = 0; i < 16; ++i) {
+    absl::StrAppend(&name, absl::Hex(static_cast<uint8_t>(id.internal[i]), absl::kZeroPad2));
+  }
+  // Threads of one process share one mapping.
   static std::mutex* mu = new std::mutex();
-  static auto* cliques = new std::map<std::string, std::shared_ptr<Clique>>();
-  const std::string key(id.internal, sizeof(id.internal));
-  std::lock_guard<std::mutex> lock(*mu);
-  std::shared_ptr<Clique>& clique = (*cliques)[key];
-  if (clique == nullptr) clique = std::make_shared<Clique>(nranks);
+  static auto* open = new std::map<std::string, std::shared_ptr<Clique>>();
+  std::lock_guard<std::mutex> guard(*mu);
+  auto found = open->find(name);
+  if (found != open->end()) {
+    if (found->second->nranks() != nranks) {
+      *error = absl::StrCat("emulated NCCL: ", nranks, " ranks given, but another rank of this "
+                            "ncclUniqueId said ", found->second->nranks());
+      return nullptr;
+    }
+    return found->second;
+  }
+  bool creator = true;
+  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0 && errno == EEXIST) {
+    creator = false;
+    fd = shm_open(name.c_str(), O_RDWR, 0600);
+  }
+  if (fd < 0) {
+    *error = absl::StrCat("emulated NCCL: shm_open(", name, "): ", std::strerror(errno));
+    return nullptr;
+  }
+  if (creator && ftruncate(fd, sizeof(Shared)) != 0) {
+    *error = absl::StrCat("emulated NCCL: ftruncate(", name, "): ", std::strerror(errno));
+    close(fd);
+    return nullptr;
+  }
+  // A joiner may come before the creator has sized the segment.
+  for (int tries = 0; !creator; ++tries) {
+    struct stat st {};
+    if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= sizeof(Shared)) break;
+    if (tries > 5000) {
+      *error = absl::StrCat("emulated NCCL: ", name, " was never sized by its creator");
+      close(fd);
+      return nullptr;
+    }
+    usleep(1000);
+  }
+  void* memory = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (memory == MAP_FAILED) {
+    *error = absl::StrCat("emulated NCCL: mmap(", name, "): ", std::strerror(errno));
+    return nullptr;
+  }
+  auto* shared = static_cast<Shared*>(memory);  // zero-filled by ftruncate
+  if (creator) {
+    shared->nranks = nranks;
+    pthread_mutexattr_t mattr;
+    pthread_mutexattr_init(&mattr);
+    pthread_mutexattr_setpshared(&mattr, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&mattr, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&shared->mu, &mattr);
+    pthread_condattr_t cattr;
+    pthread_condattr_init(&cattr);
+    pthread_condattr_setpshared(&cattr, PTHREAD_PROCESS_SHARED);
+    pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+    pthread_cond_init(&shared->cv, &cattr);
+    shared->magic.store(kMagic, std::memory_order_release);
+  } else {
+    for (int tries = 0; shared->magic.load(std::memory_order_acquire) != kMagic; ++tries) {
+      if (tries > 5000) {
+        *error = absl::StrCat("emulated NCCL: ", name, " was never initialized by its creator");
+        return nullptr;
+      }
+      usleep(1000);
+    }
+    if (shared->nranks != nranks) {
+      *error = absl::StrCat("emulated NCCL: ", nranks, " ranks given, but another rank of this "
+                            "ncclUniqueId said ", shared->nranks);
+      return nullptr;
+    }
+  }
+  auto clique = std::make_shared<Clique>(shared, name);
+  (*open)[name] = clique;
   return clique;
 }
 

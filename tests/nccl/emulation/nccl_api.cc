@@ -247,12 +247,9 @@ ncclResult_t InitRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int r
     return Refuse(nullptr, ncclInvalidArgument,
                   absl::StrCat("emulated NCCL: rank ", rank, " of ", nranks, " ranks"));
   }
-  std::shared_ptr<Clique> clique = CliqueFor(id, nranks);
-  if (clique->nranks() != nranks) {
-    return Refuse(nullptr, ncclInvalidUsage,
-                  absl::StrCat("emulated NCCL: ", nranks, " ranks given, but another rank of this "
-                               "ncclUniqueId said ", clique->nranks()));
-  }
+  std::string error;
+  std::shared_ptr<Clique> clique = CliqueFor(id, nranks, &error);
+  if (clique == nullptr) return Refuse(nullptr, ncclInvalidUsage, error);
   const Outcome joined = clique->Join(rank);
   if (joined.result != ncclSuccess) return Refuse(nullptr, joined.result, joined.message);
   auto* comm = new ncclComm();
@@ -423,8 +420,18 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
       return outcome.result;
     }
     if (child != nullptr) {
+      std::string error;
+      std::shared_ptr<Clique> clique =
+          dist::emulation::CliqueFor(result.child, result.nranks, &error);
+      const Outcome joined =
+          clique != nullptr ? clique->Join(result.rank) : Outcome{ncclSystemError, error};
+      if (joined.result != ncclSuccess) {
+        parent->Fail(joined);
+        child->state->Fail(joined);
+        return joined.result;
+      }
       std::lock_guard<std::mutex> lock(child->state->mu);
-      child->clique = result.clique;
+      child->clique = clique;
       child->rank = result.rank;
       child->nranks = result.nranks;
       child->next_send.assign(static_cast<size_t>(result.nranks), 0);
