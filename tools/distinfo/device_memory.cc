@@ -1,70 +1,17 @@
 #include "tools/distinfo/device_memory.h"
 
-#include <dlfcn.h>
-
 #include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dist/cpp/cuda_runtime_loader.hpp"
 
 namespace dist::distinfo {
 namespace {
 
-// The few CUDA runtime entry points the self-test needs; their C signatures
-// have been stable since CUDA 4. Error codes are plain ints here.
-struct CudaRuntime {
-  int (*get_device_count)(int*) = nullptr;
-  int (*set_device)(int) = nullptr;
-  int (*malloc)(void**, size_t) = nullptr;
-  int (*free)(void*) = nullptr;
-  int (*memcpy)(void*, const void*, size_t, int) = nullptr;
-  int (*synchronize)() = nullptr;
-  const char* (*error_string)(int) = nullptr;
-  std::string load_error;
-
-  static const CudaRuntime& Get() {
-    static const CudaRuntime* runtime = new CudaRuntime(Load());
-    return *runtime;
-  }
-
-  std::string Error(const char* call, int code) const {
-    return absl::StrCat(call, " failed: ",
-                        error_string ? error_string(code) : "", " (", code, ")");
-  }
-
- private:
-  static CudaRuntime Load() {
-    CudaRuntime rt;
-    void* handle = nullptr;
-    for (const char* name : {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
-                             "libcudart.so.11.0"}) {
-      handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-      if (handle != nullptr) break;
-    }
-    if (handle == nullptr) {
-      rt.load_error = absl::StrCat("cannot load the CUDA runtime (libcudart.so): ",
-                                   dlerror());
-      return rt;
-    }
-    auto get = [&](const char* symbol, auto& fn) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, symbol));
-      if (fn == nullptr && rt.load_error.empty()) {
-        rt.load_error = absl::StrCat("libcudart.so lacks ", symbol);
-      }
-    };
-    get("cudaGetDeviceCount", rt.get_device_count);
-    get("cudaSetDevice", rt.set_device);
-    get("cudaMalloc", rt.malloc);
-    get("cudaFree", rt.free);
-    get("cudaMemcpy", rt.memcpy);
-    get("cudaDeviceSynchronize", rt.synchronize);
-    get("cudaGetErrorString", rt.error_string);
-    return rt;
-  }
-};
-
-constexpr int kHostToDevice = 1;
-constexpr int kDeviceToHost = 2;
+using CudaRuntime = CudaRuntimeLoader;
+constexpr int kHostToDevice = CudaRuntimeLoader::kHostToDevice;
+constexpr int kDeviceToHost = CudaRuntimeLoader::kDeviceToHost;
 
 class HostMemory : public DeviceMemory {
  public:
@@ -125,7 +72,7 @@ class CudaMemory : public DeviceMemory {
 
 absl::StatusOr<int> CudaDeviceCount() {
   const CudaRuntime& rt = CudaRuntime::Get();
-  if (!rt.load_error.empty()) return absl::UnavailableError(rt.load_error);
+  if (!rt.load_error().empty()) return absl::UnavailableError(rt.load_error());
   int count = 0;
   if (int rc = rt.get_device_count(&count); rc != 0) {
     return absl::UnavailableError(
@@ -137,7 +84,7 @@ absl::StatusOr<int> CudaDeviceCount() {
 absl::StatusOr<std::unique_ptr<DeviceMemory>> DeviceMemory::For(dist_device_t device) {
   if (device.type == DIST_DEVICE_CPU) return std::make_unique<HostMemory>();
   const CudaRuntime& rt = CudaRuntime::Get();
-  if (!rt.load_error.empty()) return absl::UnavailableError(rt.load_error);
+  if (!rt.load_error().empty()) return absl::UnavailableError(rt.load_error());
   if (int rc = rt.set_device(device.index); rc != 0) {
     return absl::UnavailableError(rt.Error("cudaSetDevice", rc));
   }
