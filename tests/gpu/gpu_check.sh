@@ -39,7 +39,16 @@ start=$SECONDS
 step() { echo; echo "=== [$((SECONDS - start))s] $*"; }
 fail() { echo "GPU CHECK FAILED: $*" >&2; exit 1; }
 
-targets=(//plugins/backends/nccl/... //tests/nccl/... //tests/ddp:gradient_reducer_cuda_test)
+targets=(//plugins/backends/nccl/... //tests/nccl/... //tests/ddp:gradient_reducer_cuda_test
+         //examples/gpu_allreduce //tools/distrun)
+# What --pack copies: programs (to DIR) and the plugins the core loads (to
+# DIR/lib/dist/plugins, beside libdist.so, where the core looks for them).
+programs=(plugins/backends/nccl/libdist-backend-nccl.so plugins/backends/nccl/bench/nccl_bench
+          tests/nccl/gpu_collectives_test tests/nccl/core_integration_test
+          tests/nccl/plugin_load_test tests/ddp/gradient_reducer_cuda_test
+          examples/gpu_allreduce/gpu_allreduce tools/distrun/distrun)
+plugins=(libdist-backend-nccl.so libdist-backend-gloo.so libdist-rendezvous-file.so
+         libdist-rendezvous-env.so libdist-rendezvous-tcp.so)
 
 build() {
   step "bazel build ${targets[*]}"
@@ -48,30 +57,23 @@ build() {
 
 if [[ "$mode" == "pack" ]]; then
   build
-  mkdir -p "$dir/lib"
   bin="$repo/bazel-bin"
-  cp -f "$bin/plugins/backends/nccl/libdist-backend-nccl.so" \
-        "$bin/plugins/backends/nccl/bench/nccl_bench" \
-        "$bin/tests/nccl/gpu_collectives_test" \
-        "$bin/tests/nccl/core_integration_test" \
-        "$bin/tests/ddp/gradient_reducer_cuda_test" \
-        "$bin/tests/nccl/plugin_load_test" "$dir/" || fail "copying binaries"
-  # The core and the plugins it needs here, laid out as it looks for them
-  # (<dir of libdist.so>/dist/plugins/).
   mkdir -p "$dir/lib/dist/plugins"
+  files=("$bin/core/libdist.so")
+  for program in "${programs[@]}"; do
+    cp -f "$bin/$program" "$dir/" || fail "copying $program"
+    files+=("$bin/$program")
+  done
   cp -f "$bin/core/libdist.so" "$dir/lib/" || fail "copying libdist.so"
-  cp -fL "$bin/core/dist/plugins/libdist-backend-nccl.so" \
-         "$bin/core/dist/plugins/libdist-rendezvous-file.so" "$dir/lib/dist/plugins/" ||
-    fail "copying the bundled plugins"
+  for plugin in "${plugins[@]}"; do
+    cp -fL "$bin/core/dist/plugins/$plugin" "$dir/lib/dist/plugins/" || fail "copying $plugin"
+    files+=("$bin/core/dist/plugins/$plugin")
+  done
   chmod -R u+w "$dir"
-  # Shared libraries that a CUDA machine's image may lack (Abseil, ...);
-  # glibc, libstdc++ and NCCL (218 MB) stay behind, CUDA's runtime travels.
-  for f in "$bin/plugins/backends/nccl/libdist-backend-nccl.so" \
-           "$bin/plugins/backends/nccl/bench/nccl_bench" \
-           "$bin/tests/nccl/gpu_collectives_test" "$bin/tests/nccl/plugin_load_test" \
-           "$bin/tests/nccl/core_integration_test" "$bin/tests/ddp/gradient_reducer_cuda_test" \
-           "$bin/core/libdist.so" \
-           "$bin/core/dist/plugins/libdist-rendezvous-file.so"; do
+  # Shared libraries that a CUDA machine's image may lack (Abseil, Gloo,
+  # ...); glibc, libstdc++ and NCCL (218 MB) stay behind, CUDA's runtime
+  # travels.
+  for f in "${files[@]}"; do
     ldd "$f" | awk '/=> \// {print $3}'
   done | sort -u | grep -Ev '/(libc|libm|libpthread|libdl|librt|libgcc_s|libstdc\+\+|ld-linux[^/]*|libnccl|libdist)\.so' |
     while read -r lib; do cp -fL "$lib" "$dir/lib/"; done
@@ -95,6 +97,8 @@ if [[ "$mode" == "bazel" ]]; then
   load_test="$repo/bazel-bin/tests/nccl/plugin_load_test"
   core_test="$repo/bazel-bin/tests/nccl/core_integration_test"
   reducer_test="$repo/bazel-bin/tests/ddp/gradient_reducer_cuda_test"
+  example="$repo/bazel-bin/examples/gpu_allreduce/gpu_allreduce"
+  distrun="$repo/bazel-bin/tools/distrun/distrun"
   bench="$repo/bazel-bin/plugins/backends/nccl/bench/nccl_bench"
 else
   dir="$(cd "$dir" && pwd)"
@@ -103,6 +107,8 @@ else
   load_test="$dir/plugin_load_test"
   core_test="$dir/core_integration_test"
   reducer_test="$dir/gradient_reducer_cuda_test"
+  example="$dir/gpu_allreduce"
+  distrun="$dir/distrun"
   bench="$dir/nccl_bench"
   extra="$dir/lib"
   if [[ ! -e /usr/local/cuda/lib64/libnccl.so.2 ]]; then
@@ -144,6 +150,13 @@ grep -q "averaged device gradients on world size" /tmp/nccl_reducer_test.log ||
 
 gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"
 [[ "$gpus" =~ ^[0-9]+$ && "$gpus" -ge 1 ]] || gpus=1
+
+step "device map: host buffers on gloo, GPU buffers on nccl, $gpus rank(s) started by distrun"
+DIST_BACKEND=cpu:gloo,cuda:nccl timeout 60 "$distrun" -n "$gpus" "$example" |
+  tee /tmp/nccl_device_map.log
+[[ ${PIPESTATUS[0]} -eq 0 ]] || fail "gpu_allreduce"
+grep -q "cpu all_reduce via gloo correct, cuda:0 all_reduce via nccl correct" \
+  /tmp/nccl_device_map.log || fail "gpu_allreduce did not report both all-reduces correct"
 step "benchmark, world size 1"
 timeout 120 "$bench" --plugin="$plugin" --world_size=1 ${DIST_GPU_CHECK_BENCH_FLAGS:-} ||
   fail "nccl_bench --world_size=1"
