@@ -56,6 +56,15 @@ bool Reader::Str(size_t max_bytes, std::string* out) {
   return true;
 }
 
+std::string OneLineReason(absl::string_view reason) {
+  std::string line(reason.substr(0, kMaxReasonBytes));
+  for (char& c : line) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  if (reason.size() > kMaxReasonBytes) line.replace(kMaxReasonBytes - 3, 3, "...");
+  return line;
+}
+
 uint32_t DecodeLength(const char* header) {
   uint32_t length = 0;
   for (int i = 0; i < 4; ++i) {

@@ -8,6 +8,17 @@
 // error message or the result). Strings are a 4-byte length plus bytes.
 // Every length is checked against the frame and the store limits; a peer
 // that breaks a rule is disconnected.
+//
+// Versions: a client sends the version it speaks; the server accepts
+// kMinVersion..kVersion and replies with its own, so each side knows what
+// the other understands.
+//   1: the requests kSet..kNumKeys.
+//   2: kFail (a rank's rendezvous failed). A server told so (when it keeps
+//      failures: the one rank 0 hosts) refuses every later hello and answers
+//      every later request with the reason; version 1 clients read that
+//      like any refusal or error. A client sends kFail only to a server that
+//      replied version 2 or later, and falls back to version 1 when an older
+//      server refuses version 2.
 #ifndef DIST_PLUGINS_STORE_PROTOCOL_H_
 #define DIST_PLUGINS_STORE_PROTOCOL_H_
 
@@ -21,12 +32,17 @@
 namespace dist::store::protocol {
 
 inline constexpr uint32_t kMagic = 0x52545344;  // "DSTR" on the wire
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2;
+inline constexpr uint16_t kMinVersion = 1;
+// The first version that has kFail.
+inline constexpr uint16_t kFailVersion = 2;
 inline constexpr size_t kFrameHeaderBytes = 4;
 // compare_set carries two values; a wait may carry many keys.
 inline constexpr size_t kMaxFrameBytes = 2 * kMaxValueBytes + 64 * 1024;
 inline constexpr size_t kMaxTokenBytes = 1024;
 inline constexpr size_t kMaxHelloBytes = 4 + 2 + 4 + kMaxTokenBytes;
+// A failure reason is one line; longer ones are cut to this.
+inline constexpr size_t kMaxReasonBytes = 4096;
 
 enum class Op : uint8_t {
   kSet = 1,
@@ -37,7 +53,12 @@ enum class Op : uint8_t {
   kCheck = 6,     // count (u32), keys
   kWait = 7,      // count (u32), keys, timeout_ms (i64)
   kNumKeys = 8,
+  kFail = 9,      // reason (<= kMaxReasonBytes); version 2 and later
 };
+
+// `reason` as one line of at most kMaxReasonBytes: line breaks become
+// spaces, and a longer reason is cut (ending in "...").
+std::string OneLineReason(absl::string_view reason);
 
 // Appends little-endian fields to a frame; Finish() fills in the length.
 class Writer {

@@ -85,9 +85,12 @@ void TcpStoreClient::Disconnect() {
 
 absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Open(absl::Time deadline) {
   bool reconnect = false;
+  // Lowered when a server older than this client refuses our version.
+  uint16_t hello_version = protocol::kVersion;
   {
     absl::MutexLock lock(&mu_);
     reconnect = ever_connected_;
+    if (server_version_ != 0) hello_version = std::min(hello_version, server_version_);
   }
   const absl::Time start = absl::Now();
   if (reconnect) deadline = std::min(deadline, start + kReconnectWindow);
@@ -113,7 +116,7 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Open(absl::Time dead
         }
         Writer hello;
         hello.U32(protocol::kMagic);
-        hello.U16(protocol::kVersion);
+        hello.U16(hello_version);
         hello.Str(options_.token);
         absl::Status sent = (*connection)->SendAll(std::move(hello).Finish(),
                                                    attempt_deadline);
@@ -136,11 +139,19 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Open(absl::Time dead
             !reader.Str(protocol::kMaxHelloBytes, &message)) {
           return Malformed(address_);
         }
+        if (code != 0 && version >= protocol::kMinVersion && version < hello_version &&
+            code == static_cast<uint8_t>(absl::StatusCode::kFailedPrecondition)) {
+          // An older server that does not speak our version: speak its.
+          hello_version = version;
+          last_error = absl::StrCat(address.ToString(), ": ", message);
+          break;
+        }
         if (code != 0) {  // refused: retrying cannot help
           return absl::Status(static_cast<absl::StatusCode>(code), message);
         }
         absl::MutexLock lock(&mu_);
         ever_connected_ = true;
+        server_version_ = version;
         return connection;
       }
     }
@@ -320,6 +331,21 @@ absl::StatusOr<int64_t> TcpStoreClient::NumKeys() {
   int64_t count = 0;
   if (!reader.I64(&count)) return Malformed(address_);
   return count;
+}
+
+void TcpStoreClient::Abandon(const std::string& reason) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (server_version_ < protocol::kFailVersion) return;
+  }
+  std::string line = reason;
+  if (!options_.reporter.empty()) absl::StrAppend(&line, " (reported by ", options_.reporter, ")");
+  Writer w;
+  w.U8(static_cast<uint8_t>(Op::kFail));
+  w.Str(protocol::OneLineReason(line));
+  // Short: the server is local to the job or gone; the rank is failing.
+  const absl::Duration limit = std::min(options_.timeout, absl::Seconds(2));
+  (void)Call(std::move(w).Finish(), absl::Now() + limit);
 }
 
 }  // namespace dist::store

@@ -23,6 +23,9 @@ struct TcpStoreClientOptions {
   // Bounds the first connection (retried with backoff until then) and every
   // request that has no timeout of its own.
   absl::Duration timeout = absl::Seconds(30);
+  // Who this client is ("rank 1 on node2:4711"), appended to the reason
+  // Abandon reports; empty: nothing appended.
+  std::string reporter;
 };
 
 class TcpStoreClient : public Store {
@@ -44,6 +47,12 @@ class TcpStoreClient : public Store {
   absl::Status Wait(const std::vector<std::string>& keys,
                     absl::Duration timeout) override;
   absl::StatusOr<int64_t> NumKeys() override;
+  // Tells the server that this rank's rendezvous failed (a kFail request,
+  // bounded by a short deadline; errors are ignored: the caller is failing
+  // already). A server that keeps failures (rank 0's) then refuses late
+  // ranks with the reason; servers older than protocol version 2 are not
+  // asked.
+  void Abandon(const std::string& reason) override;
 
   // Closes every pooled connection (the server then sees this client leave).
   void Disconnect();
@@ -62,6 +71,8 @@ class TcpStoreClient : public Store {
   absl::Mutex mu_;
   std::vector<std::unique_ptr<Connection>> idle_ ABSL_GUARDED_BY(mu_);
   bool ever_connected_ ABSL_GUARDED_BY(mu_) = false;
+  // The protocol version the server replied with (0 before the first hello).
+  uint16_t server_version_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace dist::store

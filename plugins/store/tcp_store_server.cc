@@ -4,6 +4,7 @@
 #include <uv.h>
 
 #include <algorithm>
+#include <optional>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -98,6 +99,11 @@ class TcpStoreServer::Loop {
   void Park(Client* client, Op op, std::vector<std::string> keys, int64_t timeout_ms);
   void NotifyKey(const std::string& key);
   void Complete(Waiter* waiter, bool timed_out);
+  // Answers a parked request with `reply` and releases its waiter.
+  void Resume(Waiter* waiter, Writer reply);
+  // kFail: remembers the first reason (when failures are kept) and answers
+  // every parked request with it.
+  void HandleFail(Client* client, const std::string& reason);
   void Unindex(Waiter* waiter);
   void DrainResumed();
 
@@ -112,6 +118,9 @@ class TcpStoreServer::Loop {
   absl::flat_hash_map<std::string, std::vector<Waiter*>> waiting_;
   absl::flat_hash_set<Client*> clients_;
   std::vector<Client*> resumed_;  // clients whose parked request finished
+  // Set once a rank reported a failed rendezvous (keep_failures only): what
+  // every later hello and request is answered with.
+  std::optional<std::string> failure_;
   char read_buffer_[64 * 1024];
 };
 
@@ -321,11 +330,11 @@ bool TcpStoreServer::Loop::HandleHello(Client* client, absl::string_view payload
   Writer reply;
   reply.U32(protocol::kMagic);
   reply.U16(protocol::kVersion);
-  if (version != protocol::kVersion) {
+  if (version < protocol::kMinVersion || version > protocol::kVersion) {
     reply.U8(static_cast<uint8_t>(absl::StatusCode::kFailedPrecondition));
     reply.Str(absl::StrCat("the store server at ", owner_->address_,
-                           " speaks protocol version ", protocol::kVersion,
-                           " but this client speaks ", version,
+                           " speaks protocol versions ", protocol::kMinVersion, " to ",
+                           protocol::kVersion, " but this client speaks ", version,
                            "; run the same dist release on every rank"));
     Log(absl::StrCat("refusing client ", client->peer, ": protocol version ", version));
   } else if (!options_.token.empty() && !SameToken(token, options_.token)) {
@@ -338,6 +347,11 @@ bool TcpStoreServer::Loop::HandleHello(Client* client, absl::string_view payload
         "rank and on the server"));
     Log(absl::StrCat("refusing client ", client->peer, ": ",
                      token.empty() ? "no token" : "wrong token"));
+  } else if (failure_.has_value()) {
+    // A late rank: the rendezvous it wants to join is over. Checked after
+    // the token, so only the job's own ranks hear the reason.
+    reply.U8(static_cast<uint8_t>(absl::StatusCode::kFailedPrecondition));
+    reply.Str(*failure_);
   } else {
     reply.U8(0);
     reply.Str("");
@@ -362,9 +376,15 @@ bool TcpStoreServer::Loop::HandleRequest(Client* client, absl::string_view paylo
     return false;
   }
   const Op op = static_cast<Op>(raw_op);
+  if (failure_.has_value() && op != Op::kFail) {
+    // The rendezvous is over: no request may start or finish a join now.
+    SendError(client, absl::StatusCode::kFailedPrecondition, *failure_);
+    ++owner_->served_;
+    return true;
+  }
   std::string key;
   // Every request but these starts with one key.
-  if (op != Op::kCheck && op != Op::kWait && op != Op::kNumKeys) {
+  if (op != Op::kCheck && op != Op::kWait && op != Op::kNumKeys && op != Op::kFail) {
     if (!reader.Str(kMaxKeyBytes, &key) || key.empty()) {
       *why = "request with a missing, empty or oversized key";
       return false;
@@ -477,12 +497,54 @@ bool TcpStoreServer::Loop::HandleRequest(Client* client, absl::string_view paylo
       ++owner_->served_;
       return true;
     }
+    case Op::kFail: {
+      std::string reason;
+      if (!reader.Str(protocol::kMaxReasonBytes, &reason) || !reader.done()) break;
+      HandleFail(client, reason);
+      reply.U8(0);
+      Send(client, std::move(reply).Finish());
+      ++owner_->served_;
+      return true;
+    }
     default:
       *why = absl::StrCat("unknown request opcode ", raw_op);
       return false;
   }
   *why = absl::StrCat("malformed request (opcode ", raw_op, ")");
   return false;
+}
+
+void TcpStoreServer::Loop::HandleFail(Client* client, const std::string& reason) {
+  const std::string line = protocol::OneLineReason(reason.empty() ? "(no reason given)" : reason);
+  if (!options_.keep_failures) {
+    Log(absl::StrCat("client ", client->peer, " reports that its rendezvous failed: ", line,
+                     " (still serving: this server outlives jobs)"));
+    return;
+  }
+  if (failure_.has_value()) return;  // the first reason stands
+  const std::string where =
+      options_.advertised_host.empty()
+          ? owner_->address_
+          : FormatHostPort(options_.advertised_host, owner_->port_);
+  failure_ = absl::StrCat("tcp://", where, ": the rendezvous on this store already failed: ",
+                          line, "; start all ranks again");
+  // Not logged: every rank, rank 0 included, gets the reason as its error.
+  {
+    absl::MutexLock lock(&owner_->mu_);
+    owner_->failure_ = *failure_;
+  }
+  // Ranks parked in the join's wait hear it now, not at their timeout.
+  std::vector<Waiter*> parked;
+  for (Client* other : clients_) {
+    if (other->parked != nullptr && !other->closing) parked.push_back(other->parked);
+  }
+  for (Waiter* waiter : parked) {
+    Unindex(waiter);
+    Writer error;
+    error.U8(static_cast<uint8_t>(absl::StatusCode::kFailedPrecondition));
+    error.Str(*failure_);
+    Resume(waiter, std::move(error));
+  }
 }
 
 void TcpStoreServer::Loop::Park(Client* client, Op op, std::vector<std::string> keys,
@@ -526,7 +588,6 @@ void TcpStoreServer::Loop::Unindex(Waiter* waiter) {
 }
 
 void TcpStoreServer::Loop::Complete(Waiter* waiter, bool timed_out) {
-  Client* client = waiter->client;
   Writer reply;
   if (timed_out) {
     Unindex(waiter);
@@ -542,6 +603,11 @@ void TcpStoreServer::Loop::Complete(Waiter* waiter, bool timed_out) {
       reply.Str(value == nullptr ? std::string() : *value);
     }
   }
+  Resume(waiter, std::move(reply));
+}
+
+void TcpStoreServer::Loop::Resume(Waiter* waiter, Writer reply) {
+  Client* client = waiter->client;
   client->parked = nullptr;
   Send(client, std::move(reply).Finish());
   ++owner_->served_;
@@ -648,6 +714,11 @@ void TcpStoreServer::Stop() {
   stopped_ = true;
   loop_->RequestStop();
   thread_.join();
+}
+
+std::string TcpStoreServer::failure() const {
+  absl::MutexLock lock(&mu_);
+  return failure_;
 }
 
 int TcpStoreServer::clients() const {

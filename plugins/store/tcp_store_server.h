@@ -29,6 +29,18 @@ struct TcpStoreServerOptions {
   absl::Duration hello_timeout = absl::Seconds(10);
   // Receives one line per notable event (client dropped, refused token).
   std::function<void(const std::string&)> log;
+  // Whether a rank's report that its rendezvous failed (the kFail request
+  // its store sends from release_failed) ends this store: from then on every
+  // new client is refused and every request is answered with
+  // "tcp://HOST:PORT: the rendezvous on this store already failed: REASON;
+  // start all ranks again". Rank 0's in-process server keeps failures: it
+  // serves one job, and a late rank must not join a rendezvous that is over.
+  // dist_store_server does not: it serves job after job, so a failed job
+  // must not shut out the next one (it only logs the report).
+  bool keep_failures = false;
+  // The host clients dial (the URL's host or MASTER_ADDR), for the failure
+  // message; empty: the address the server is bound to.
+  std::string advertised_host;
 };
 
 class TcpStoreServer {
@@ -51,6 +63,9 @@ class TcpStoreServer {
   // and the server binary's log).
   int64_t dropped_clients() const { return dropped_.load(); }
   int64_t requests_served() const { return served_.load(); }
+  // The message every client now gets, once a rank reported a failed
+  // rendezvous to a server that keeps failures; "" before that.
+  std::string failure() const;
 
   void Stop();
 
@@ -65,6 +80,7 @@ class TcpStoreServer {
   std::string address_;
   mutable absl::Mutex mu_;
   int clients_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string failure_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> dropped_{0};
   std::atomic<int64_t> served_{0};
   bool stopped_ = false;

@@ -1,6 +1,7 @@
 // The TCP store under faults: garbage, oversized and malformed frames, a
 // wrong or missing token, a port in use, a server that goes away, clients
-// that come before the server, IPv6 and host names.
+// that come before the server, IPv6 and host names; a failed rendezvous
+// reported to the server (kFail) and protocol versions 1 and 2 side by side.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -11,11 +12,14 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "plugins/store/net.h"
 #include "plugins/store/protocol.h"
 #include "plugins/store/tcp_store_client.h"
 #include "plugins/store/tcp_store_server.h"
@@ -26,8 +30,9 @@ namespace {
 
 std::unique_ptr<TcpStoreServer> StartServer(const std::string& token = "",
                                             const std::string& host = "127.0.0.1",
-                                            int port = 0) {
+                                            int port = 0, bool keep_failures = false) {
   TcpStoreServerOptions options;
+  options.keep_failures = keep_failures;
   options.bind_host = host;
   options.port = port;
   options.token = token;
@@ -83,10 +88,10 @@ class RawSocket {
   bool connected_ = false;
 };
 
-std::string Hello(const std::string& token = "") {
+std::string Hello(const std::string& token = "", uint16_t version = protocol::kVersion) {
   protocol::Writer w;
   w.U32(protocol::kMagic);
-  w.U16(protocol::kVersion);
+  w.U16(version);
   w.Str(token);
   return std::move(w).Finish();
 }
@@ -417,6 +422,259 @@ TEST(TcpStoreFaults, ParkedGetsDoNotBlockOtherClients) {
   ASSERT_TRUE((*other)->Set("go", "now").ok());
   for (std::thread& t : waiters) t.join();
   EXPECT_EQ(woke.load(), kWaiters);
+}
+
+// A client as the previous release (protocol version 1) wrote it: a hello
+// with version 1, then one request; returns the hello reply's code and
+// message and the request's response (code, then the rest).
+struct V1Exchange {
+  uint16_t server_version = 0;
+  uint8_t hello_code = 0;
+  std::string hello_message;
+  absl::StatusOr<std::string> response = absl::UnknownError("not sent");
+};
+
+V1Exchange SpeakVersion1(int port, const std::string& request) {
+  V1Exchange out;
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  auto addresses = Resolve("127.0.0.1", port, /*passive=*/false);
+  EXPECT_TRUE(addresses.ok()) << addresses.status();
+  if (!addresses.ok()) return out;
+  auto connection = Connection::Connect(addresses->front(), deadline);
+  EXPECT_TRUE(connection.ok()) << connection.status();
+  if (!connection.ok()) return out;
+  EXPECT_TRUE((*connection)->SendAll(Hello("", 1), deadline).ok());
+  absl::StatusOr<std::string> reply = (*connection)->ReceiveFrame(4096, deadline);
+  EXPECT_TRUE(reply.ok()) << reply.status();
+  if (!reply.ok()) return out;
+  protocol::Reader reader(*reply);
+  uint32_t magic = 0;
+  EXPECT_TRUE(reader.U32(&magic) && reader.U16(&out.server_version) &&
+              reader.U8(&out.hello_code) && reader.Str(4096, &out.hello_message));
+  if (out.hello_code != 0) return out;
+  EXPECT_TRUE((*connection)->SendAll(request, deadline).ok());
+  out.response = (*connection)->ReceiveFrame(protocol::kMaxFrameBytes, deadline);
+  return out;
+}
+
+std::string SetRequest(const std::string& key, const std::string& value) {
+  protocol::Writer w;
+  w.U8(static_cast<uint8_t>(protocol::Op::kSet));
+  w.Str(key);
+  w.Str(value);
+  return std::move(w).Finish();
+}
+
+constexpr char kFailedText[] = ": the rendezvous on this store already failed: ";
+
+// Rank 0's server (keep_failures): once one rank reports its failed
+// rendezvous, a rank parked in a wait hears it at once, every new client is
+// refused with the first reason (one line), and later reports do not
+// replace it.
+TEST(TcpStoreFailure, ReportedFailureReachesWaitersAndRefusesLateClients) {
+  auto server = StartServer("", "127.0.0.1", 0, /*keep_failures=*/true);
+  ASSERT_NE(server, nullptr);
+  const std::string expected =
+      absl::StrCat("tcp://127.0.0.1:", server->port(), kFailedText,
+                   "join timed out; rank 2 missing; start all ranks again");
+  auto waiter = Client(server->port());
+  ASSERT_TRUE(waiter.ok()) << waiter.status();
+  absl::StatusOr<std::string> waited = absl::UnknownError("not run");
+  absl::Duration waited_for;
+  std::thread parked([&] {
+    const absl::Time start = absl::Now();
+    waited = (*waiter)->Get("never-set", absl::Seconds(20));
+    waited_for = absl::Now() - start;
+  });
+  absl::SleepFor(absl::Milliseconds(200));  // let the get park on the server
+  auto reporter = Client(server->port());
+  ASSERT_TRUE(reporter.ok()) << reporter.status();
+  (*reporter)->Abandon("join timed out;\nrank 2 missing");
+  parked.join();
+  EXPECT_EQ(waited.status().code(), absl::StatusCode::kFailedPrecondition) << waited.status();
+  EXPECT_EQ(waited.status().message(), expected);
+  EXPECT_LT(waited_for, absl::Seconds(5)) << "told at once, not at the get's timeout";
+  EXPECT_EQ(server->failure(), expected);
+
+  // Requests on connections opened before the failure get the reason too.
+  absl::Status set = (*waiter)->Set("k", "v");
+  EXPECT_EQ(set.code(), absl::StatusCode::kFailedPrecondition) << set;
+  EXPECT_EQ(set.message(), expected);
+
+  // A late client is refused at the hello, at once and without retrying.
+  const absl::Time start = absl::Now();
+  auto late = Client(server->port(), "", absl::Seconds(10));
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition) << late.status();
+  EXPECT_EQ(late.status().message(), expected);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+
+  // The first reason stands.
+  auto second = Client(server->port());
+  EXPECT_FALSE(second.ok());
+  (*waiter)->Abandon("another reason");
+  EXPECT_EQ(server->failure(), expected);
+
+  // A version 1 client (the previous release) reads the same refusal.
+  const V1Exchange old = SpeakVersion1(server->port(), SetRequest("k", "v"));
+  EXPECT_EQ(old.hello_code, static_cast<uint8_t>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(old.hello_message, expected);
+  EXPECT_EQ(server->dropped_clients(), 3) << "the refused hellos";
+}
+
+// The reason is cut to one bounded line, and the reporter is named.
+TEST(TcpStoreFailure, ReasonIsOneBoundedLineNamingTheReporter) {
+  auto server = StartServer("", "127.0.0.1", 0, /*keep_failures=*/true);
+  ASSERT_NE(server, nullptr);
+  TcpStoreClientOptions options;
+  options.host = "127.0.0.1";
+  options.port = server->port();
+  options.timeout = absl::Seconds(5);
+  options.reporter = "rank 1 on testhost:42";
+  auto client = TcpStoreClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  (*client)->Abandon("short\r\nreason");
+  EXPECT_TRUE(absl::StrContains(server->failure(),
+                                "already failed: short  reason (reported by rank 1 on "
+                                "testhost:42); start all ranks again"))
+      << server->failure();
+
+  auto other = StartServer("", "127.0.0.1", 0, /*keep_failures=*/true);
+  ASSERT_NE(other, nullptr);
+  auto long_client = Client(other->port());
+  ASSERT_TRUE(long_client.ok());
+  (*long_client)->Abandon(std::string(100000, 'x'));
+  const std::string failure = other->failure();
+  EXPECT_TRUE(absl::StrContains(failure, "xxx...; start all ranks again")) << failure.size();
+  EXPECT_LT(failure.size(), protocol::kMaxReasonBytes + 200);
+}
+
+// dist_store_server (keep_failures off) outlives jobs: a job's failure is
+// logged, and the next job is served.
+TEST(TcpStoreFailure, LongLivedServerKeepsServingAfterAReport) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  auto client = Client(server->port());
+  ASSERT_TRUE(client.ok());
+  (*client)->Abandon("the old job timed out");
+  EXPECT_EQ(server->failure(), "");
+  EXPECT_TRUE((*client)->Set("k", "v").ok());
+  ExpectServerStillServes(server->port());
+}
+
+// Old client, new server: a version 1 client is served as before.
+TEST(TcpStoreFailure, Version1ClientIsServed) {
+  auto server = StartServer("", "127.0.0.1", 0, /*keep_failures=*/true);
+  ASSERT_NE(server, nullptr);
+  const V1Exchange old = SpeakVersion1(server->port(), SetRequest("old", "client"));
+  EXPECT_EQ(old.hello_code, 0) << old.hello_message;
+  EXPECT_EQ(old.server_version, protocol::kVersion);
+  ASSERT_TRUE(old.response.ok()) << old.response.status();
+  EXPECT_EQ(*old.response, std::string(1, '\0'));
+  auto client = Client(server->port());
+  ASSERT_TRUE(client.ok());
+  EXPECT_EQ((*client)->Get("old", absl::Seconds(1)).value(), "client");
+  // A version the server does not speak is refused naming both.
+  RawSocket raw(server->port());
+  raw.Send(Hello("", 99));
+  EXPECT_TRUE(raw.ClosedByServer(absl::Seconds(5)));
+}
+
+// New client, old server: a server that speaks only version 1 (as the
+// previous release did: it refuses any other version) is spoken to in
+// version 1, and is never sent kFail, which it would not know.
+TEST(TcpStoreFailure, NewClientFallsBackToAVersion1Server) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  socklen_t length = sizeof(address);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  listen(listener, 8);
+  std::atomic<bool> stop{false};
+  std::atomic<int> refused{0};
+  std::vector<int> ops;  // opcodes the old server received after a v1 hello
+  absl::Mutex ops_mu;
+  std::thread old_server([&] {
+    auto read_frame = [](int fd, std::string* payload) {
+      char header[4];
+      size_t got = 0;
+      while (got < 4) {
+        pollfd entry = {fd, POLLIN, 0};
+        if (poll(&entry, 1, 3000) <= 0) return false;
+        const ssize_t n = recv(fd, header + got, 4 - got, 0);
+        if (n <= 0) return false;
+        got += static_cast<size_t>(n);
+      }
+      payload->assign(protocol::DecodeLength(header), '\0');
+      got = 0;
+      while (got < payload->size()) {
+        pollfd entry = {fd, POLLIN, 0};
+        if (poll(&entry, 1, 3000) <= 0) return false;
+        const ssize_t n = recv(fd, payload->data() + got, payload->size() - got, 0);
+        if (n <= 0) return false;
+        got += static_cast<size_t>(n);
+      }
+      return true;
+    };
+    auto send_frame = [](int fd, protocol::Writer w) {
+      const std::string frame = std::move(w).Finish();
+      (void)send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
+    };
+    while (!stop) {
+      pollfd entry = {listener, POLLIN, 0};
+      if (poll(&entry, 1, 50) <= 0) continue;
+      const int fd = accept(listener, nullptr, nullptr);
+      std::string hello;
+      if (!read_frame(fd, &hello)) {
+        close(fd);
+        continue;
+      }
+      protocol::Reader reader(hello);
+      uint32_t magic = 0;
+      uint16_t version = 0;
+      reader.U32(&magic);
+      reader.U16(&version);
+      protocol::Writer reply;
+      reply.U32(protocol::kMagic);
+      reply.U16(1);
+      if (version != 1) {
+        ++refused;
+        reply.U8(static_cast<uint8_t>(absl::StatusCode::kFailedPrecondition));
+        reply.Str("the store server speaks protocol version 1");
+        send_frame(fd, std::move(reply));
+        close(fd);
+        continue;
+      }
+      reply.U8(0);
+      reply.Str("");
+      send_frame(fd, std::move(reply));
+      std::string request;
+      while (read_frame(fd, &request)) {  // answers every request "ok"
+        {
+          absl::MutexLock lock(&ops_mu);
+          ops.push_back(static_cast<uint8_t>(request[0]));
+        }
+        protocol::Writer ok;
+        ok.U8(0);
+        send_frame(fd, std::move(ok));
+      }
+      close(fd);
+    }
+  });
+  {
+    auto client = Client(ntohs(address.sin_port), "", absl::Seconds(5));
+    ASSERT_TRUE(client.ok()) << client.status();
+    EXPECT_TRUE((*client)->Set("k", "v").ok());
+    (*client)->Abandon("a failed join");
+  }
+  stop = true;
+  old_server.join();
+  close(listener);
+  EXPECT_EQ(refused.load(), 1) << "one version 2 hello, then version 1";
+  absl::MutexLock lock(&ops_mu);
+  EXPECT_EQ(ops, std::vector<int>{static_cast<int>(protocol::Op::kSet)}) << "no kFail";
 }
 
 }  // namespace
