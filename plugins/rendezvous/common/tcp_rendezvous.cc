@@ -1,10 +1,12 @@
 #include "plugins/rendezvous/common/tcp_rendezvous.h"
 
 #include <arpa/inet.h>
+#include <unistd.h>
 
 #include <memory>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "plugins/rendezvous/common/plugin_support.h"
 #include "plugins/rendezvous/common/ranks.h"
@@ -32,7 +34,17 @@ std::string BindHost(const TcpRendezvousConfig& config) {
 }
 
 absl::Status WithUrl(const std::string& url, const absl::Status& status) {
+  // "tcp://HOST:PORT: the rendezvous on this store already failed: ..."
+  // (a late rank refused by rank 0's server) names the store already.
+  if (absl::StartsWith(status.message(), "tcp://")) return status;
   return absl::Status(status.code(), absl::StrCat(url, ": ", status.message()));
+}
+
+// "rank 1 on node2:4711", for the reason a failing rank reports.
+std::string Reporter(int rank) {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return absl::StrCat("rank ", rank, " on ", host, ":", getpid());
 }
 
 }  // namespace
@@ -43,6 +55,7 @@ absl::StatusOr<dist_store_t*> OpenTcpStore(const TcpRendezvousConfig& config) {
   client_options.port = config.port;
   client_options.token = config.token;
   client_options.timeout = config.timeout;
+  client_options.reporter = Reporter(config.rank);
 
   std::shared_ptr<store::TcpStoreServer> server;
   if (config.rank == 0 && !config.external) {
@@ -50,6 +63,10 @@ absl::StatusOr<dist_store_t*> OpenTcpStore(const TcpRendezvousConfig& config) {
     server_options.bind_host = BindHost(config);
     server_options.port = config.port;
     server_options.token = config.token;
+    // This server serves this job only: once a rank's rendezvous failed, it
+    // tells late ranks why instead of letting them join one that is over.
+    server_options.keep_failures = true;
+    server_options.advertised_host = config.host;
     const char* component = config.component;
     server_options.log = [component](const std::string& line) {
       Log(DIST_LOG_WARN, component, line);
