@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "plugins/store/tcp_store_client.h"
 #include "tests/rendezvous/process_helpers.h"
 
 namespace dist::testing {
@@ -133,6 +134,110 @@ TEST(CoreFileRendezvous, RankArrivingAfterATimedOutJoinHearsWhy) {
   EXPECT_FALSE(absl::StrContains(late.output, "earlier job")) << late.output;
   EXPECT_LT(late.elapsed, absl::Seconds(3)) << "told at once, not at the timeout";
 }
+
+// tcp:// and env://: rank 0's server stays up after a failed join while
+// ranks are still connected to it (up to rank 0's timeout). Before rank 0's
+// server kept failures, a rank arriving then completed the arrival count and
+// "joined" a rendezvous that was over (and so did a rank still waiting with
+// a longer timeout), to fail later on a key nobody would set or on the
+// server stopping. Now the failing rank reports its reason to the server
+// and everyone after hears it.
+class CoreTcpLateRank : public ::testing::TestWithParam<std::string> {
+ protected:
+  // A connection of the test's own that keeps rank 0's server lingering
+  // after rank 0 failed (as a slow rank would), so that rank 2 can arrive
+  // while it still serves. Connected (with retries) once rank 0 listens.
+  std::unique_ptr<store::TcpStoreClient> Keeper(const Job& job) {
+    store::TcpStoreClientOptions options;
+    options.host = "127.0.0.1";
+    options.port = job.port;
+    options.timeout = absl::Seconds(10);
+    auto keeper = store::TcpStoreClient::Connect(options);
+    EXPECT_TRUE(keeper.ok()) << keeper.status();
+    return keeper.ok() ? std::move(*keeper) : nullptr;
+  }
+
+  // Rank 2 arrives late and must be refused at once with the reason.
+  void ExpectLateRankHearsWhy(const Job& job, const std::string& reporter,
+                              const std::string& timed_out) {
+    auto process = StartCoreWorker(job, 2, 4000);
+    ASSERT_NE(process, nullptr);
+    const ProcessResult late = process->Wait(absl::Seconds(30));
+    EXPECT_EQ(late.exit_code, 1) << late.output;
+    EXPECT_FALSE(absl::StrContains(late.output, "joined rank=")) << late.output;
+    EXPECT_TRUE(absl::StrContains(
+        late.output, absl::StrCat("ERROR FAILED_PRECONDITION: tcp://127.0.0.1:", job.port,
+                                  ": the rendezvous on this store already failed: rendezvous ")))
+        << late.output;
+    EXPECT_TRUE(absl::StrContains(late.output, timed_out)) << late.output;
+    EXPECT_TRUE(absl::StrContains(late.output, "2 of 3 ranks joined, missing rank 2"))
+        << late.output;
+    EXPECT_TRUE(absl::StrContains(late.output, absl::StrCat("(reported by ", reporter, " on ")))
+        << late.output;
+    EXPECT_TRUE(absl::StrContains(late.output, "; start all ranks again\n")) << late.output;
+    EXPECT_LT(late.elapsed, absl::Seconds(3)) << "told at once, not at its 4 s timeout";
+  }
+};
+
+// Rank 0 (the host) times out first: rank 1, still waiting with a longer
+// timeout, hears why at once, and so does rank 2 arriving later.
+TEST_P(CoreTcpLateRank, HostFailsAndLateRankHearsWhy) {
+  const Job job = Job::Make(GetParam(), 3);
+  auto rank0 = StartCoreWorker(job, 0, 2500);
+  auto rank1 = StartCoreWorker(job, 1, 20000);
+  auto keeper = Keeper(job);
+  ASSERT_NE(keeper, nullptr);
+  const ProcessResult one = rank1->Wait(absl::Seconds(30));
+  EXPECT_EQ(one.exit_code, 1) << one.output;
+  EXPECT_FALSE(absl::StrContains(one.output, "joined rank=")) << one.output;
+  EXPECT_TRUE(absl::StrContains(one.output, "the rendezvous on this store already failed"))
+      << one.output;
+  EXPECT_TRUE(absl::StrContains(one.output, "timed out after 2.5 s: 2 of 3 ranks joined"))
+      << one.output;
+  EXPECT_LT(one.elapsed, absl::Seconds(10)) << "told when rank 0 failed, not at 20 s";
+
+  ExpectLateRankHearsWhy(job, "rank 0", "timed out after 2.5 s");
+
+  keeper.reset();  // rank 0's server may stop now
+  const ProcessResult host = rank0->Wait(absl::Seconds(30));
+  EXPECT_EQ(host.exit_code, 1) << host.output;
+  EXPECT_TRUE(absl::StrContains(host.output, "ERROR DEADLINE_EXCEEDED"));
+  EXPECT_TRUE(absl::StrContains(host.output, "timed out after 2.5 s: 2 of 3 ranks joined, "
+                                             "missing rank 2"))
+      << host.output;
+}
+
+// Rank 1 (a client) times out first: it reports to rank 0's server, so the
+// host, waiting with a longer timeout, hears why at once, and so does rank
+// 2 arriving later (told by rank 1's reason).
+TEST_P(CoreTcpLateRank, ClientRankFailsAndHostAndLateRankHearWhy) {
+  const Job job = Job::Make(GetParam(), 3);
+  auto rank0 = StartCoreWorker(job, 0, 20000);
+  auto rank1 = StartCoreWorker(job, 1, 1500);
+  auto keeper = Keeper(job);
+  ASSERT_NE(keeper, nullptr);
+  const ProcessResult one = rank1->Wait(absl::Seconds(30));
+  EXPECT_EQ(one.exit_code, 1) << one.output;
+  EXPECT_TRUE(absl::StrContains(one.output, "ERROR DEADLINE_EXCEEDED")) << one.output;
+  EXPECT_TRUE(absl::StrContains(one.output, "timed out after 1.5 s: 2 of 3 ranks joined, "
+                                            "missing rank 2"))
+      << one.output;
+
+  ExpectLateRankHearsWhy(job, "rank 1", "timed out after 1.5 s");
+
+  keeper.reset();
+  const ProcessResult host = rank0->Wait(absl::Seconds(30));
+  EXPECT_EQ(host.exit_code, 1) << host.output;
+  EXPECT_FALSE(absl::StrContains(host.output, "joined rank=")) << host.output;
+  EXPECT_TRUE(absl::StrContains(host.output, "ERROR FAILED_PRECONDITION")) << host.output;
+  EXPECT_TRUE(absl::StrContains(host.output, "the rendezvous on this store already failed"))
+      << host.output;
+  EXPECT_TRUE(absl::StrContains(host.output, "(reported by rank 1 on ")) << host.output;
+  EXPECT_LT(host.elapsed, absl::Seconds(10)) << "told when rank 1 failed, not at 20 s";
+}
+
+INSTANTIATE_TEST_SUITE_P(Schemes, CoreTcpLateRank, ::testing::Values("tcp", "env"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace dist::testing
