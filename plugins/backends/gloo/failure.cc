@@ -56,7 +56,7 @@ GlooFailure ClassifyGlooError(const std::string& what, const std::vector<std::st
 
 std::string CompareNotes(const StoreView& store, int rank, int size, const GlooFailure& failure,
                          const std::string& report, absl::Duration grace) {
-  const FailureNotes notes(store, "dist_gloo/", rank, size);
+  FailureNotes notes(store, "dist_gloo/", rank, size);
   std::string text;
   const std::string first = notes.Publish(report);
   if (!first.empty()) absl::StrAppend(&text, "; first failure in the group: ", first);
@@ -64,8 +64,12 @@ std::string CompareNotes(const StoreView& store, int rank, int size, const GlooF
   if (failure.timed_out && failure.peer < 0) {
     // Who else noticed? A rank that never reports is dead, stuck, or not
     // calling this operation.
-    const std::vector<int> missing = notes.Unresponsive(grace);
-    if (missing.empty()) {
+    const absl::StatusOr<std::vector<int>> unresponsive = notes.Unresponsive(grace);
+    const std::vector<int> missing = unresponsive.ok() ? *unresponsive : std::vector<int>();
+    if (!unresponsive.ok()) {
+      absl::StrAppend(&text, "; the ranks could not compare notes (store: ",
+                      unresponsive.status().message(), ")");
+    } else if (missing.empty()) {
       absl::StrAppend(&text, "; every rank timed out: check that all ranks issue the same operations in the same "
                              "order with the same count, dtype, op and root");
     } else {

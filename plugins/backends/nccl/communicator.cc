@@ -326,8 +326,7 @@ std::optional<absl::Status> Communicator::Health() {
 
 std::string Communicator::CompareNotes(const std::string& report, bool name_silent) {
   if (settings_.store == nullptr || settings_.world_size < 2) return "";
-  const FailureNotes notes(StoreView(settings_.store), "nccl/", settings_.rank,
-                           settings_.world_size);
+  FailureNotes notes(StoreView(settings_.store), "nccl/", settings_.rank, settings_.world_size);
   std::string text;
   const std::string first = notes.Publish(report);
   if (!first.empty()) absl::StrAppend(&text, "; first failure in the group: ", first);
@@ -336,7 +335,14 @@ std::string Communicator::CompareNotes(const std::string& report, bool name_sile
   // rank that reports nothing within the grace period is the likely cause.
   const absl::Duration grace =
       std::clamp(settings_.timeout / 4, absl::Milliseconds(200), absl::Seconds(2));
-  const std::vector<int> silent = notes.Unresponsive(grace);
+  const absl::StatusOr<std::vector<int>> unresponsive = notes.Unresponsive(grace);
+  if (!unresponsive.ok()) {
+    // The store's host may be the rank that failed.
+    absl::StrAppend(&text, "; the ranks could not compare notes (store: ",
+                    unresponsive.status().message(), ")");
+    return text;
+  }
+  const std::vector<int>& silent = *unresponsive;
   if (silent.empty()) {
     // Everyone is here and failing: unless one rank's own failure (an
     // abort, a lost peer) explains it, the ranks' calls did not match.
