@@ -334,18 +334,26 @@ absl::StatusOr<int64_t> TcpStoreClient::NumKeys() {
 }
 
 void TcpStoreClient::Abandon(const std::string& reason) {
+  // Only over a connection already open: when the server is gone (rank 0
+  // crashed), reconnecting would delay this rank's error for nothing.
+  std::unique_ptr<Connection> connection;
   {
     absl::MutexLock lock(&mu_);
-    if (server_version_ < protocol::kFailVersion) return;
+    if (server_version_ < protocol::kFailVersion || idle_.empty()) return;
+    connection = std::move(idle_.back());
+    idle_.pop_back();
   }
   std::string line = reason;
   if (!options_.reporter.empty()) absl::StrAppend(&line, " (reported by ", options_.reporter, ")");
   Writer w;
   w.U8(static_cast<uint8_t>(Op::kFail));
   w.Str(protocol::OneLineReason(line));
-  // Short: the server is local to the job or gone; the rank is failing.
-  const absl::Duration limit = std::min(options_.timeout, absl::Seconds(2));
-  (void)Call(std::move(w).Finish(), absl::Now() + limit);
+  // Short: the rank is failing already; the answer only says it arrived.
+  const absl::Time deadline = absl::Now() + std::min(options_.timeout, absl::Seconds(2));
+  if (!connection->SendAll(std::move(w).Finish(), deadline).ok()) return;
+  if (!connection->ReceiveFrame(protocol::kMaxFrameBytes, deadline).ok()) return;
+  absl::MutexLock lock(&mu_);
+  idle_.push_back(std::move(connection));
 }
 
 }  // namespace dist::store

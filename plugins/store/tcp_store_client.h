@@ -47,11 +47,11 @@ class TcpStoreClient : public Store {
   absl::Status Wait(const std::vector<std::string>& keys,
                     absl::Duration timeout) override;
   absl::StatusOr<int64_t> NumKeys() override;
-  // Tells the server that this rank's rendezvous failed (a kFail request,
-  // bounded by a short deadline; errors are ignored: the caller is failing
-  // already). A server that keeps failures (rank 0's) then refuses late
-  // ranks with the reason; servers older than protocol version 2 are not
-  // asked.
+  // Tells the server that this rank's rendezvous failed (a kFail request
+  // over a pooled connection, bounded by a short deadline; errors are
+  // ignored: the caller is failing already). A server that keeps failures
+  // (rank 0's) then refuses late ranks with the reason; servers older than
+  // protocol version 2 are not told.
   void Abandon(const std::string& reason) override;
 
   // Closes every pooled connection (the server then sees this client leave).
