@@ -196,6 +196,29 @@ inline const dist_backend_plugin_t* LoadPlugin(const char* path) {
   return plugin;
 }
 
+// What every plugin driver starts with: `<plugin.so> <scenario> [...]`, the
+// rank and size mpirun gave it, and the loaded plugin.
+struct DriverStart {
+  const dist_backend_plugin_t* plugin = nullptr;
+  int rank = 0;
+  int world = 1;
+  std::string scenario;
+};
+
+// Prints the usage and returns false when the arguments are missing.
+inline bool StartDriver(int argc, char** argv, DriverStart* start) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s <libdist-backend-mpi.so> <scenario> [store_dir]\n", argv[0]);
+    return false;
+  }
+  start->rank = EnvInt("OMPI_COMM_WORLD_RANK", 0);
+  start->world = EnvInt("OMPI_COMM_WORLD_SIZE", 1);
+  g_rank = start->rank;
+  start->plugin = LoadPlugin(argv[1]);
+  start->scenario = argv[2];
+  return true;
+}
+
 inline dist_comm_config_t MakeConfig(int rank, int world_size, dist_store_t* store,
                                      int64_t timeout_ms, const char* name) {
   dist_comm_config_t config;

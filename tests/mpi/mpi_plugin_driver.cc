@@ -615,15 +615,12 @@ int Abort() {
 
 int main(int argc, char** argv) {
   using namespace mpitest;
-  if (argc < 3) {
-    std::fprintf(stderr, "usage: %s <libdist-backend-mpi.so> <scenario> [store_dir]\n", argv[0]);
-    return 2;
-  }
-  R = EnvInt("OMPI_COMM_WORLD_RANK", 0);
-  W = EnvInt("OMPI_COMM_WORLD_SIZE", 1);
-  g_rank = R;
-  P = LoadPlugin(argv[1]);
-  const std::string scenario = argv[2];
+  DriverStart start;
+  if (!StartDriver(argc, argv, &start)) return 2;
+  P = start.plugin;
+  R = start.rank;
+  W = start.world;
+  const std::string& scenario = start.scenario;
   if (scenario == "collectives") Collectives();
   else if (scenario == "subgroups") Subgroups();
   else if (scenario == "rank_mismatch") RankMismatch();
