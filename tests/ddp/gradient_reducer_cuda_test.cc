@@ -106,13 +106,13 @@ void RunRank(int rank, int world, const std::string& store, std::vector<std::str
         if (spec.dtype == DIST_FLOAT32) {
           static thread_local std::vector<float> host;
           host = HostValues<float>(step, rank, g, spec.count);
-          cudaMemcpyAsync(where, host.data(), host.size() * sizeof(float),
-                          cudaMemcpyHostToDevice, stream);
+          cudaMemcpyAsync(where, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice,
+                          stream);
         } else {
           static thread_local std::vector<double> host;
           host = HostValues<double>(step, rank, g, spec.count);
-          cudaMemcpyAsync(where, host.data(), host.size() * sizeof(double),
-                          cudaMemcpyHostToDevice, stream);
+          cudaMemcpyAsync(where, host.data(), host.size() * sizeof(double), cudaMemcpyHostToDevice,
+                          stream);
         }
         cudaStreamSynchronize(stream);  // the host vectors are reused
         if (absl::Status s = reducer.MarkReady(spec.name); !s.ok()) return fail(s.ToString());

@@ -47,8 +47,7 @@ class CudaBucketMemory : public BucketMemory {
   }
   void Free(void* data) override { cudaFree(data); }
   absl::Status Copy(void* to, const void* from, size_t bytes) override {
-    const cudaError_t error =
-        cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream_);
+    const cudaError_t error = cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream_);
     return error == cudaSuccess ? absl::OkStatus() : Failed("cudaMemcpyAsync", error, bytes);
   }
   absl::Status Zero(void* data, size_t bytes) override {
@@ -59,8 +58,8 @@ class CudaBucketMemory : public BucketMemory {
  private:
   absl::Status Failed(const char* call, cudaError_t error, size_t bytes) const {
     return absl::InternalError(absl::StrCat("GradientReducer on cuda:", device_, ": ", call, " of ",
-                                            bytes, " bytes failed: ", cudaGetErrorName(error),
-                                            ": ", cudaGetErrorString(error)));
+                                            bytes, " bytes failed: ", cudaGetErrorName(error), ": ",
+                                            cudaGetErrorString(error)));
   }
 
   const int device_;

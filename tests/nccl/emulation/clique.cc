@@ -217,7 +217,8 @@ std::string Mismatch(const CollectiveSlot& slot, int nranks) {
   for (int r = 1; r < nranks; ++r) {
     const Entry& other = slot.entries[r];
     const bool same = other.kind == first.kind && other.type == first.type &&
-                      other.count == first.count && (!Reduces(first.kind) || other.op == first.op) &&
+                      other.count == first.count &&
+                      (!Reduces(first.kind) || other.op == first.op) &&
                       (!Rooted(first.kind) || other.root == first.root);
     if (!same) {
       return absl::StrCat("emulated NCCL: mismatched collectives: rank 0 called ", Describe(first),
@@ -240,8 +241,9 @@ Outcome Compute(const CollectiveSlot& slot, int nranks, int rank, std::vector<ch
   auto read = [&](int from, size_t offset, size_t size, char* out) -> Outcome {
     const Entry& peer = slot.entries[from];
     if (ReadFrom(peer.pid, peer.send + offset, out, size)) return {};
-    return {ncclRemoteError, absl::StrCat("emulated NCCL: cannot read rank ", from, "'s buffer (pid ",
-                                          peer.pid, "): ", std::strerror(errno))};
+    return {ncclRemoteError,
+            absl::StrCat("emulated NCCL: cannot read rank ", from, "'s buffer (pid ", peer.pid,
+                         "): ", std::strerror(errno))};
   };
   if (kind == CollectiveKind::kReduce && rank != e.root) return {};
   if (kind == CollectiveKind::kBroadcast) {
@@ -258,7 +260,8 @@ Outcome Compute(const CollectiveSlot& slot, int nranks, int rank, std::vector<ch
   }
   // Reductions: all-reduce and reduce over whole buffers, reduce-scatter
   // over this rank's block.
-  const size_t offset = kind == CollectiveKind::kReduceScatter ? static_cast<size_t>(rank) * bytes : 0;
+  const size_t offset =
+      kind == CollectiveKind::kReduceScatter ? static_cast<size_t>(rank) * bytes : 0;
   std::vector<std::vector<char>> inputs(static_cast<size_t>(nranks), std::vector<char>(bytes));
   std::vector<const void*> pointers;
   for (int r = 0; r < nranks; ++r) {
@@ -318,21 +321,25 @@ Outcome Clique::RunCollective(uint64_t seq, int rank, const Collective& mine) {
     slot.seq = seq;
     slot.arrived = slot.read = slot.left = 0;
   } else if (slot.seq != seq) {
-    return PeerGone(shared_, rank, GonePeer(shared_, rank), KindName(static_cast<int32_t>(mine.kind)));
+    return PeerGone(shared_, rank, GonePeer(shared_, rank),
+                    KindName(static_cast<int32_t>(mine.kind)));
   }
-  slot.entries[rank] = Entry{static_cast<int32_t>(mine.kind), static_cast<int32_t>(mine.type),
-                             static_cast<int32_t>(mine.op),   mine.root,
-                             mine.count,                      reinterpret_cast<uint64_t>(mine.send),
+  slot.entries[rank] = Entry{static_cast<int32_t>(mine.kind),
+                             static_cast<int32_t>(mine.type),
+                             static_cast<int32_t>(mine.op),
+                             mine.root,
+                             mine.count,
+                             reinterpret_cast<uint64_t>(mine.send),
                              static_cast<int32_t>(getpid())};
   ++slot.arrived;
   lock.WakeAll();
   // 1. Everyone arrives (their inputs are then ready and stay so).
-  lock.Wait([&] {
-    return slot.arrived == n || Gone(shared_, rank) || GonePeer(shared_, rank) >= 0;
-  });
+  lock.Wait(
+      [&] { return slot.arrived == n || Gone(shared_, rank) || GonePeer(shared_, rank) >= 0; });
   if (Gone(shared_, rank)) return {};
   if (slot.arrived != n) {
-    return PeerGone(shared_, rank, GonePeer(shared_, rank), KindName(static_cast<int32_t>(mine.kind)));
+    return PeerGone(shared_, rank, GonePeer(shared_, rank),
+                    KindName(static_cast<int32_t>(mine.kind)));
   }
   const std::string mismatch = Mismatch(slot, n);
   std::vector<char> result;
@@ -349,7 +356,8 @@ Outcome Clique::RunCollective(uint64_t seq, int rank, const Collective& mine) {
   // recv is this rank's input.
   lock.Wait([&] { return slot.read == n || GonePeer(shared_, rank) >= 0 || Gone(shared_, rank); });
   if (outcome.result == ncclSuccess && slot.read != n && !Gone(shared_, rank)) {
-    outcome = PeerGone(shared_, rank, GonePeer(shared_, rank), KindName(static_cast<int32_t>(mine.kind)));
+    outcome =
+        PeerGone(shared_, rank, GonePeer(shared_, rank), KindName(static_cast<int32_t>(mine.kind)));
   }
   if (outcome.result == ncclSuccess && !result.empty() && mine.recv != nullptr) {
     std::memcpy(mine.recv, result.data(), result.size());
@@ -384,8 +392,8 @@ Outcome Clique::RunPointToPoint(int rank, const std::vector<PointToPoint>& ops) 
     Message& m = slot_of(rank, op.peer, op.seq);
     lock.Wait([&] { return m.state == kFree || stop(op.peer); });
     if (m.state != kFree) return ended(op.peer, "ncclSend");
-    m = Message{kPosted, static_cast<int32_t>(getpid()), op.seq, reinterpret_cast<uint64_t>(op.buffer),
-                op.bytes};
+    m = Message{kPosted, static_cast<int32_t>(getpid()), op.seq,
+                reinterpret_cast<uint64_t>(op.buffer), op.bytes};
   }
   lock.WakeAll();
   for (const PointToPoint& op : ops) {
@@ -395,9 +403,9 @@ Outcome Clique::RunPointToPoint(int rank, const std::vector<PointToPoint>& ops) 
     if (!(m.state == kPosted && m.seq == op.seq)) return ended(op.peer, "ncclRecv");
     if (m.bytes != op.bytes) {
       withdraw();
-      return {ncclInvalidUsage, absl::StrCat("emulated NCCL: rank ", op.peer, " sent ", m.bytes,
-                                             " bytes but rank ", rank, " receives ", op.bytes,
-                                             " bytes")};
+      return {ncclInvalidUsage,
+              absl::StrCat("emulated NCCL: rank ", op.peer, " sent ", m.bytes, " bytes but rank ",
+                           rank, " receives ", op.bytes, " bytes")};
     }
     // The sender's task waits for kConsumed, so its buffer stays valid.
     const int32_t pid = m.pid;
@@ -486,7 +494,8 @@ Outcome Clique::Split(uint64_t seq, int rank, int color, int key, SplitResult* r
 
 std::shared_ptr<Clique> CliqueFor(const ncclUniqueId& id, int nranks, std::string* error) {
   if (nranks > kMaxRanks) {
-    *error = absl::StrCat("emulated NCCL: ", nranks, " ranks; the emulation has at most ", kMaxRanks);
+    *error =
+        absl::StrCat("emulated NCCL: ", nranks, " ranks; the emulation has at most ", kMaxRanks);
     return nullptr;
   }
   std::string name = "/dist-cuda-emulation-";
@@ -500,8 +509,10 @@ std::shared_ptr<Clique> CliqueFor(const ncclUniqueId& id, int nranks, std::strin
   auto found = open->find(name);
   if (found != open->end()) {
     if (found->second->nranks() != nranks) {
-      *error = absl::StrCat("emulated NCCL: ", nranks, " ranks given, but another rank of this "
-                            "ncclUniqueId said ", found->second->nranks());
+      *error = absl::StrCat("emulated NCCL: ", nranks,
+                            " ranks given, but another rank of this "
+                            "ncclUniqueId said ",
+                            found->second->nranks());
       return nullptr;
     }
     return found->second;
@@ -561,8 +572,10 @@ std::shared_ptr<Clique> CliqueFor(const ncclUniqueId& id, int nranks, std::strin
       usleep(1000);
     }
     if (shared->nranks != nranks) {
-      *error = absl::StrCat("emulated NCCL: ", nranks, " ranks given, but another rank of this "
-                            "ncclUniqueId said ", shared->nranks);
+      *error = absl::StrCat("emulated NCCL: ", nranks,
+                            " ranks given, but another rank of this "
+                            "ncclUniqueId said ",
+                            shared->nranks);
       return nullptr;
     }
   }

@@ -133,7 +133,8 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidDevicePointer: return "invalid device pointer";
-    case cudaErrorNoDevice: return "no CUDA-capable device is detected (CPU emulation with 0 devices)";
+    case cudaErrorNoDevice:
+      return "no CUDA-capable device is detected (CPU emulation with 0 devices)";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     default: return "unknown error";

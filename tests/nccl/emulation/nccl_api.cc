@@ -114,10 +114,11 @@ ncclResult_t CheckBuffer(ncclComm_t comm, const void* buffer, size_t bytes, cons
   if (bytes == 0) return ncclSuccess;
   const int device = DeviceOf(buffer, bytes);
   if (device == comm->device) return ncclSuccess;
-  return Refuse(comm, ncclInvalidArgument,
-                absl::StrCat("emulated NCCL: ", name, " ", reinterpret_cast<uintptr_t>(buffer),
-                             " (", bytes, " bytes) is not memory of cuda:", comm->device,
-                             device < 0 ? " (host memory?)" : absl::StrCat(" but of cuda:", device)));
+  return Refuse(
+      comm, ncclInvalidArgument,
+      absl::StrCat("emulated NCCL: ", name, " ", reinterpret_cast<uintptr_t>(buffer), " (", bytes,
+                   " bytes) is not memory of cuda:", comm->device,
+                   device < 0 ? " (host memory?)" : absl::StrCat(" but of cuda:", device)));
 }
 
 ncclResult_t StreamOnDevice(ncclComm_t comm, cudaStream_t stream,
@@ -178,9 +179,8 @@ void SubmitPointToPoint(ncclComm_t comm, const std::shared_ptr<Stream>& stream,
                         std::vector<PointToPoint> ops) {
   std::shared_ptr<Clique> clique = comm->clique;
   const int rank = comm->rank;
-  Submit(comm, stream, [clique, rank, ops = std::move(ops)] {
-    return clique->RunPointToPoint(rank, ops);
-  });
+  Submit(comm, stream,
+         [clique, rank, ops = std::move(ops)] { return clique->RunPointToPoint(rank, ops); });
 }
 
 ncclResult_t PointToPointCall(bool is_send, void* buffer, size_t count, ncclDataType_t type,
@@ -190,8 +190,9 @@ ncclResult_t PointToPointCall(bool is_send, void* buffer, size_t count, ncclData
   const size_t size = ElementSize(type);
   if (size == 0) return Refuse(comm, ncclInvalidArgument, "emulated NCCL: unknown data type");
   if (peer < 0 || peer >= comm->nranks) {
-    return Refuse(comm, ncclInvalidArgument,
-                  absl::StrCat("emulated NCCL: peer ", peer, " is outside ", comm->nranks, " ranks"));
+    return Refuse(
+        comm, ncclInvalidArgument,
+        absl::StrCat("emulated NCCL: peer ", peer, " is outside ", comm->nranks, " ranks"));
   }
   ncclResult_t checked = CheckBuffer(comm, buffer, count * size, is_send ? "sendbuff" : "recvbuff");
   if (checked != ncclSuccess) return checked;
@@ -220,14 +221,17 @@ ncclResult_t CollectiveCall(Collective c, size_t send_bytes, size_t recv_bytes, 
   }
   const bool rooted = c.kind == CollectiveKind::kBroadcast || c.kind == CollectiveKind::kReduce;
   if (rooted && (c.root < 0 || c.root >= comm->nranks)) {
-    return Refuse(comm, ncclInvalidArgument,
-                  absl::StrCat("emulated NCCL: root ", c.root, " is outside ", comm->nranks, " ranks"));
+    return Refuse(
+        comm, ncclInvalidArgument,
+        absl::StrCat("emulated NCCL: root ", c.root, " is outside ", comm->nranks, " ranks"));
   }
   // Off the root, broadcast ignores sendbuff and reduce ignores recvbuff.
   const bool reads_send = !(c.kind == CollectiveKind::kBroadcast && comm->rank != c.root);
   const bool writes_recv = !(c.kind == CollectiveKind::kReduce && comm->rank != c.root);
-  ncclResult_t checked = reads_send ? CheckBuffer(comm, c.send, send_bytes, "sendbuff") : ncclSuccess;
-  if (checked == ncclSuccess && writes_recv) checked = CheckBuffer(comm, c.recv, recv_bytes, "recvbuff");
+  ncclResult_t checked =
+      reads_send ? CheckBuffer(comm, c.send, send_bytes, "sendbuff") : ncclSuccess;
+  if (checked == ncclSuccess && writes_recv)
+    checked = CheckBuffer(comm, c.recv, recv_bytes, "recvbuff");
   if (checked != ncclSuccess) return checked;
   std::shared_ptr<Stream> resolved;
   checked = StreamOnDevice(comm, stream, &resolved);
@@ -277,9 +281,11 @@ ncclResult_t InitRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int r
 const char* ErrorString(ncclResult_t result) {
   switch (result) {
     case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
     case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+    case ncclInternalError:
+      return "internal error - please report this issue to the NCCL developers";
     case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
     case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
     case ncclRemoteError: return "remote process exited or there was a network error";
@@ -398,7 +404,8 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
                            ncclConfig_t* config) {
   ncclResult_t usable = Usable(comm);
   if (usable != ncclSuccess) return usable;
-  if (newcomm == nullptr) return Refuse(comm, ncclInvalidArgument, "emulated NCCL: newcomm is NULL");
+  if (newcomm == nullptr)
+    return Refuse(comm, ncclInvalidArgument, "emulated NCCL: newcomm is NULL");
   ncclComm* child = nullptr;
   if (color != NCCL_SPLIT_NOCOLOR) {
     child = new ncclComm();
@@ -442,7 +449,8 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
     if (parent->async == ncclInProgress) parent->async = ncclSuccess;
     return ncclSuccess;
   };
-  const bool blocking = child != nullptr ? child->blocking : dist::emulation::Blocking(config, comm->blocking);
+  const bool blocking =
+      child != nullptr ? child->blocking : dist::emulation::Blocking(config, comm->blocking);
   if (blocking) return work();
   parent->Set(ncclInProgress);
   std::thread(work).detach();
@@ -458,10 +466,12 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
 }
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
-                           ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+                           ncclDataType_t datatype, int root, ncclComm_t comm,
+                           cudaStream_t stream) {
   const size_t bytes = count * dist::emulation::ElementSize(datatype);
-  return CollectiveCall({CollectiveKind::kBroadcast, datatype, ncclSum, count, root, sendbuff, recvbuff},
-                        bytes, bytes, comm, stream);
+  return CollectiveCall(
+      {CollectiveKind::kBroadcast, datatype, ncclSum, count, root, sendbuff, recvbuff}, bytes,
+      bytes, comm, stream);
 }
 
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
@@ -475,8 +485,9 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   const size_t bytes = sendcount * dist::emulation::ElementSize(datatype);
   const size_t ranks = comm != nullptr ? static_cast<size_t>(comm->nranks) : 0;
-  return CollectiveCall({CollectiveKind::kAllGather, datatype, ncclSum, sendcount, 0, sendbuff, recvbuff},
-                        bytes, bytes * ranks, comm, stream);
+  return CollectiveCall(
+      {CollectiveKind::kAllGather, datatype, ncclSum, sendcount, 0, sendbuff, recvbuff}, bytes,
+      bytes * ranks, comm, stream);
 }
 
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
@@ -484,8 +495,9 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                                cudaStream_t stream) {
   const size_t bytes = recvcount * dist::emulation::ElementSize(datatype);
   const size_t ranks = comm != nullptr ? static_cast<size_t>(comm->nranks) : 0;
-  return CollectiveCall({CollectiveKind::kReduceScatter, datatype, op, recvcount, 0, sendbuff, recvbuff},
-                        bytes * ranks, bytes, comm, stream);
+  return CollectiveCall(
+      {CollectiveKind::kReduceScatter, datatype, op, recvcount, 0, sendbuff, recvbuff},
+      bytes * ranks, bytes, comm, stream);
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,

@@ -67,8 +67,8 @@ class CudaRuntimeLoader {
       if (handle == nullptr) handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     }
     if (handle == nullptr) {
-      load_error_ = absl::StrCat("cannot load the CUDA runtime (libcudart.so.13, .12 or .so): ",
-                                 dlerror());
+      load_error_ =
+          absl::StrCat("cannot load the CUDA runtime (libcudart.so.13, .12 or .so): ", dlerror());
       return;
     }
     Resolve(handle, "cudaGetDeviceCount", get_device_count);
