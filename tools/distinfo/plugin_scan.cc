@@ -144,6 +144,17 @@ int ListAllInChild(int fd) {
   return WriteAll(fd, absl::StrCat(kList, out.dump(), "\n")) ? 0 : 1;
 }
 
+// A loaded plugin's name, version and ABI (backend and rendezvous tables
+// start alike).
+template <typename Table>
+void TakeIdentity(const Table& table, PluginEntry& entry) {
+  entry.status = DIST_PLUGIN_OK;
+  if (table.name != nullptr && *table.name != '\0') entry.name = table.name;
+  entry.version = OrEmpty(table.version);
+  entry.abi_major = table.abi_major;
+  entry.abi_minor = table.abi_minor;
+}
+
 PluginEntry LoadBackendAlone(const Candidate& candidate) {
   PluginEntry entry = Unread(candidate);
   const dist_backend_plugin_t* table = nullptr;
@@ -151,11 +162,7 @@ PluginEntry LoadBackendAlone(const Candidate& candidate) {
     SetLoadError(error, entry);
     return entry;
   }
-  entry.status = DIST_PLUGIN_OK;
-  if (table->name != nullptr && *table->name != '\0') entry.name = table->name;
-  entry.version = OrEmpty(table->version);
-  entry.abi_major = table->abi_major;
-  entry.abi_minor = table->abi_minor;
+  TakeIdentity(*table, entry);
   if (table->library_version != nullptr) entry.library_version = OrEmpty(table->library_version());
   if (table->get_capabilities != nullptr) {
     dist_backend_capabilities_t& caps = entry.capabilities;
@@ -192,11 +199,7 @@ PluginEntry LoadRendezvousAlone(const Candidate& candidate) {
                                 " (earlier in the search path)");
     return entry;
   }
-  entry.status = DIST_PLUGIN_OK;
-  if (table->name != nullptr && *table->name != '\0') entry.name = table->name;
-  entry.version = OrEmpty(table->version);
-  entry.abi_major = table->abi_major;
-  entry.abi_minor = table->abi_minor;
+  TakeIdentity(*table, entry);
   for (const char* const* s = table->schemes; s != nullptr && *s != nullptr; ++s) {
     entry.schemes.emplace_back(*s);
   }
