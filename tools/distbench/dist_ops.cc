@@ -31,17 +31,23 @@ absl::Status RunThroughDist(dist_process_group_t* pg, const Case& c, void* send,
     case Op::kBarrier: return dist::TakeError(dist_barrier(pg, nullptr));
     case Op::kSendRecv: {
       // A ring shift: send to the next rank, receive from the previous one.
-      // Both are started before either is waited on, so no rank blocks.
+      // Both are started before either is waited on, so no CPU backend
+      // blocks; and even ranks send first, odd ranks receive first, so that
+      // a backend that runs a rank's operations in the order they were
+      // issued (NCCL, on one stream) cannot deadlock either.
       const int next = (c.rank + 1) % c.world_size;
       const int prev = (c.rank + c.world_size - 1) % c.world_size;
       dist_work_t* send_work = nullptr;
       dist_work_t* recv_work = nullptr;
-      DIST_RETURN_IF_ERROR(dist::TakeError(dist_recv(pg, &r, prev, 0, &recv_work)));
-      absl::Status sent = dist::TakeError(dist_send(pg, &s, next, 0, &send_work));
-      if (!sent.ok()) {
-        dist_abort(pg, "distbench: send failed");
-        (void)Finish(recv_work);
-        return sent;
+      auto start_send = [&] { return dist::TakeError(dist_send(pg, &s, next, 0, &send_work)); };
+      auto start_recv = [&] { return dist::TakeError(dist_recv(pg, &r, prev, 0, &recv_work)); };
+      const bool send_first = c.rank % 2 == 0;
+      DIST_RETURN_IF_ERROR(send_first ? start_send() : start_recv());
+      absl::Status second = send_first ? start_recv() : start_send();
+      if (!second.ok()) {
+        dist_abort(pg, "distbench: send or recv failed");
+        (void)Finish(send_first ? send_work : recv_work);
+        return second;
       }
       absl::Status received = Finish(recv_work);
       absl::Status send_done = Finish(send_work);
