@@ -81,4 +81,9 @@ void FillResult(const RankInfo& ranks, dist_store_t* store,
   result->store = store;
 }
 
+dist_error_t* Initialize(const dist_host_api_t* host) {
+  SetHost(host);
+  return nullptr;
+}
+
 }  // namespace dist::rendezvous

@@ -86,31 +86,10 @@ absl::Status ResolveEnv(const char* text, const dist_rendezvous_hints_t* hints,
   return ResolveOverTcpStore(*url, *query, hints, timeout_ms, "env", host, port, result);
 }
 
-dist_error_t* Initialize(const dist_host_api_t* host) {
-  SetHost(host);
-  return nullptr;
-}
-
-dist_error_t* Resolve(const char* url, const dist_rendezvous_hints_t* hints,
-                      int64_t timeout_ms, dist_rendezvous_result_t* result) {
-  return RunResolve(url, timeout_ms, result,
-                    [&] { return ResolveEnv(url, hints, timeout_ms, result); });
-}
-
-const dist_rendezvous_plugin_t kPlugin = {
-    sizeof(dist_rendezvous_plugin_t),
-    DIST_RENDEZVOUS_ABI_MAJOR,
-    DIST_RENDEZVOUS_ABI_MINOR,
-    "env",
-    "1.0.0",
-    kSchemes,
-    &Initialize,
-    &Resolve,
-};
-
 }  // namespace
 }  // namespace dist::rendezvous
 
 extern "C" DIST_EXPORT const dist_rendezvous_plugin_t* dist_rendezvous_plugin_v1(void) {
-  return &dist::rendezvous::kPlugin;
+  return dist::rendezvous::PluginTable<&dist::rendezvous::ResolveEnv>("env",
+                                                                  dist::rendezvous::kSchemes);
 }

@@ -22,14 +22,14 @@ absl::Status Bad(const Url& url, const std::string& why) {
       "; expected file:///absolute/path/on/shared/fs?rank=R&world_size=N (three slashes)"));
 }
 
-absl::Status ResolveFile(const char* text, const dist_rendezvous_hints_t* hints,
-                         int64_t timeout_ms, dist_rendezvous_result_t* result) {
+absl::Status ResolveFile(const char* text, const dist_rendezvous_hints_t* hints, int64_t timeout_ms,
+                         dist_rendezvous_result_t* result) {
   absl::StatusOr<Url> url = ParseUrl(text);
   if (!url.ok()) return url.status();
   if (url->scheme != "file") return Bad(*url, "the file plugin handles only file://");
   if ((!url->host.empty() && url->host != "localhost") || url->port >= 0) {
-    return Bad(*url, absl::StrCat("'", url->host,
-                                  "' would be a host name; file:// takes only a path"));
+    return Bad(*url,
+               absl::StrCat("'", url->host, "' would be a host name; file:// takes only a path"));
   }
   if (url->path.empty() || url->path == "/" || url->path.back() == '/') {
     return Bad(*url, "no file name");
@@ -45,8 +45,7 @@ absl::Status ResolveFile(const char* text, const dist_rendezvous_hints_t* hints,
   options.rank = ranks->rank;
   options.world_size = ranks->world_size;
   options.timeout = absl::Milliseconds(timeout_ms);
-  absl::StatusOr<std::unique_ptr<store::FileStore>> file_store =
-      store::FileStore::Open(options);
+  absl::StatusOr<std::unique_ptr<store::FileStore>> file_store = store::FileStore::Open(options);
   if (!file_store.ok()) {
     // Messages from the store already name the file.
     return file_store.status();
@@ -57,31 +56,10 @@ absl::Status ResolveFile(const char* text, const dist_rendezvous_hints_t* hints,
   return absl::OkStatus();
 }
 
-dist_error_t* Initialize(const dist_host_api_t* host) {
-  SetHost(host);
-  return nullptr;
-}
-
-dist_error_t* Resolve(const char* url, const dist_rendezvous_hints_t* hints,
-                      int64_t timeout_ms, dist_rendezvous_result_t* result) {
-  return RunResolve(url, timeout_ms, result,
-                    [&] { return ResolveFile(url, hints, timeout_ms, result); });
-}
-
-const dist_rendezvous_plugin_t kPlugin = {
-    sizeof(dist_rendezvous_plugin_t),
-    DIST_RENDEZVOUS_ABI_MAJOR,
-    DIST_RENDEZVOUS_ABI_MINOR,
-    "file",
-    "1.0.0",
-    kSchemes,
-    &Initialize,
-    &Resolve,
-};
-
 }  // namespace
 }  // namespace dist::rendezvous
 
 extern "C" DIST_EXPORT const dist_rendezvous_plugin_t* dist_rendezvous_plugin_v1(void) {
-  return &dist::rendezvous::kPlugin;
+  return dist::rendezvous::PluginTable<&dist::rendezvous::ResolveFile>("file",
+                                                                       dist::rendezvous::kSchemes);
 }

@@ -14,13 +14,13 @@ namespace {
 const char* const kSchemes[] = {"tcp", nullptr};
 
 absl::Status Bad(const Url& url, const std::string& why) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "malformed init method URL '", url.text, "': ", why,
-      "; expected tcp://HOST:PORT?rank=R&world_size=N (IPv6: tcp://[::1]:29500)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("malformed init method URL '", url.text, "': ", why,
+                   "; expected tcp://HOST:PORT?rank=R&world_size=N (IPv6: tcp://[::1]:29500)"));
 }
 
-absl::Status ResolveTcp(const char* text, const dist_rendezvous_hints_t* hints,
-                        int64_t timeout_ms, dist_rendezvous_result_t* result) {
+absl::Status ResolveTcp(const char* text, const dist_rendezvous_hints_t* hints, int64_t timeout_ms,
+                        dist_rendezvous_result_t* result) {
   absl::StatusOr<Url> url = ParseUrl(text);
   if (!url.ok()) return url.status();
   if (url->scheme != "tcp") return Bad(*url, "the tcp plugin handles only tcp://");
@@ -30,35 +30,13 @@ absl::Status ResolveTcp(const char* text, const dist_rendezvous_hints_t* hints,
   absl::StatusOr<Query> query = Query::From(
       *url, {"rank", "world_size", "local_rank", "local_world_size", "external", "bind"});
   if (!query.ok()) return query.status();
-  return ResolveOverTcpStore(*url, *query, hints, timeout_ms, "tcp", url->host, url->port,
-                             result);
+  return ResolveOverTcpStore(*url, *query, hints, timeout_ms, "tcp", url->host, url->port, result);
 }
-
-dist_error_t* Initialize(const dist_host_api_t* host) {
-  SetHost(host);
-  return nullptr;
-}
-
-dist_error_t* Resolve(const char* url, const dist_rendezvous_hints_t* hints,
-                      int64_t timeout_ms, dist_rendezvous_result_t* result) {
-  return RunResolve(url, timeout_ms, result,
-                    [&] { return ResolveTcp(url, hints, timeout_ms, result); });
-}
-
-const dist_rendezvous_plugin_t kPlugin = {
-    sizeof(dist_rendezvous_plugin_t),
-    DIST_RENDEZVOUS_ABI_MAJOR,
-    DIST_RENDEZVOUS_ABI_MINOR,
-    "tcp",
-    "1.0.0",
-    kSchemes,
-    &Initialize,
-    &Resolve,
-};
 
 }  // namespace
 }  // namespace dist::rendezvous
 
 extern "C" DIST_EXPORT const dist_rendezvous_plugin_t* dist_rendezvous_plugin_v1(void) {
-  return &dist::rendezvous::kPlugin;
+  return dist::rendezvous::PluginTable<&dist::rendezvous::ResolveTcp>("tcp",
+                                                                      dist::rendezvous::kSchemes);
 }
