@@ -376,7 +376,7 @@ void Communicator::ReapFinished() {
   }
   std::vector<WorkState*> finished;
   for (const std::shared_ptr<WorkState>& work : pending) {
-    if (work->Poll([this] { return Health(); }).has_value()) finished.push_back(work.get());
+    if (Poll(*work).has_value()) finished.push_back(work.get());
   }
   if (finished.empty()) return;
   absl::MutexLock lock(&pending_mu_);

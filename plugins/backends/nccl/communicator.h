@@ -78,6 +78,11 @@ class Communicator {
   // when it cannot tell now (another thread holds the NCCL lock).
   std::optional<absl::Status> Health();
 
+  // `work`'s result once it is done, judged with Health(); nullopt before.
+  std::optional<absl::Status> Poll(WorkState& work) {
+    return work.Poll([this] { return Health(); });
+  }
+
   // comm_destroy: waits for pending work (up to the timeout), stops the
   // watchdog, then finalizes and destroys the communicator (aborts it when
   // that does not finish in time).

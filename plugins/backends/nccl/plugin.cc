@@ -169,11 +169,10 @@ dist_error_t* WorkTest(dist_backend_work_t* work, int* done) {
       return absl::InvalidArgumentError("nccl work_test: work and done must not be NULL");
     }
     Communicator& comm = *work->comm;
-    auto health = [&comm] { return comm.Health(); };
-    std::optional<absl::Status> result = work->state->Poll(health);
+    std::optional<absl::Status> result = comm.Poll(*work->state);
     if (!result.has_value()) {
       comm.Check();  // a failure shows up on the next poll
-      result = work->state->Poll(health);
+      result = comm.Poll(*work->state);
     }
     *done = result.has_value() ? 1 : 0;
     return result.has_value() ? *result : absl::OkStatus();

@@ -17,7 +17,7 @@ absl::Status WaitForWork(WorkState& work, Communicator& comm, absl::Duration tim
   absl::Time next_check = start + absl::Milliseconds(1);
   Backoff backoff(absl::Microseconds(200));
   while (true) {
-    std::optional<absl::Status> result = work.Poll([&comm] { return comm.Health(); });
+    std::optional<absl::Status> result = comm.Poll(work);
     if (result.has_value()) return *result;
     const absl::Time now = absl::Now();
     if (now >= next_check) {
@@ -35,7 +35,7 @@ absl::Status WaitForWork(WorkState& work, Communicator& comm, absl::Duration tim
 }
 
 absl::Status WaitOnStream(WorkState& work, Communicator& comm, void* stream) {
-  std::optional<absl::Status> result = work.Poll([&comm] { return comm.Health(); });
+  std::optional<absl::Status> result = comm.Poll(work);
   if (result.has_value() && !result->ok()) return *result;
   if (result.has_value()) return absl::OkStatus();  // done: nothing to wait for
   return CudaStatus(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), work.event(), 0),
