@@ -156,6 +156,26 @@ int GonePeer(const Shared* s, int rank) {
   return -1;
 }
 
+enum class Entered { kTaken, kSelfGone, kPeerGone };
+
+// Takes `slot` (of the collective or split ring) for operation `seq` once
+// the operation that used it before has left it; the first rank to come
+// clears it. kSelfGone: this rank's communicator was aborted (its work
+// quits quietly); kPeerGone: a peer's was, or its process died.
+template <typename Slot>
+Entered EnterSlot(Lock& lock, const Shared* s, Slot& slot, uint64_t seq, int rank) {
+  lock.Wait(
+      [&] { return !slot.in_use || slot.seq == seq || Gone(s, rank) || GonePeer(s, rank) >= 0; });
+  if (Gone(s, rank)) return Entered::kSelfGone;
+  if (slot.in_use && slot.seq != seq) return Entered::kPeerGone;
+  if (!slot.in_use) {
+    slot = Slot{};
+    slot.in_use = 1;
+    slot.seq = seq;
+  }
+  return Entered::kTaken;
+}
+
 Outcome PeerGone(const Shared* s, int rank, int peer, const char* what) {
   const bool died = s->members[peer].state == kDied;
   return {ncclRemoteError,
@@ -311,18 +331,12 @@ Outcome Clique::RunCollective(uint64_t seq, int rank, const Collective& mine) {
   const int n = shared_->nranks;
   CollectiveSlot& slot = shared_->collectives[seq % kCollectiveSlots];
   Lock lock(shared_);
-  // Take the slot once the operation kCollectiveSlots earlier has left it.
-  lock.Wait([&] {
-    return !slot.in_use || slot.seq == seq || Gone(shared_, rank) || GonePeer(shared_, rank) >= 0;
-  });
-  if (Gone(shared_, rank)) return {};  // aborted: the kernel quits
-  if (!slot.in_use) {
-    slot.in_use = 1;
-    slot.seq = seq;
-    slot.arrived = slot.read = slot.left = 0;
-  } else if (slot.seq != seq) {
-    return PeerGone(shared_, rank, GonePeer(shared_, rank),
-                    KindName(static_cast<int32_t>(mine.kind)));
+  switch (EnterSlot(lock, shared_, slot, seq, rank)) {
+    case Entered::kSelfGone: return {};  // aborted: the kernel quits
+    case Entered::kPeerGone:
+      return PeerGone(shared_, rank, GonePeer(shared_, rank),
+                      KindName(static_cast<int32_t>(mine.kind)));
+    case Entered::kTaken: break;
   }
   slot.entries[rank] = Entry{static_cast<int32_t>(mine.kind),
                              static_cast<int32_t>(mine.type),
@@ -436,16 +450,11 @@ Outcome Clique::Split(uint64_t seq, int rank, int color, int key, SplitResult* r
   const int n = shared_->nranks;
   SplitSlot& slot = shared_->splits[seq % kSplitSlots];
   Lock lock(shared_);
-  lock.Wait([&] {
-    return !slot.in_use || slot.seq == seq || Gone(shared_, rank) || GonePeer(shared_, rank) >= 0;
-  });
-  if (Gone(shared_, rank)) return {};
-  if (!slot.in_use) {
-    slot.in_use = 1;
-    slot.seq = seq;
-    slot.arrived = slot.ready = slot.left = 0;
-  } else if (slot.seq != seq) {
-    return PeerGone(shared_, rank, GonePeer(shared_, rank), "ncclCommSplit");
+  switch (EnterSlot(lock, shared_, slot, seq, rank)) {
+    case Entered::kSelfGone: return {};
+    case Entered::kPeerGone:
+      return PeerGone(shared_, rank, GonePeer(shared_, rank), "ncclCommSplit");
+    case Entered::kTaken: break;
   }
   slot.color[rank] = color;
   slot.key[rank] = key;
