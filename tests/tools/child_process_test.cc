@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tools/common/signal_name.h"
 
 namespace dist::distinfo {
 namespace {
@@ -97,9 +98,9 @@ TEST(ChildProcessTest, LargeOutputArrivesWhole) {
 }
 
 TEST(ChildProcessTest, SignalNamesSayTheSignalAndWhatItMeans) {
-  EXPECT_EQ(SignalName(SIGSEGV), "SIGSEGV (Segmentation fault)");
-  EXPECT_EQ(SignalName(SIGABRT), "SIGABRT (Aborted)");
-  EXPECT_EQ(SignalName(1234), "signal 1234");
+  EXPECT_EQ(tools::SignalDescription(SIGSEGV), "SIGSEGV (Segmentation fault)");
+  EXPECT_EQ(tools::SignalDescription(SIGABRT), "SIGABRT (Aborted)");
+  EXPECT_EQ(tools::SignalDescription(1234), "signal 1234");
 }
 
 }  // namespace

@@ -58,13 +58,6 @@ bool WriteAll(int fd, const std::string& data) {
   return true;
 }
 
-std::string SignalName(int signal) {
-  const char* abbrev = sigabbrev_np(signal);
-  const char* text = sigdescr_np(signal);
-  if (abbrev == nullptr) return absl::StrCat("signal ", signal);
-  return absl::StrCat("SIG", abbrev, text != nullptr ? absl::StrCat(" (", text, ")") : "");
-}
-
 std::vector<ChildResult> RunInChildren(const std::vector<ChildFunction>& functions,
                                        absl::Duration timeout) {
   std::vector<ChildResult> results(functions.size());

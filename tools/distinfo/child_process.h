@@ -38,8 +38,6 @@ std::vector<ChildResult> RunInChildren(const std::vector<ChildFunction>& functio
 // write(2) until all of `data` is written or the pipe breaks.
 bool WriteAll(int fd, const std::string& data);
 
-// "SIGSEGV (Segmentation fault)".
-std::string SignalName(int signal);
 
 }  // namespace dist::distinfo
 

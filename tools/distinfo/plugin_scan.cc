@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "dist/registry.h"
+#include "tools/common/signal_name.h"
 #include "tools/distinfo/child_process.h"
 #include "tools/distinfo/plugin_wire.h"
 
@@ -242,7 +243,7 @@ std::string Ending(const ChildResult& result, absl::Duration timeout) {
   if (result.timed_out) {
     return absl::StrCat("took longer than ", absl::FormatDuration(timeout), " (--load_timeout)");
   }
-  if (result.signal != 0) return absl::StrCat("crashed with ", SignalName(result.signal));
+  if (result.signal != 0) return absl::StrCat("crashed with ", tools::SignalDescription(result.signal));
   if (result.exit_code != 0) return absl::StrCat("exited with status ", result.exit_code);
   return "ended without an answer";
 }
@@ -270,7 +271,7 @@ PluginEntry FaultEntry(const Candidate& candidate, const ChildResult& result,
     what = absl::StrCat("still running after ", absl::FormatDuration(timeout), " (--load_timeout) ",
                         where, ", so it was killed");
   } else if (result.signal != 0) {
-    what = absl::StrCat(SignalName(result.signal), " ", where);
+    what = absl::StrCat(tools::SignalDescription(result.signal), " ", where);
   } else if (result.exit_code != 0) {
     what = absl::StrCat("exited the process with status ", result.exit_code, " ", where);
   } else {

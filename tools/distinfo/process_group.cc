@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "tools/common/signal_name.h"
 
 namespace dist::distinfo {
 namespace {
@@ -70,8 +71,7 @@ std::string ProcessOutcome::Describe() const {
   if (killed_at_deadline) return "killed at the self-test timeout";
   if (killed_after_failure) return "killed after another process failed";
   if (term_signal != 0) {
-    const char* abbrev = sigabbrev_np(term_signal);
-    return absl::StrCat("killed by SIG", abbrev ? abbrev : "?");
+    return absl::StrCat("killed by ", tools::SignalName(term_signal));
   }
   return absl::StrCat("exited with code ", exit_code);
 }

@@ -6,12 +6,6 @@
 
 namespace dist::distrun {
 
-std::string SignalName(int signal) {
-  const char* abbrev = sigabbrev_np(signal);
-  if (abbrev == nullptr) return absl::StrCat("signal ", signal);
-  return absl::StrCat("SIG", abbrev);
-}
-
 std::string DescribeExit(int64_t exit_code, int term_signal) {
   if (term_signal != 0) {
     return absl::StrCat("killed by ", SignalName(term_signal), " (",

@@ -5,10 +5,11 @@
 #include <cstdint>
 #include <string>
 
+#include "tools/common/signal_name.h"
+
 namespace dist::distrun {
 
-// "SIGTERM" for 15; "signal 70" for a number without a name.
-std::string SignalName(int signal);
+using ::dist::tools::SignalName;  // "SIGTERM"
 
 // `term_signal` != 0 means killed by that signal; else `exit_code` counts.
 std::string DescribeExit(int64_t exit_code, int term_signal);
