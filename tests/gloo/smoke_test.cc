@@ -251,6 +251,7 @@ TEST(GlooSmoke, IssueTimeErrors) {
     dist_op_args_t cuda = bitwise;
     cuda.op = DIST_SUM;
     cuda.send.device = dist_cuda(0);
+    cuda.recv.device = dist_cuda(0);  // (mixed devices fail the common checks first)
     e = p->all_reduce(comm, &cuda, &work);
     RANK_CHECK(rank, dist_error_code(e) == DIST_UNIMPLEMENTED);
     RANK_CHECK(rank, absl::StrContains(dist_error_message(e), "nccl"));
@@ -262,7 +263,7 @@ TEST(GlooSmoke, IssueTimeErrors) {
     small.recv.count = 4;
     e = p->all_reduce(comm, &small, &work);
     RANK_CHECK(rank, dist_error_code(e) == DIST_INVALID_ARGUMENT);
-    RANK_CHECK(rank, absl::StrContains(dist_error_message(e), "needs 8"));
+    RANK_CHECK(rank, absl::StrContains(dist_error_message(e), "recv count is 4 but must be 8"));
     dist_error_destroy(e);
 
     dist_op_args_t gather = Args();  // root needs n*W elements

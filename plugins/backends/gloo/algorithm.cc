@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 namespace {
 
 // On more than two ranks, bcube (log2(W) exchange steps) beat ring
@@ -37,4 +37,4 @@ gloo::AllreduceOptions::Algorithm AlgorithmPolicy::ForAllReduce(size_t bytes, in
   return gloo::AllreduceOptions::Algorithm::RING;
 }
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo

@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "gloo/allreduce.h"
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 
 class AlgorithmPolicy {
  public:
@@ -26,6 +26,6 @@ class AlgorithmPolicy {
   const char* name_ = "auto";
 };
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo
 
 #endif  // DIST_PLUGINS_BACKENDS_GLOO_ALGORITHM_H_

@@ -10,7 +10,7 @@
 
 #include "dist/types.h"
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 
 inline size_t Bytes(dist_dtype_t dtype, uint64_t count) {
   return dist_dtype_size(dtype) * static_cast<size_t>(count);
@@ -45,6 +45,6 @@ inline std::vector<char> CopyOf(const void* data, size_t bytes) {
   return copy;
 }
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo
 
 #endif  // DIST_PLUGINS_BACKENDS_GLOO_BUFFERS_H_

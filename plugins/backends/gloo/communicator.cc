@@ -12,10 +12,10 @@
 #include "plugins/backends/gloo/device.h"
 #include "plugins/backends/gloo/failure.h"
 #include "plugins/backends/gloo/gloo_store.h"
-#include "plugins/backends/gloo/log.h"
+#include "dist/cpp/host_log.hpp"
 #include "plugins/backends/gloo/pair_access.h"
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 namespace {
 
 // How long after the last issue the worker polls the queue instead of
@@ -71,7 +71,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
     absl::StatusOr<std::shared_ptr<gloo::transport::Device>> created = CreateDevice(config, &description);
     if (!created.ok()) return created.status();
     device = *std::move(created);
-    if (LogEnabled(DIST_LOG_DEBUG)) Log(DIST_LOG_DEBUG, absl::StrCat("transport: ", description));
+    if (dist::LogEnabled(DIST_LOG_DEBUG)) dist::Log(DIST_LOG_DEBUG, absl::StrCat("transport: ", description));
   }
 
   const std::chrono::milliseconds timeout(config.timeout_ms);
@@ -131,8 +131,8 @@ absl::Duration Communicator::Grace(const Op& op) const {
   return std::min(std::max(tenth, absl::Milliseconds(1)), absl::Seconds(1));
 }
 
-absl::StatusOr<std::shared_ptr<Work>> Communicator::Enqueue(dist_collective_t kind, const dist_op_args_t& args) {
-  absl::Status valid = ValidateOp(kind, args, rank_, size_);
+absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t kind, const dist_op_args_t& args) {
+  absl::Status valid = ValidateOp(kind, args, rank_);
   if (!valid.ok()) return valid;
   auto work = std::make_shared<Work>();
   absl::MutexLock lock(&mu_);
@@ -158,7 +158,7 @@ void Communicator::WorkerLoop() {
         if (!queue_.empty() && !running_) break;
         if (stopping_ && queue_.empty() && !running_) return;
         if (inline_wait_ && absl::Now() - last_issue_ < kPollWindow) {
-          // Busy phase: poll instead of being woken by every Enqueue. A
+          // Busy phase: poll instead of being woken by every Issue. A
           // wake-up costs the issuing thread ~2.5 us (futex syscall plus
           // contention), more than the rest of the call. A caller that waits
           // right away runs the operation itself (TryRunInline); one that
@@ -298,10 +298,10 @@ absl::Status Communicator::Fail(const Op& op, const std::string& what) {
   const std::string report = absl::StrCat("rank ", rank_, " ", where, ": ", failure.Describe());
   // Most of the grace period, so that the error still arrives within the
   // operation's timeout.
-  const std::string notes = CompareNotes(StoreView(store_), rank_, size_, failure, report, Grace(op) * 0.8);
+  const std::string notes = CompareNotes(dist::StoreView(store_), rank_, size_, failure, report, Grace(op) * 0.8);
   const std::string message = absl::StrCat("gloo backend: ", where, " failed: ", failure.Describe(), notes,
                                            "; the communicator is aborted, create a new one to continue");
-  Log(DIST_LOG_ERROR, message);
+  dist::Log(DIST_LOG_ERROR, message);
   Abort(message);
   return absl::Status(failure.code, message);
 }
@@ -342,4 +342,4 @@ void Communicator::Shutdown() {
   if (p2p_thread_.joinable()) p2p_thread_.join();
 }
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo

@@ -28,7 +28,7 @@
 #include "plugins/backends/gloo/op.h"
 #include "plugins/backends/gloo/work.h"
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 
 class Communicator : public std::enable_shared_from_this<Communicator> {
  public:
@@ -41,7 +41,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
 
   // Checks and queues one operation. Errors visible at once (bad
   // arguments, an aborted communicator) are returned here.
-  absl::StatusOr<std::shared_ptr<Work>> Enqueue(dist_collective_t kind, const dist_op_args_t& args);
+  absl::StatusOr<std::shared_ptr<Work>> Issue(dist_collective_t kind, const dist_op_args_t& args);
 
   // Runs `work` on the calling thread if it is next in line, nobody is
   // running an operation, and the caller is willing to wait as long as the
@@ -116,6 +116,6 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   std::thread p2p_thread_;
 };
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo
 
 #endif  // DIST_PLUGINS_BACKENDS_GLOO_COMMUNICATOR_H_

@@ -12,7 +12,7 @@
 #include "plugins/backends/gloo/buffers.h"
 #include "plugins/backends/gloo/op.h"
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 
 absl::Status RunBroadcast(const Op& op, const OpEnv& env) {
   const dist_op_args_t& a = op.args;
@@ -137,4 +137,4 @@ absl::Status RunBarrier(const Op& op, const OpEnv& env) {
   return absl::OkStatus();
 }
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo

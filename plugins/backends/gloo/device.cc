@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gloo/transport/tcp/device.h"
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 
 std::string FindOption(const dist_comm_config_t& config, const char* key) {
   for (size_t i = 0; i < config.num_options; ++i) {
@@ -74,4 +74,4 @@ absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateDevice(
   }
 }
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo

@@ -10,7 +10,7 @@
 #include "dist/backend_plugin.h"
 #include "gloo/transport/device.h"
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 
 // The value of backend option `key` in `config`, or "" when absent.
 std::string FindOption(const dist_comm_config_t& config, const char* key);
@@ -23,6 +23,6 @@ std::string FindOption(const dist_comm_config_t& config, const char* key);
 absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateDevice(
     const dist_comm_config_t& config, std::string* description);
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo
 
 #endif  // DIST_PLUGINS_BACKENDS_GLOO_DEVICE_H_

@@ -6,7 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "dist/cpp/failure_notes.hpp"
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 namespace {
 
 std::string StripLocation(const std::string& what) {
@@ -54,9 +54,9 @@ GlooFailure ClassifyGlooError(const std::string& what, const std::vector<std::st
   return failure;
 }
 
-std::string CompareNotes(const StoreView& store, int rank, int size, const GlooFailure& failure,
+std::string CompareNotes(const dist::StoreView& store, int rank, int size, const GlooFailure& failure,
                          const std::string& report, absl::Duration grace) {
-  FailureNotes notes(store, "dist_gloo/", rank, size);
+  dist::FailureNotes notes(store, "dist_gloo/", rank, size);
   std::string text;
   const std::string first = notes.Publish(report);
   if (!first.empty()) absl::StrAppend(&text, "; first failure in the group: ", first);
@@ -96,4 +96,4 @@ std::string CompareNotes(const StoreView& store, int rank, int size, const GlooF
   return text;
 }
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo

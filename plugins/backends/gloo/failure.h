@@ -16,7 +16,7 @@
 #include "absl/time/time.h"
 #include "dist/cpp/store.hpp"
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 
 struct GlooFailure {
   absl::StatusCode code = absl::StatusCode::kUnavailable;
@@ -34,9 +34,9 @@ GlooFailure ClassifyGlooError(const std::string& what, const std::vector<std::st
 // to this rank's error, e.g. "; first failure in the group: rank 0: lost
 // the connection to rank 2" or "; ranks that reported no failure within
 // 500ms: 3 (dead, stuck, or not calling this operation)".
-std::string CompareNotes(const StoreView& store, int rank, int size, const GlooFailure& failure,
+std::string CompareNotes(const dist::StoreView& store, int rank, int size, const GlooFailure& failure,
                          const std::string& report, absl::Duration grace);
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo
 
 #endif  // DIST_PLUGINS_BACKENDS_GLOO_FAILURE_H_

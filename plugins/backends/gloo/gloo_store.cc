@@ -4,7 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "gloo/common/error.h"
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 
 void GlooStore::Fail(absl::Status status) {
   {
@@ -44,4 +44,4 @@ void GlooStore::wait(const std::vector<std::string>& keys, const std::chrono::mi
   Fail(status);
 }
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo

@@ -14,7 +14,7 @@
 #include "dist/cpp/store.hpp"
 #include "gloo/rendezvous/store.h"
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 
 class GlooStore : public gloo::rendezvous::Store {
  public:
@@ -32,12 +32,12 @@ class GlooStore : public gloo::rendezvous::Store {
  private:
   void Fail(absl::Status status);
 
-  StoreView store_;
+  dist::StoreView store_;
   absl::Duration timeout_;
   mutable absl::Mutex mu_;
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo
 
 #endif  // DIST_PLUGINS_BACKENDS_GLOO_GLOO_STORE_H_

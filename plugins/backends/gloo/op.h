@@ -13,7 +13,7 @@
 #include "gloo/transport/unbound_buffer.h"
 #include "plugins/backends/gloo/algorithm.h"
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 
 struct Op {
   dist_collective_t kind;
@@ -44,9 +44,9 @@ struct PostedP2p {
   int peer = -1;
 };
 
-// Checks what can be checked on this rank alone: devices, dtypes, reduce
-// op, root or peer, buffer sizes. The error names the problem and the fix.
-absl::Status ValidateOp(dist_collective_t kind, const dist_op_args_t& args, int rank, int size);
+// Gloo's own check, after the common ones of dist/cpp/validate.hpp (the
+// plugin adapter makes those): every buffer the rank uses is CPU memory.
+absl::Status ValidateOp(dist_collective_t kind, const dist_op_args_t& args, int rank);
 
 // Each runs one operation to completion on the calling thread. Gloo
 // exceptions propagate to the caller (the communicator catches them).
@@ -66,6 +66,6 @@ PostedP2p PostP2p(const Op& op, const OpEnv& env);
 // Element count n of the operation (see backend_plugin.h), after ValidateOp.
 uint64_t OpCount(dist_collective_t kind, const dist_op_args_t& args, int size);
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo
 
 #endif  // DIST_PLUGINS_BACKENDS_GLOO_OP_H_

@@ -6,7 +6,7 @@
 #include "plugins/backends/gloo/buffers.h"
 #include "plugins/backends/gloo/op.h"
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 namespace {
 
 // Slot layout: 0xd1 in the top byte keeps user tags apart from Gloo's
@@ -42,4 +42,4 @@ PostedP2p PostP2p(const Op& op, const OpEnv& env) {
   return posted;
 }
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo

@@ -7,7 +7,7 @@
 static_assert(GLOO_VERSION == 500,
               "pair_access.cc reaches into Gloo 0.5's tcp::Pair; re-check it for this Gloo");
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 namespace {
 
 namespace tcp = ::gloo::transport::tcp;
@@ -63,4 +63,4 @@ void SetTransportTimeout(gloo::Context& context, std::chrono::milliseconds timeo
   }
 }
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo

@@ -21,7 +21,7 @@
 
 #include "gloo/context.h"
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 
 // The address of `rank`'s end of the connection as Gloo formats it, or ""
 // when the pair is not a TCP pair.
@@ -35,6 +35,6 @@ void FailAllPairs(gloo::Context& context, const std::string& reason);
 // ring allreduce, among others). Never throws.
 void SetTransportTimeout(gloo::Context& context, std::chrono::milliseconds timeout);
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo
 
 #endif  // DIST_PLUGINS_BACKENDS_GLOO_PAIR_ACCESS_H_

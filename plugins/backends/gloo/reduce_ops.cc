@@ -13,7 +13,7 @@
 #include "plugins/backends/gloo/op.h"
 #include "plugins/backends/gloo/reduction.h"
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 namespace {
 
 // Gloo allreduce of n elements; in == nullptr means in place on out.
@@ -54,10 +54,10 @@ void AllReduceInto(const OpEnv& env, const void* send, void* recv, size_t n, dis
   const int size = env.context->size;
   if (IsHalf(dtype)) {
     std::vector<float> acc(n);
-    WidenToFloat(dtype, send, acc.data(), n);
+    dist::WidenToFloat(dtype, send, acc.data(), n);
     GlooAllReduce(env, nullptr, acc.data(), n, DIST_FLOAT32, op);
-    if (op == DIST_AVG) FinishAverage(DIST_FLOAT32, acc.data(), n, size);
-    NarrowFromFloat(dtype, acc.data(), recv, n);
+    if (op == DIST_AVG) dist::FinishAverage(DIST_FLOAT32, acc.data(), n, size);
+    dist::NarrowFromFloat(dtype, acc.data(), recv, n);
     return;
   }
   const size_t bytes = Bytes(dtype, n);
@@ -67,7 +67,7 @@ void AllReduceInto(const OpEnv& env, const void* send, void* recv, size_t n, dis
     send = copy.data();
   }
   GlooAllReduce(env, send, recv, n, dtype, op);
-  if (op == DIST_AVG) FinishAverage(dtype, recv, n, size);
+  if (op == DIST_AVG) dist::FinishAverage(dtype, recv, n, size);
 }
 
 }  // namespace
@@ -86,11 +86,11 @@ absl::Status RunReduce(const Op& op, const OpEnv& env) {
   const int size = env.context->size;
   if (IsHalf(dtype)) {
     std::vector<float> acc(n);
-    WidenToFloat(dtype, a.send.data, acc.data(), n);
+    dist::WidenToFloat(dtype, a.send.data, acc.data(), n);
     GlooReduce(env, nullptr, acc.data(), n, DIST_FLOAT32, a.op, a.root);
     if (root) {
-      if (a.op == DIST_AVG) FinishAverage(DIST_FLOAT32, acc.data(), n, size);
-      NarrowFromFloat(dtype, acc.data(), a.recv.data, n);
+      if (a.op == DIST_AVG) dist::FinishAverage(DIST_FLOAT32, acc.data(), n, size);
+      dist::NarrowFromFloat(dtype, acc.data(), a.recv.data, n);
     }
     return absl::OkStatus();
   }
@@ -111,7 +111,7 @@ absl::Status RunReduce(const Op& op, const OpEnv& env) {
     out = scratch.data();
   }
   GlooReduce(env, in, out, n, dtype, a.op, a.root);
-  if (root && a.op == DIST_AVG) FinishAverage(dtype, out, n, size);
+  if (root && a.op == DIST_AVG) dist::FinishAverage(dtype, out, n, size);
   return absl::OkStatus();
 }
 
@@ -160,11 +160,11 @@ absl::Status RunReduceScatter(const Op& op, const OpEnv& env) {
   const dist_dtype_t dtype = a.send.dtype;
   if (IsHalf(dtype)) {
     std::vector<float> acc(n * w);
-    WidenToFloat(dtype, a.send.data, acc.data(), n * w);
+    dist::WidenToFloat(dtype, a.send.data, acc.data(), n * w);
     RingReduceScatter(env, acc.data(), n, DIST_FLOAT32, a.op);
     float* mine = acc.data() + n * rank;
-    if (a.op == DIST_AVG) FinishAverage(DIST_FLOAT32, mine, n, size);
-    NarrowFromFloat(dtype, mine, a.recv.data, n);
+    if (a.op == DIST_AVG) dist::FinishAverage(DIST_FLOAT32, mine, n, size);
+    dist::NarrowFromFloat(dtype, mine, a.recv.data, n);
     return absl::OkStatus();
   }
   // Reduce in a private copy of the input: the caller's send stays intact
@@ -172,9 +172,9 @@ absl::Status RunReduceScatter(const Op& op, const OpEnv& env) {
   std::vector<char> acc = CopyOf(a.send.data, Bytes(dtype, n * w));
   RingReduceScatter(env, acc.data(), n, dtype, a.op);
   char* mine = acc.data() + Bytes(dtype, n * rank);
-  if (a.op == DIST_AVG) FinishAverage(dtype, mine, n, size);
+  if (a.op == DIST_AVG) dist::FinishAverage(dtype, mine, n, size);
   std::memcpy(a.recv.data, mine, Bytes(dtype, n));
   return absl::OkStatus();
 }
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo

@@ -6,7 +6,7 @@
 #include "dist/cpp/reduce.hpp"
 #include "gloo/math.h"
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 namespace {
 
 // Gloo's own kernels for the arithmetic ops (the same code raw Gloo users
@@ -33,16 +33,16 @@ ReduceFn Arithmetic(dist_reduce_op_t op) {
 }  // namespace
 
 ReduceFn ReductionFor(dist_dtype_t dtype, dist_reduce_op_t op) {
-  if (IsBitwise(op)) {
+  if (dist::IsBitwise(op)) {
     // Bitwise ops on integers: the SDK's kernels, made three-operand.
     const size_t element = dist_dtype_size(dtype);
     return [dtype, op, element](void* out, const void* a, const void* b, size_t n) {
       if (out == b) {
-        ReduceInto(dtype, op, out, a, n);
+        dist::ReduceInto(dtype, op, out, a, n);
         return;
       }
       if (out != a) std::memmove(out, a, n * element);
-      ReduceInto(dtype, op, out, b, n);
+      dist::ReduceInto(dtype, op, out, b, n);
     };
   }
   switch (dtype) {
@@ -56,4 +56,4 @@ ReduceFn ReductionFor(dist_dtype_t dtype, dist_reduce_op_t op) {
   }
 }
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo

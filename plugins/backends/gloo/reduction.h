@@ -8,7 +8,7 @@
 
 #include "dist/types.h"
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 
 using ReduceFn = std::function<void(void*, const void*, const void*, size_t)>;
 
@@ -21,6 +21,6 @@ ReduceFn ReductionFor(dist_dtype_t dtype, dist_reduce_op_t op);
 // True for the dtypes that are widened to float32 for reductions.
 inline bool IsHalf(dist_dtype_t dtype) { return dtype == DIST_FLOAT16 || dtype == DIST_BFLOAT16; }
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo
 
 #endif  // DIST_PLUGINS_BACKENDS_GLOO_REDUCTION_H_

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 
 void Work::Complete(absl::Status status) {
   absl::MutexLock lock(&mu_);
@@ -32,4 +32,4 @@ absl::Status Work::Test(bool* done) const {
   return done_ ? status_ : absl::OkStatus();
 }
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo

@@ -11,7 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace dist::gloo_backend {
+namespace dist_gloo {
 
 class Work {
  public:
@@ -33,6 +33,6 @@ class Work {
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace dist::gloo_backend
+}  // namespace dist_gloo
 
 #endif  // DIST_PLUGINS_BACKENDS_GLOO_WORK_H_

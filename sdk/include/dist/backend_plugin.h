@@ -10,7 +10,12 @@
  * covers, so a plugin built against an older minor version keeps working,
  * and requires abi_major == DIST_BACKEND_ABI_MAJOR. See sdk/ABI.md.
  *
- * Buffers per operation (n = count of the smaller buffer, W = world size):
+ * Buffers per operation (W = world size). Counts are exact: every buffer a
+ * rank uses holds exactly the elements shown (all_gather: recv.count ==
+ * send.count * W; all_reduce: recv.count == send.count; ...); a larger
+ * buffer is an error, not a slice. This is the rule the core
+ * checks for dist.h callers and the SDK's C++ adapter checks for callers of
+ * a plugin's table (dist/cpp/validate.hpp), so every backend follows it.
  *   all_reduce      send[n] -> recv[n] on every rank
  *   broadcast       send[n] on root -> recv[n] on every rank
  *   reduce          send[n] on every rank -> recv[n] on root

@@ -1,6 +1,8 @@
 // dist SDK, C++ side: checks an operation's arguments against the buffer
 // shapes of backend_plugin.h, so that the core and every plugin give the same
-// one-line errors for the same mistakes.
+// one-line errors for the same mistakes. The core runs these checks for
+// dist.h callers, and the backend adapter (dist/cpp/backend_adapter.hpp)
+// runs the same ones for callers of a plugin's table: one buffer rule.
 #ifndef DIST_CPP_VALIDATE_HPP_
 #define DIST_CPP_VALIDATE_HPP_
 
@@ -21,9 +23,42 @@ inline bool IsReducing(dist_collective_t kind) {
          kind == DIST_COLL_REDUCE_SCATTER;
 }
 
-inline bool HasRoot(dist_collective_t kind) {
+inline bool IsRooted(dist_collective_t kind) {
   return kind == DIST_COLL_BROADCAST || kind == DIST_COLL_REDUCE || kind == DIST_COLL_GATHER ||
          kind == DIST_COLL_SCATTER;
+}
+
+// Which of the two buffers `kind` reads or writes on `rank` (barrier: none).
+struct UsedBuffers {
+  bool send = false;
+  bool recv = false;
+};
+inline UsedBuffers BuffersUsed(dist_collective_t kind, const dist_op_args_t& args, int rank) {
+  if (kind == DIST_COLL_BARRIER) return {};
+  const bool is_root = args.root == rank;
+  UsedBuffers used;
+  used.send = kind != DIST_COLL_RECV && !(kind == DIST_COLL_BROADCAST && !is_root) &&
+              !(kind == DIST_COLL_SCATTER && !is_root);
+  used.recv = kind != DIST_COLL_SEND && !(kind == DIST_COLL_REDUCE && !is_root) &&
+              !(kind == DIST_COLL_GATHER && !is_root);
+  return used;
+}
+
+// The device buffer of `kind` on `rank` that is not on `device`, or nullptr
+// when every buffer it uses is there. `*which` names it ("send"/"recv").
+inline const dist_buffer_t* BufferOffDevice(dist_collective_t kind, const dist_op_args_t& args,
+                                            int rank, dist_device_type_t device,
+                                            const char** which) {
+  const UsedBuffers used = BuffersUsed(kind, args, rank);
+  if (used.send && args.send.device.type != device) {
+    *which = "send";
+    return &args.send;
+  }
+  if (used.recv && args.recv.device.type != device) {
+    *which = "recv";
+    return &args.recv;
+  }
+  return nullptr;
 }
 
 namespace internal {
@@ -58,7 +93,7 @@ inline absl::Status ValidateOpArgs(dist_collective_t kind, const dist_op_args_t&
                                    int world_size) {
   const char* op = dist_collective_name(kind);
   const uint64_t w = static_cast<uint64_t>(world_size);
-  if (HasRoot(kind) && (args.root < 0 || args.root >= world_size)) {
+  if (IsRooted(kind) && (args.root < 0 || args.root >= world_size)) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": root ", args.root,
                                                    " is outside [0, ", world_size, ")"));
   }
@@ -70,11 +105,9 @@ inline absl::Status ValidateOpArgs(dist_collective_t kind, const dist_op_args_t&
   }
   if (kind == DIST_COLL_BARRIER) return absl::OkStatus();
   const bool is_root = args.root == rank;
-  // Which buffers this rank actually uses.
-  const bool uses_send = kind != DIST_COLL_RECV && !(kind == DIST_COLL_BROADCAST && !is_root) &&
-                         !(kind == DIST_COLL_SCATTER && !is_root);
-  const bool uses_recv = kind != DIST_COLL_SEND && !(kind == DIST_COLL_REDUCE && !is_root) &&
-                         !(kind == DIST_COLL_GATHER && !is_root);
+  const UsedBuffers used = BuffersUsed(kind, args, rank);
+  const bool uses_send = used.send;
+  const bool uses_recv = used.recv;
   if (uses_send) DIST_RETURN_IF_ERROR(internal::CheckBuffer(op, "send", args.send));
   if (uses_recv) DIST_RETURN_IF_ERROR(internal::CheckBuffer(op, "recv", args.recv));
   if (uses_send && uses_recv) {

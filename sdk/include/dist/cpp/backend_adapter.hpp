@@ -1,0 +1,296 @@
+// dist SDK, C++ side: the adapter between the backend plugin table of
+// backend_plugin.h and a plugin's C++ code. A plugin implements Backend,
+// BackendComm and BackendWork below and exports its table with one line:
+//
+//     DIST_EXPORT_BACKEND_PLUGIN(MyBackend)  // MyBackend: a Backend
+//
+// The adapter owns, once for every plugin: the table (filled field by field
+// over a zeroed one), the struct_size rule of sdk/ABI.md for the config and
+// the operation arguments (dist/cpp/abi_struct.hpp), the exception guard
+// (dist/cpp/guard.hpp), host logging (dist/cpp/host_log.hpp), NULL-pointer
+// checks, and the common argument checks of dist/cpp/validate.hpp (the
+// buffer rule of backend_plugin.h, the same checks the core makes), so that
+// every backend answers a bad call alike. A plugin's own checks (device type,
+// which dtypes its library takes) stay in its Issue.
+#ifndef DIST_CPP_BACKEND_ADAPTER_HPP_
+#define DIST_CPP_BACKEND_ADAPTER_HPP_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "dist/backend_plugin.h"
+#include "dist/cpp/abi_struct.hpp"
+#include "dist/cpp/guard.hpp"
+#include "dist/cpp/host_log.hpp"
+#include "dist/cpp/status.hpp"
+#include "dist/cpp/validate.hpp"
+
+namespace dist {
+
+// One issued operation. Destroying the handle never cancels the operation.
+class BackendWork {
+ public:
+  virtual ~BackendWork() = default;
+  // Blocks up to `timeout` (always finite); the operation's status,
+  // DEADLINE_EXCEEDED when the timeout passes first (may be called again).
+  virtual absl::Status Wait(absl::Duration timeout) = 0;
+  // Non-blocking: sets *done; once done, returns the operation's status.
+  virtual absl::Status Test(bool* done) = 0;
+  // Makes `stream` wait for the work (CUDA); only with has_wait_stream().
+  virtual absl::Status WaitStream(void* stream) {
+    return absl::UnimplementedError("work_wait_stream is not supported by this backend");
+  }
+};
+
+// One communicator. Its destructor is comm_destroy: it waits for outstanding
+// work up to the communicator's timeout, then frees.
+class BackendComm {
+ public:
+  virtual ~BackendComm() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  // Starts one operation; `args` passed the common checks for this rank.
+  virtual absl::StatusOr<std::unique_ptr<BackendWork>> Issue(dist_collective_t kind,
+                                                             const dist_op_args_t& args) = 0;
+  // Fails pending and later operations with ABORTED carrying `reason` and
+  // unblocks every waiter. Thread-safe, idempotent.
+  virtual void Abort(const std::string& reason) = 0;
+  // comm_split on every rank of this communicator; on non-members
+  // config.rank is -1 and the result must be nullptr. `ranks`: parent ranks,
+  // ascending. Called only when the backend's has_split() is true.
+  virtual absl::StatusOr<std::unique_ptr<BackendComm>> Split(const int32_t* ranks,
+                                                             size_t num_ranks,
+                                                             const dist_comm_config_t& config) {
+    return absl::UnimplementedError("comm_split is not supported by this backend");
+  }
+};
+
+// The plugin itself: one instance per process, made on first use of the
+// entry symbol.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;     // static, [a-z0-9_]+
+  virtual const char* version() const = 0;  // static, the plugin's own version
+  virtual const char* LibraryVersion() = 0;  // static or process-lived text
+  // After the adapter remembered `host` for logging.
+  virtual absl::Status Initialize(const dist_host_api_t* host) { return absl::OkStatus(); }
+  // OK when the backend can run here; UNAVAILABLE with the reason otherwise.
+  virtual absl::Status Probe() { return absl::OkStatus(); }
+  // Fills a zeroed, full-size struct; the adapter copies what the caller has room for.
+  virtual void Capabilities(dist_backend_capabilities_t& caps) = 0;
+  virtual absl::StatusOr<std::unique_ptr<BackendComm>> CreateComm(
+      const dist_comm_config_t& config) = 0;
+  // Whether the table offers comm_split (else the core calls comm_create on
+  // the members) and work_wait_stream.
+  virtual bool has_split() const { return true; }
+  virtual bool has_wait_stream() const { return false; }
+};
+
+}  // namespace dist
+
+// The opaque handles of backend_plugin.h, as this adapter defines them.
+struct dist_backend_comm {
+  std::unique_ptr<dist::BackendComm> impl;
+};
+struct dist_backend_work {
+  std::unique_ptr<dist::BackendWork> impl;
+};
+
+namespace dist {
+namespace internal {
+
+// The process's one Backend (set by the entry symbol before any call).
+inline Backend*& TheBackend() {
+  static Backend* backend = nullptr;
+  return backend;
+}
+
+inline const char* BackendName() { return TheBackend()->name(); }
+
+inline absl::Status NullArgument(const char* where, const char* what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(BackendName(), ": ", where, ": ", what, " must not be NULL"));
+}
+
+// "gloo: " before a message from a common check.
+inline absl::Status Prefixed(const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(BackendName(), ": ", status.message()));
+}
+
+inline dist_error_t* Initialize(const dist_host_api_t* host) {
+  SetHost(host, BackendName());
+  return Guard(BackendName(), "initialize", [&] { return TheBackend()->Initialize(host); });
+}
+
+inline const char* LibraryVersion() {
+  try {
+    return TheBackend()->LibraryVersion();
+  } catch (...) {
+    return "unknown (library_version failed)";
+  }
+}
+
+inline dist_error_t* Probe() {
+  return Guard(BackendName(), "probe", [] { return TheBackend()->Probe(); });
+}
+
+inline void GetCapabilities(dist_backend_capabilities_t* caps) {
+  if (caps == nullptr) return;
+  GuardVoid(BackendName(), "get_capabilities", [&] {
+    dist_backend_capabilities_t full{};
+    TheBackend()->Capabilities(full);
+    WriteCallerStruct(full, caps);
+  });
+}
+
+inline dist_error_t* CommCreate(const dist_comm_config_t* config, dist_backend_comm_t** out) {
+  return Guard(BackendName(), "comm_create", [&]() -> absl::Status {
+    if (out == nullptr) return NullArgument("comm_create", "the output pointer");
+    *out = nullptr;
+    absl::StatusOr<dist_comm_config_t> read = ReadCallerStruct(config, "config");
+    if (!read.ok()) return Prefixed(read.status());
+    absl::StatusOr<std::unique_ptr<BackendComm>> comm = TheBackend()->CreateComm(*read);
+    if (!comm.ok()) return comm.status();
+    *out = new dist_backend_comm{*std::move(comm)};
+    return absl::OkStatus();
+  });
+}
+
+inline dist_error_t* CommSplit(dist_backend_comm_t* parent, const int32_t* ranks,
+                               size_t num_ranks, const dist_comm_config_t* config,
+                               dist_backend_comm_t** out) {
+  return Guard(BackendName(), "comm_split", [&]() -> absl::Status {
+    if (out == nullptr) return NullArgument("comm_split", "the output pointer");
+    *out = nullptr;
+    if (parent == nullptr) return NullArgument("comm_split", "the parent communicator");
+    if (ranks == nullptr && num_ranks > 0) return NullArgument("comm_split", "ranks");
+    absl::StatusOr<dist_comm_config_t> read = ReadCallerStruct(config, "config");
+    if (!read.ok()) return Prefixed(read.status());
+    absl::StatusOr<std::unique_ptr<BackendComm>> child =
+        parent->impl->Split(ranks, num_ranks, *read);
+    if (!child.ok()) return child.status();
+    if (*child != nullptr) *out = new dist_backend_comm{*std::move(child)};
+    return absl::OkStatus();
+  });
+}
+
+inline void CommAbort(dist_backend_comm_t* comm, const char* reason) {
+  if (comm == nullptr) return;
+  GuardVoid(BackendName(), "comm_abort", [&] {
+    comm->impl->Abort(reason != nullptr && reason[0] != '\0' ? reason : "no reason given");
+  });
+}
+
+inline void CommDestroy(dist_backend_comm_t* comm) {
+  GuardVoid(BackendName(), "comm_destroy", [&] { delete comm; });
+}
+
+// The trampoline of every operation: checks, then the backend's Issue.
+template <dist_collective_t kKind>
+dist_error_t* Issue(dist_backend_comm_t* comm, const dist_op_args_t* args,
+                    dist_backend_work_t** work) {
+  const char* op = dist_collective_name(kKind);
+  return Guard(BackendName(), op, [&]() -> absl::Status {
+    if (work == nullptr) return NullArgument(op, "the work pointer");
+    *work = nullptr;
+    if (comm == nullptr) return NullArgument(op, "the communicator");
+    absl::StatusOr<dist_op_args_t> read = ReadCallerStruct(args, "args");
+    if (!read.ok()) return Prefixed(read.status());
+    BackendComm& impl = *comm->impl;
+    DIST_RETURN_IF_ERROR(Prefixed(ValidateOpArgs(kKind, *read, impl.rank(), impl.world_size())));
+    absl::StatusOr<std::unique_ptr<BackendWork>> issued = impl.Issue(kKind, *read);
+    if (!issued.ok()) return issued.status();
+    *work = new dist_backend_work{*std::move(issued)};
+    return absl::OkStatus();
+  });
+}
+
+inline dist_error_t* WorkWait(dist_backend_work_t* work, int64_t timeout_ms) {
+  return Guard(BackendName(), "work_wait", [&]() -> absl::Status {
+    if (work == nullptr) return NullArgument("work_wait", "work");
+    // The core always passes a bound; a negative one is treated as 0.
+    return work->impl->Wait(absl::Milliseconds(timeout_ms < 0 ? 0 : timeout_ms));
+  });
+}
+
+inline dist_error_t* WorkTest(dist_backend_work_t* work, int* done) {
+  return Guard(BackendName(), "work_test", [&]() -> absl::Status {
+    if (work == nullptr) return NullArgument("work_test", "work");
+    if (done == nullptr) return NullArgument("work_test", "done");
+    bool finished = false;
+    absl::Status status = work->impl->Test(&finished);
+    *done = finished ? 1 : 0;
+    return finished ? status : absl::OkStatus();
+  });
+}
+
+inline void WorkDestroy(dist_backend_work_t* work) {
+  GuardVoid(BackendName(), "work_destroy", [&] { delete work; });
+}
+
+inline dist_error_t* WorkWaitStream(dist_backend_work_t* work, void* stream) {
+  return Guard(BackendName(), "work_wait_stream", [&]() -> absl::Status {
+    if (work == nullptr) return NullArgument("work_wait_stream", "work");
+    return work->impl->WaitStream(stream);
+  });
+}
+
+}  // namespace internal
+
+// The table for `backend` (which must live for the process), filled field by
+// field over a zeroed table so that fields appended later stay NULL.
+inline dist_backend_plugin_t MakeBackendTable(Backend& backend) {
+  internal::TheBackend() = &backend;
+  dist_backend_plugin_t t{};
+  t.struct_size = sizeof(t);
+  t.abi_major = DIST_BACKEND_ABI_MAJOR;
+  t.abi_minor = DIST_BACKEND_ABI_MINOR;
+  t.name = backend.name();
+  t.version = backend.version();
+  t.initialize = &internal::Initialize;
+  t.library_version = &internal::LibraryVersion;
+  t.probe = &internal::Probe;
+  t.get_capabilities = &internal::GetCapabilities;
+  t.comm_create = &internal::CommCreate;
+  t.comm_split = backend.has_split() ? &internal::CommSplit : nullptr;
+  t.comm_abort = &internal::CommAbort;
+  t.comm_destroy = &internal::CommDestroy;
+  t.all_reduce = &internal::Issue<DIST_COLL_ALL_REDUCE>;
+  t.broadcast = &internal::Issue<DIST_COLL_BROADCAST>;
+  t.reduce = &internal::Issue<DIST_COLL_REDUCE>;
+  t.all_gather = &internal::Issue<DIST_COLL_ALL_GATHER>;
+  t.gather = &internal::Issue<DIST_COLL_GATHER>;
+  t.scatter = &internal::Issue<DIST_COLL_SCATTER>;
+  t.reduce_scatter = &internal::Issue<DIST_COLL_REDUCE_SCATTER>;
+  t.all_to_all = &internal::Issue<DIST_COLL_ALL_TO_ALL>;
+  t.barrier = &internal::Issue<DIST_COLL_BARRIER>;
+  t.send = &internal::Issue<DIST_COLL_SEND>;
+  t.recv = &internal::Issue<DIST_COLL_RECV>;
+  t.work_wait = &internal::WorkWait;
+  t.work_test = &internal::WorkTest;
+  t.work_destroy = &internal::WorkDestroy;
+  t.work_wait_stream = backend.has_wait_stream() ? &internal::WorkWaitStream : nullptr;
+  return t;
+}
+
+}  // namespace dist
+
+// Defines the entry symbol dist_backend_plugin_v1, returning the table of a
+// process-lived `BackendClass` (default-constructible, derived from
+// dist::Backend). Use once per plugin, at file scope.
+#define DIST_EXPORT_BACKEND_PLUGIN(BackendClass)                                   \
+  extern "C" DIST_EXPORT const dist_backend_plugin_t* dist_backend_plugin_v1(void) { \
+    static BackendClass* const backend = new BackendClass();                        \
+    static const dist_backend_plugin_t table = ::dist::MakeBackendTable(*backend);  \
+    return &table;                                                                  \
+  }
+
+#endif  // DIST_CPP_BACKEND_ADAPTER_HPP_
