@@ -324,18 +324,19 @@ TEST(ShmFailures, BadArgumentsAndCudaBuffersAreRefusedAtIssue) {
     dist_backend_work_t* work = nullptr;
     dist_op_args_t a = AllReduceArgs(data, 4);
     a.send.device = dist_cuda(0);
+    a.recv.device = dist_cuda(0);  // (mixed devices fail the common checks first)
     RANK_CHECK(rank, Is(rank, p->all_reduce(comm, &a, &work), DIST_UNIMPLEMENTED, "nccl"));
     a = AllReduceArgs(data, 4);
     a.op = DIST_BXOR;
     RANK_CHECK(rank, Is(rank, p->all_reduce(comm, &a, &work), DIST_INVALID_ARGUMENT, "bitwise"));
     a = AllReduceArgs(data, 4);
     a.recv.count = 3;
-    RANK_CHECK(rank, Is(rank, p->all_reduce(comm, &a, &work), DIST_INVALID_ARGUMENT, "recv.count"));
+    RANK_CHECK(rank, Is(rank, p->all_reduce(comm, &a, &work), DIST_INVALID_ARGUMENT, "recv count"));
     a = AllReduceArgs(data, 4);
     a.root = 1;
     RANK_CHECK(rank, Is(rank, p->broadcast(comm, &a, &work), DIST_INVALID_ARGUMENT, "root 1"));
     a.peer = 0;
-    RANK_CHECK(rank, Is(rank, p->send(comm, &a, &work), DIST_INVALID_ARGUMENT, "this rank"));
+    RANK_CHECK(rank, Is(rank, p->send(comm, &a, &work), DIST_INVALID_ARGUMENT, "another rank"));
     RANK_CHECK(rank, work == nullptr);
     // World size 1 works: every collective is a local copy.
     a = AllReduceArgs(data, 4);

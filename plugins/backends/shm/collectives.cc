@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "dist/cpp/reduce.hpp"
 #include "dist/cpp/status.hpp"
+#include "dist/cpp/validate.hpp"
 
 namespace dist_shm {
 namespace {
@@ -16,24 +17,14 @@ constexpr uint64_t kSmallReduceBytes = 16 * 1024;
 
 char* Bytes(void* p) { return static_cast<char*>(p); }
 
-bool IsReducing(dist_collective_t c) {
-  return c == DIST_COLL_ALL_REDUCE || c == DIST_COLL_REDUCE ||
-         c == DIST_COLL_REDUCE_SCATTER;
-}
-
-bool IsRooted(dist_collective_t c) {
-  return c == DIST_COLL_BROADCAST || c == DIST_COLL_REDUCE || c == DIST_COLL_GATHER ||
-         c == DIST_COLL_SCATTER;
-}
-
 std::string Describe(const OpSignature& s) {
   const auto collective = static_cast<dist_collective_t>(s.collective);
   std::string text = absl::StrCat(dist_collective_name(collective), "(count=", s.count,
                                   ", ", dist_dtype_name(static_cast<dist_dtype_t>(s.dtype)));
-  if (IsReducing(collective)) {
+  if (dist::IsReducing(collective)) {
     absl::StrAppend(&text, ", op=", dist_reduce_op_name(static_cast<dist_reduce_op_t>(s.op)));
   }
-  if (IsRooted(collective)) absl::StrAppend(&text, ", root=", s.root);
+  if (dist::IsRooted(collective)) absl::StrAppend(&text, ", root=", s.root);
   return text + ")";
 }
 
@@ -57,8 +48,8 @@ void Collectives::Begin(dist_collective_t collective, const dist_op_args_t& a,
   s.collective = collective;
   s.dtype = dtype;
   s.count = count;
-  s.root = IsRooted(collective) ? a.root : -1;
-  s.op = IsReducing(collective) ? a.op : 0;
+  s.root = dist::IsRooted(collective) ? a.root : -1;
+  s.op = dist::IsReducing(collective) ? a.op : 0;
   segment_->rank(rank_).signature[collectives_ & 1u] = s;
   ++collectives_;
   check_signature_ = true;

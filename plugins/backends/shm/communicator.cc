@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "dist/cpp/host_log.hpp"
 #include "dist/cpp/reduce.hpp"
 #include "dist/cpp/status.hpp"
 #include "bootstrap.h"
@@ -13,7 +14,7 @@
 namespace dist_shm {
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
-    const dist_comm_config_t& config, const dist_host_api_t* host) {
+    const dist_comm_config_t& config) {
   if (config.world_size < 1 || config.rank < 0 || config.rank >= config.world_size) {
     return absl::InvalidArgumentError(absl::StrCat("shm: rank ", config.rank,
                                                    " is outside world size ",
@@ -28,7 +29,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   absl::StatusOr<std::unique_ptr<Segment>> segment = JoinSegment(config, *tuning, group);
   if (!segment.ok()) return segment.status();
   std::unique_ptr<Communicator> comm(
-      new Communicator(config, *std::move(segment), tuning->spin, host));
+      new Communicator(config, *std::move(segment), tuning->spin));
   comm->Log(DIST_LOG_DEBUG,
             absl::StrCat("group '", group, "' rank ", config.rank, "/", config.world_size,
                          " on segment ", comm->segment_->name(), " (slots ",
@@ -38,12 +39,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
 }
 
 Communicator::Communicator(const dist_comm_config_t& config, std::unique_ptr<Segment> segment,
-                           absl::Duration spin, const dist_host_api_t* host)
+                           absl::Duration spin)
     : rank_(config.rank),
       world_size_(config.world_size),
       group_(config.group_name ? config.group_name : "default"),
       timeout_ms_(config.timeout_ms > 0 ? config.timeout_ms : 300000),
-      host_(host),
       segment_(std::move(segment)),
       waiter_(segment_.get(), rank_, group_, &abort_, spin),
       collectives_(segment_.get(), &waiter_, rank_),
@@ -70,10 +70,7 @@ Communicator::~Communicator() {
 }
 
 void Communicator::Log(dist_log_level_t level, const std::string& message) const {
-  if (host_ != nullptr && host_->log != nullptr &&
-      (host_->log_enabled == nullptr || host_->log_enabled(level))) {
-    host_->log(level, "shm", message.c_str());
-  }
+  dist::Log(level, message);
 }
 
 void Communicator::Publish(RankState state, const std::string& reason) {
@@ -104,7 +101,7 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t coll
                                                           const dist_op_args_t& args) {
   const char* what = dist_collective_name(collective);
   if (abort_.aborted()) return waiter_.AbortedError(what);
-  DIST_RETURN_IF_ERROR(ValidateOp(collective, args, rank_, world_size_));
+  DIST_RETURN_IF_ERROR(ValidateOp(collective, args, rank_));
   auto work = std::make_shared<Work>(what, group_);
   absl::MutexLock lock(&mu_);
   if (!broken_.ok()) {

@@ -26,8 +26,7 @@ namespace dist_shm {
 class Communicator {
  public:
   // Collective over the config's ranks.
-  static absl::StatusOr<std::unique_ptr<Communicator>> Create(const dist_comm_config_t& config,
-                                                              const dist_host_api_t* host);
+  static absl::StatusOr<std::unique_ptr<Communicator>> Create(const dist_comm_config_t& config);
   // Waits for outstanding work up to the timeout (then aborts it), leaves.
   ~Communicator();
 
@@ -37,6 +36,7 @@ class Communicator {
   void Abort(const std::string& reason);
 
   int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
 
  private:
   struct Task {
@@ -53,7 +53,7 @@ class Communicator {
   };
 
   Communicator(const dist_comm_config_t& config, std::unique_ptr<Segment> segment,
-               absl::Duration spin, const dist_host_api_t* host);
+               absl::Duration spin);
   void Run();
   void Execute(const Task& task);
   void Finish(const std::shared_ptr<Started>& started, absl::Status status);
@@ -65,7 +65,6 @@ class Communicator {
   const int world_size_;
   const std::string group_;
   const int64_t timeout_ms_;
-  const dist_host_api_t* host_;
   std::unique_ptr<Segment> segment_;
   AbortState abort_;
   Waiter waiter_;

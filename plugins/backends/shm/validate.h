@@ -1,5 +1,6 @@
-// Checks one operation's arguments before it is queued, so callers get
-// shape, dtype, device and rank mistakes at once instead of from the worker.
+// The shm backend's own check of an operation before it is queued, after the
+// common ones of dist/cpp/validate.hpp (the plugin adapter makes those):
+// every buffer the rank uses is CPU memory.
 #ifndef DIST_PLUGINS_BACKENDS_SHM_VALIDATE_H_
 #define DIST_PLUGINS_BACKENDS_SHM_VALIDATE_H_
 
@@ -8,8 +9,7 @@
 
 namespace dist_shm {
 
-absl::Status ValidateOp(dist_collective_t collective, const dist_op_args_t& args, int rank,
-                        int world_size);
+absl::Status ValidateOp(dist_collective_t collective, const dist_op_args_t& args, int rank);
 
 }  // namespace dist_shm
 
