@@ -415,7 +415,7 @@ int Collectives() {
   dist_op_args_t bad = MakeArgs(dist_make_buffer(x.data(), 4, DIST_FLOAT32, dist_cpu()),
                                 dist_make_buffer(y.data(), 3, DIST_FLOAT32, dist_cpu()));
   dist_backend_work_t* work = nullptr;
-  MT_EXPECT_ERROR(P->all_reduce(comm, &bad, &work), DIST_INVALID_ARGUMENT, "recv has 3 elements but needs 4");
+  MT_EXPECT_ERROR(P->all_reduce(comm, &bad, &work), DIST_INVALID_ARGUMENT, "recv count is 3 but must be 4");
   P->comm_destroy(comm);
   return 0;
 }

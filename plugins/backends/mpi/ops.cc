@@ -28,15 +28,9 @@ class Checker {
     return Error(absl::StatusCode::kInvalidArgument, what);
   }
 
-  // A buffer the op uses on this rank.
+  // A buffer the op uses on this rank: what MPI adds to the common checks of
+  // dist/cpp/validate.hpp, which the plugin adapter made before.
   absl::Status Buffer(const char* which, const dist_buffer_t& buffer) const {
-    if (dist_dtype_size(buffer.dtype) == 0) {
-      return Invalid(absl::StrCat(which, " has unknown dtype ", static_cast<int>(buffer.dtype)));
-    }
-    if (buffer.data == nullptr && buffer.count > 0) {
-      return Invalid(absl::StrCat(which, " is NULL with count ", buffer.count,
-                                  "; pass the buffer's memory"));
-    }
     if (buffer.count > static_cast<uint64_t>(INT_MAX)) {
       return Error(absl::StatusCode::kOutOfRange,
                    absl::StrCat(which, " has ", buffer.count,
@@ -55,38 +49,13 @@ class Checker {
                      absl::StrCat(which, " names a CUDA stream, which MPI cannot order on; "
                                          "synchronize it and pass stream=NULL, or use nccl"));
       }
-    } else if (buffer.device.type != DIST_DEVICE_CPU) {
-      return Invalid(absl::StrCat(which, " is on unknown device type ",
-                                  static_cast<int>(buffer.device.type)));
     }
     return absl::OkStatus();
   }
 
-  absl::Status SameDtype(const dist_buffer_t& send, const dist_buffer_t& recv) const {
-    if (send.dtype == recv.dtype) return absl::OkStatus();
-    return Invalid(absl::StrCat("send is ", dist_dtype_name(send.dtype), " but recv is ",
-                                dist_dtype_name(recv.dtype), "; use one dtype"));
-  }
-
-  absl::Status Count(const char* which, uint64_t actual, uint64_t expected,
-                     const char* shape) const {
-    if (actual == expected) return absl::OkStatus();
-    return Invalid(absl::StrCat(which, " has ", actual, " elements but needs ", expected, " (",
-                                shape, ")"));
-  }
-
-  absl::Status Root(int32_t root) const {
-    if (root >= 0 && root < comm_.size()) return absl::OkStatus();
-    return Invalid(absl::StrCat("root ", root, " is not a rank of this group (0..",
-                                comm_.size() - 1, ")"));
-  }
-
-  // Reductions: the op must suit the dtype; CUDA buffers cannot take the
-  // host-side parts (avg's division, float16/bfloat16 ops).
+  // Reductions on CUDA buffers cannot take the host-side parts (avg's
+  // division, float16/bfloat16 ops).
   absl::Status Reduction(dist_dtype_t dtype, dist_reduce_op_t op, bool on_cuda) const {
-    if (absl::Status s = dist::ValidateReduceOp(dtype, op); !s.ok()) {
-      return Invalid(std::string(s.message()));
-    }
     if (on_cuda && (op == DIST_AVG || dtype == DIST_FLOAT16 || dtype == DIST_BFLOAT16)) {
       return Error(absl::StatusCode::kUnimplemented,
                    absl::StrCat(dist_reduce_op_name(op), " on ", dist_dtype_name(dtype),
@@ -152,14 +121,12 @@ std::function<absl::Status(const MPI_Status&)> Average(void* data, uint64_t coun
 
 }  // namespace
 
-OpResult StartAllReduce(Comm& comm, const dist_op_args_t& args) {
+OpResult IssueAllReduce(Comm& comm, const dist_op_args_t& args) {
   const Checker check(comm, DIST_COLL_ALL_REDUCE);
   const dist_buffer_t& send = args.send;
   const dist_buffer_t& recv = args.recv;
   DIST_RETURN_IF_ERROR(check.Buffer("send", send));
   DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
-  DIST_RETURN_IF_ERROR(check.SameDtype(send, recv));
-  DIST_RETURN_IF_ERROR(check.Count("recv", recv.count, send.count, "all_reduce: send[n] -> recv[n]"));
   DIST_RETURN_IF_ERROR(check.Reduction(send.dtype, args.op, OnCuda(send, recv)));
   auto op = NewOp(DIST_COLL_ALL_REDUCE, args, send.count, send.dtype);
   const size_t bytes = Bytes(send, send.count);
@@ -181,11 +148,10 @@ OpResult StartAllReduce(Comm& comm, const dist_op_args_t& args) {
   return IssueOp(comm, std::move(op));
 }
 
-OpResult StartBroadcast(Comm& comm, const dist_op_args_t& args) {
+OpResult IssueBroadcast(Comm& comm, const dist_op_args_t& args) {
   const Checker check(comm, DIST_COLL_BROADCAST);
   const dist_buffer_t& send = args.send;
   const dist_buffer_t& recv = args.recv;
-  DIST_RETURN_IF_ERROR(check.Root(args.root));
   const bool root = comm.rank() == args.root;
   // The root may pass only send (recv NULL): it broadcasts from send.
   const bool from_send_only = root && recv.data == nullptr && send.data != nullptr;
@@ -195,8 +161,6 @@ OpResult StartBroadcast(Comm& comm, const dist_op_args_t& args) {
   const bool copy = root && !from_send_only && send.data != nullptr && send.data != recv.data;
   if (copy) {
     DIST_RETURN_IF_ERROR(check.Buffer("send", send));
-    DIST_RETURN_IF_ERROR(check.SameDtype(send, recv));
-    DIST_RETURN_IF_ERROR(check.Count("send", send.count, recv.count, "broadcast: send[n] on root -> recv[n]"));
     DIST_RETURN_IF_ERROR(check.NoCudaCopy(recv, "broadcast from a separate send buffer"));
     if (Overlap(send.data, bytes, recv.data, bytes)) {
       return check.Invalid("send and recv overlap without being the same buffer");
@@ -222,17 +186,14 @@ OpResult StartBroadcast(Comm& comm, const dist_op_args_t& args) {
   return IssueOp(comm, std::move(op));
 }
 
-OpResult StartReduce(Comm& comm, const dist_op_args_t& args) {
+OpResult IssueReduce(Comm& comm, const dist_op_args_t& args) {
   const Checker check(comm, DIST_COLL_REDUCE);
   const dist_buffer_t& send = args.send;
   const dist_buffer_t& recv = args.recv;
-  DIST_RETURN_IF_ERROR(check.Root(args.root));
   const bool root = comm.rank() == args.root;
   DIST_RETURN_IF_ERROR(check.Buffer("send", send));
   if (root) {
     DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
-    DIST_RETURN_IF_ERROR(check.SameDtype(send, recv));
-    DIST_RETURN_IF_ERROR(check.Count("recv", recv.count, send.count, "reduce: send[n] -> recv[n] on root"));
   }
   DIST_RETURN_IF_ERROR(check.Reduction(send.dtype, args.op, OnCuda(send, root ? recv : send)));
   auto op = NewOp(DIST_COLL_REDUCE, args, send.count, send.dtype);
@@ -258,15 +219,13 @@ OpResult StartReduce(Comm& comm, const dist_op_args_t& args) {
   return IssueOp(comm, std::move(op));
 }
 
-OpResult StartAllGather(Comm& comm, const dist_op_args_t& args) {
+OpResult IssueAllGather(Comm& comm, const dist_op_args_t& args) {
   const Checker check(comm, DIST_COLL_ALL_GATHER);
   const dist_buffer_t& send = args.send;
   const dist_buffer_t& recv = args.recv;
   DIST_RETURN_IF_ERROR(check.Buffer("send", send));
   DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
-  DIST_RETURN_IF_ERROR(check.SameDtype(send, recv));
   const uint64_t n = send.count;
-  DIST_RETURN_IF_ERROR(check.Count("recv", recv.count, n * comm.size(), "all_gather: send[n] -> recv[n*W]"));
   const size_t block = Bytes(send, n);
   const bool in_place = n > 0 && send.data == At(recv, n * comm.rank());
   if (!in_place && Overlap(send.data, block, recv.data, block * comm.size())) {
@@ -293,11 +252,10 @@ OpResult StartAllGather(Comm& comm, const dist_op_args_t& args) {
   return IssueOp(comm, std::move(op));
 }
 
-OpResult StartGather(Comm& comm, const dist_op_args_t& args) {
+OpResult IssueGather(Comm& comm, const dist_op_args_t& args) {
   const Checker check(comm, DIST_COLL_GATHER);
   const dist_buffer_t& send = args.send;
   const dist_buffer_t& recv = args.recv;
-  DIST_RETURN_IF_ERROR(check.Root(args.root));
   const bool root = comm.rank() == args.root;
   DIST_RETURN_IF_ERROR(check.Buffer("send", send));
   const uint64_t n = send.count;
@@ -305,8 +263,6 @@ OpResult StartGather(Comm& comm, const dist_op_args_t& args) {
   bool in_place = false;
   if (root) {
     DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
-    DIST_RETURN_IF_ERROR(check.SameDtype(send, recv));
-    DIST_RETURN_IF_ERROR(check.Count("recv", recv.count, n * comm.size(), "gather: send[n] -> recv[n*W] on root"));
     in_place = n > 0 && send.data == At(recv, n * comm.rank());
     if (!in_place && Overlap(send.data, block, recv.data, block * comm.size())) {
       return check.Invalid("send overlaps recv but is not the root's block of it");
@@ -328,11 +284,10 @@ OpResult StartGather(Comm& comm, const dist_op_args_t& args) {
   return IssueOp(comm, std::move(op));
 }
 
-OpResult StartScatter(Comm& comm, const dist_op_args_t& args) {
+OpResult IssueScatter(Comm& comm, const dist_op_args_t& args) {
   const Checker check(comm, DIST_COLL_SCATTER);
   const dist_buffer_t& send = args.send;
   const dist_buffer_t& recv = args.recv;
-  DIST_RETURN_IF_ERROR(check.Root(args.root));
   const bool root = comm.rank() == args.root;
   DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
   const uint64_t n = recv.count;
@@ -340,8 +295,6 @@ OpResult StartScatter(Comm& comm, const dist_op_args_t& args) {
   bool in_place = false;
   if (root) {
     DIST_RETURN_IF_ERROR(check.Buffer("send", send));
-    DIST_RETURN_IF_ERROR(check.SameDtype(send, recv));
-    DIST_RETURN_IF_ERROR(check.Count("send", send.count, n * comm.size(), "scatter: send[n*W] on root -> recv[n]"));
     in_place = n > 0 && recv.data == At(send, n * comm.rank());
     if (!in_place && Overlap(recv.data, block, send.data, block * comm.size())) {
       return check.Invalid("recv overlaps send but is not the root's block of it");
@@ -363,15 +316,13 @@ OpResult StartScatter(Comm& comm, const dist_op_args_t& args) {
   return IssueOp(comm, std::move(op));
 }
 
-OpResult StartReduceScatter(Comm& comm, const dist_op_args_t& args) {
+OpResult IssueReduceScatter(Comm& comm, const dist_op_args_t& args) {
   const Checker check(comm, DIST_COLL_REDUCE_SCATTER);
   const dist_buffer_t& send = args.send;
   const dist_buffer_t& recv = args.recv;
   DIST_RETURN_IF_ERROR(check.Buffer("send", send));
   DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
-  DIST_RETURN_IF_ERROR(check.SameDtype(send, recv));
   const uint64_t n = recv.count;
-  DIST_RETURN_IF_ERROR(check.Count("send", send.count, n * comm.size(), "reduce_scatter: send[n*W] -> recv[n]"));
   DIST_RETURN_IF_ERROR(check.Reduction(send.dtype, args.op, OnCuda(send, recv)));
   const size_t block = Bytes(recv, n);
   // recv inside send (NCCL's in-place layout) or any other overlap: reduce
@@ -407,18 +358,12 @@ OpResult StartReduceScatter(Comm& comm, const dist_op_args_t& args) {
   return IssueOp(comm, std::move(op));
 }
 
-OpResult StartAllToAll(Comm& comm, const dist_op_args_t& args) {
+OpResult IssueAllToAll(Comm& comm, const dist_op_args_t& args) {
   const Checker check(comm, DIST_COLL_ALL_TO_ALL);
   const dist_buffer_t& send = args.send;
   const dist_buffer_t& recv = args.recv;
   DIST_RETURN_IF_ERROR(check.Buffer("send", send));
   DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
-  DIST_RETURN_IF_ERROR(check.SameDtype(send, recv));
-  DIST_RETURN_IF_ERROR(check.Count("recv", recv.count, send.count, "all_to_all: send[n*W] -> recv[n*W]"));
-  if (send.count % comm.size() != 0) {
-    return check.Invalid(absl::StrCat("send has ", send.count, " elements, not a multiple of the ",
-                                      comm.size(), " ranks (all_to_all: send[n*W] -> recv[n*W])"));
-  }
   const uint64_t n = send.count / comm.size();
   const size_t bytes = Bytes(send, send.count);
   // In place (or overlapping): send from a copy taken when the op starts.
@@ -445,7 +390,7 @@ OpResult StartAllToAll(Comm& comm, const dist_op_args_t& args) {
   return IssueOp(comm, std::move(op));
 }
 
-OpResult StartBarrier(Comm& comm, const dist_op_args_t& args) {
+OpResult IssueBarrier(Comm& comm, const dist_op_args_t& args) {
   auto op = NewOp(DIST_COLL_BARRIER, args, 0, DIST_UINT8);
   const MPI_Comm mpi_comm = comm.mpi_comm();
   op->start = [=](MPI_Request* request) { return MPI_Ibarrier(mpi_comm, request); };
@@ -454,11 +399,8 @@ OpResult StartBarrier(Comm& comm, const dist_op_args_t& args) {
 
 namespace {
 
-absl::Status CheckPeerAndTag(const Checker& check, const Comm& comm, const dist_op_args_t& args) {
-  if (args.peer < 0 || args.peer >= comm.size()) {
-    return check.Invalid(absl::StrCat("peer ", args.peer, " is not a rank of this group (0..",
-                                      comm.size() - 1, ")"));
-  }
+// MPI's tag range (the adapter checked the peer).
+absl::Status CheckTag(const Checker& check, const dist_op_args_t& args) {
   int* tag_ub = nullptr;
   int found = 0;
   {
@@ -475,9 +417,9 @@ absl::Status CheckPeerAndTag(const Checker& check, const Comm& comm, const dist_
 
 }  // namespace
 
-OpResult StartSend(Comm& comm, const dist_op_args_t& args) {
+OpResult IssueSend(Comm& comm, const dist_op_args_t& args) {
   const Checker check(comm, DIST_COLL_SEND);
-  DIST_RETURN_IF_ERROR(CheckPeerAndTag(check, comm, args));
+  DIST_RETURN_IF_ERROR(CheckTag(check, args));
   const dist_buffer_t& send = args.send;
   DIST_RETURN_IF_ERROR(check.Buffer("send", send));
   auto op = NewOp(DIST_COLL_SEND, args, send.count, send.dtype);
@@ -496,9 +438,9 @@ OpResult StartSend(Comm& comm, const dist_op_args_t& args) {
   return IssueOp(comm, std::move(op));
 }
 
-OpResult StartRecv(Comm& comm, const dist_op_args_t& args) {
+OpResult IssueRecv(Comm& comm, const dist_op_args_t& args) {
   const Checker check(comm, DIST_COLL_RECV);
-  DIST_RETURN_IF_ERROR(CheckPeerAndTag(check, comm, args));
+  DIST_RETURN_IF_ERROR(CheckTag(check, args));
   const dist_buffer_t& recv = args.recv;
   DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
   auto op = NewOp(DIST_COLL_RECV, args, recv.count, recv.dtype);
@@ -527,6 +469,25 @@ OpResult StartRecv(Comm& comm, const dist_op_args_t& args) {
     return MPI_Irecv(data, count, type, peer, tag, mpi_comm, request);
   };
   return IssueOp(comm, std::move(op));
+}
+
+OpResult Issue(dist_collective_t kind, Comm& comm, const dist_op_args_t& args) {
+  switch (kind) {
+    case DIST_COLL_ALL_REDUCE: return IssueAllReduce(comm, args);
+    case DIST_COLL_BROADCAST: return IssueBroadcast(comm, args);
+    case DIST_COLL_REDUCE: return IssueReduce(comm, args);
+    case DIST_COLL_ALL_GATHER: return IssueAllGather(comm, args);
+    case DIST_COLL_GATHER: return IssueGather(comm, args);
+    case DIST_COLL_SCATTER: return IssueScatter(comm, args);
+    case DIST_COLL_REDUCE_SCATTER: return IssueReduceScatter(comm, args);
+    case DIST_COLL_ALL_TO_ALL: return IssueAllToAll(comm, args);
+    case DIST_COLL_BARRIER: return IssueBarrier(comm, args);
+    case DIST_COLL_SEND: return IssueSend(comm, args);
+    case DIST_COLL_RECV: return IssueRecv(comm, args);
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("mpi: unknown operation ", static_cast<int>(kind)));
+  }
 }
 
 }  // namespace dist_mpi

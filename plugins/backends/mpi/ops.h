@@ -1,4 +1,5 @@
-// The operations of the ABI: argument checks and the non-blocking MPI call
+// The operations of the ABI: MPI's own argument checks (after the common
+// ones of dist/cpp/validate.hpp) and the non-blocking MPI call
 // behind each. Buffer shapes follow dist/backend_plugin.h.
 #ifndef DIST_PLUGINS_BACKENDS_MPI_OPS_H_
 #define DIST_PLUGINS_BACKENDS_MPI_OPS_H_
@@ -13,17 +14,20 @@ namespace dist_mpi {
 
 using OpResult = absl::StatusOr<std::shared_ptr<PendingOp>>;
 
-OpResult StartAllReduce(Comm& comm, const dist_op_args_t& args);
-OpResult StartBroadcast(Comm& comm, const dist_op_args_t& args);
-OpResult StartReduce(Comm& comm, const dist_op_args_t& args);
-OpResult StartAllGather(Comm& comm, const dist_op_args_t& args);
-OpResult StartGather(Comm& comm, const dist_op_args_t& args);
-OpResult StartScatter(Comm& comm, const dist_op_args_t& args);
-OpResult StartReduceScatter(Comm& comm, const dist_op_args_t& args);
-OpResult StartAllToAll(Comm& comm, const dist_op_args_t& args);
-OpResult StartBarrier(Comm& comm, const dist_op_args_t& args);
-OpResult StartSend(Comm& comm, const dist_op_args_t& args);
-OpResult StartRecv(Comm& comm, const dist_op_args_t& args);
+OpResult IssueAllReduce(Comm& comm, const dist_op_args_t& args);
+OpResult IssueBroadcast(Comm& comm, const dist_op_args_t& args);
+OpResult IssueReduce(Comm& comm, const dist_op_args_t& args);
+OpResult IssueAllGather(Comm& comm, const dist_op_args_t& args);
+OpResult IssueGather(Comm& comm, const dist_op_args_t& args);
+OpResult IssueScatter(Comm& comm, const dist_op_args_t& args);
+OpResult IssueReduceScatter(Comm& comm, const dist_op_args_t& args);
+OpResult IssueAllToAll(Comm& comm, const dist_op_args_t& args);
+OpResult IssueBarrier(Comm& comm, const dist_op_args_t& args);
+OpResult IssueSend(Comm& comm, const dist_op_args_t& args);
+OpResult IssueRecv(Comm& comm, const dist_op_args_t& args);
+
+// The Issue* function of `kind` (the plugin adapter's one entry).
+OpResult Issue(dist_collective_t kind, Comm& comm, const dist_op_args_t& args);
 
 }  // namespace dist_mpi
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm.h"
 #include "datatypes.h"
+#include "dist/cpp/host_log.hpp"
 #include "nbc_tuning.h"
 #include "mpi_status.h"
 #include "progress.h"
@@ -35,7 +36,6 @@ Runtime& Runtime::Get() {
 }
 
 absl::Status Runtime::Attach(const dist_host_api_t* host) {
-  host_ = host;
   // The plugin links libmpi, so it is loaded already (RTLD_NOLOAD finds it);
   // reopening it RTLD_GLOBAL puts it and its dependencies in the global
   // scope, where Open MPI's own dlopen'ed components look for its symbols.
@@ -163,13 +163,7 @@ const char* Runtime::library_version() {
 }
 
 void Runtime::Log(dist_log_level_t level, const std::string& message) const {
-  if (host_ != nullptr && host_->log != nullptr) {
-    if (host_->log_enabled == nullptr || host_->log_enabled(level)) {
-      host_->log(level, "mpi", message.c_str());
-    }
-  } else if (level <= DIST_LOG_WARN) {
-    std::fprintf(stderr, "[dist mpi] %s\n", message.c_str());
-  }
+  dist::Log(level, message);
 }
 
 void Runtime::FinalizeAtExit() {

@@ -19,9 +19,10 @@ class Runtime {
  public:
   static Runtime& Get();
 
-  // Called from the plugin's initialize(): remembers the host services and
-  // makes libmpi's symbols global (Open MPI dlopens its components, which
-  // expect them, but the core loads plugins RTLD_LOCAL).
+  // Called from the plugin's initialize() (the adapter keeps the host's
+  // services for logging): makes libmpi's symbols global (Open MPI dlopens
+  // its components, which expect them, but the core loads plugins
+  // RTLD_LOCAL).
   absl::Status Attach(const dist_host_api_t* host);
 
   // Initializes MPI on first use unless the host already did; idempotent.
@@ -52,7 +53,6 @@ class Runtime {
  private:
   Runtime() = default;
 
-  const dist_host_api_t* host_ = nullptr;
   mutable absl::Mutex mu_;
   bool attempted_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status init_status_ ABSL_GUARDED_BY(mu_);

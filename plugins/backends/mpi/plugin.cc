@@ -1,0 +1,81 @@
+// The MPI backend's entry point: its Backend for the SDK's plugin adapter
+// (dist/cpp/backend_adapter.hpp), which owns the C table.
+#include <memory>
+#include <string>
+
+#include "comm.h"
+#include "dist/cpp/backend_adapter.hpp"
+#include "ops.h"
+#include "options.h"
+#include "probe.h"
+#include "runtime.h"
+
+namespace dist_mpi {
+namespace {
+
+class MpiWork : public dist::BackendWork {
+ public:
+  MpiWork(std::shared_ptr<Comm> comm, std::shared_ptr<PendingOp> op)
+      : comm_(std::move(comm)), op_(std::move(op)) {}
+  absl::Status Wait(absl::Duration timeout) override { return comm_->Wait(*op_, timeout); }
+  absl::Status Test(bool* done) override {
+    *done = comm_->Test(*op_);
+    // Done, or the group was aborted: Wait(0) returns the final status.
+    return *done ? comm_->Wait(*op_, absl::ZeroDuration()) : absl::OkStatus();
+  }
+
+ private:
+  std::shared_ptr<Comm> comm_;
+  std::shared_ptr<PendingOp> op_;
+};
+
+class MpiComm : public dist::BackendComm {
+ public:
+  explicit MpiComm(std::shared_ptr<Comm> comm) : comm_(std::move(comm)) {}
+  ~MpiComm() override { comm_->Destroy(); }
+  int rank() const override { return comm_->rank(); }
+  int world_size() const override { return comm_->size(); }
+  absl::StatusOr<std::unique_ptr<dist::BackendWork>> Issue(dist_collective_t kind,
+                                                           const dist_op_args_t& args) override {
+    OpResult op = dist_mpi::Issue(kind, *comm_, args);
+    if (!op.ok()) return op.status();
+    return std::make_unique<MpiWork>(comm_, *std::move(op));
+  }
+  void Abort(const std::string& reason) override { comm_->Abort(reason); }
+  absl::StatusOr<std::unique_ptr<dist::BackendComm>> Split(
+      const int32_t* ranks, size_t num_ranks, const dist_comm_config_t& config) override {
+    return Make(comm_->Split(ranks, num_ranks, config));
+  }
+  static absl::StatusOr<std::unique_ptr<dist::BackendComm>> Make(
+      absl::StatusOr<std::shared_ptr<Comm>> comm) {
+    if (!comm.ok()) return comm.status();
+    if (*comm == nullptr) return std::unique_ptr<dist::BackendComm>();  // not a member
+    return std::make_unique<MpiComm>(*std::move(comm));
+  }
+
+ private:
+  std::shared_ptr<Comm> comm_;
+};
+
+class MpiBackend : public dist::Backend {
+ public:
+  const char* name() const override { return "mpi"; }
+  const char* version() const override { return "1.0.0"; }
+  const char* LibraryVersion() override { return Runtime::Get().library_version(); }
+  absl::Status Initialize(const dist_host_api_t* host) override {
+    return Runtime::Get().Attach(host);
+  }
+  absl::Status Probe() override { return ProbeLauncher(); }
+  void Capabilities(dist_backend_capabilities_t& caps) override { FillCapabilities(caps); }
+  absl::StatusOr<std::unique_ptr<dist::BackendComm>> CreateComm(
+      const dist_comm_config_t& config) override {
+    absl::StatusOr<CommOptions> options = ParseOptions(config);
+    if (!options.ok()) return options.status();
+    return MpiComm::Make(Comm::CreateWorld(config, *options));
+  }
+};
+
+}  // namespace
+}  // namespace dist_mpi
+
+DIST_EXPORT_BACKEND_PLUGIN(dist_mpi::MpiBackend)
