@@ -10,7 +10,7 @@
 #include "dist/cpp/half.hpp"
 #include "dist/cpp/reduce.hpp"
 
-namespace dist::nccl::testing {
+namespace dist_nccl::testing {
 namespace {
 
 template <typename T>
@@ -44,8 +44,8 @@ double HostBuffer::At(size_t i) const {
     case DIST_UINT8: return Load<uint8_t>(p);
     case DIST_INT32: return Load<int32_t>(p);
     case DIST_INT64: return static_cast<double>(Load<int64_t>(p));
-    case DIST_FLOAT16: return ToFloat(Load<Float16>(p));
-    case DIST_BFLOAT16: return ToFloat(Load<BFloat16>(p));
+    case DIST_FLOAT16: return dist::ToFloat(Load<dist::Float16>(p));
+    case DIST_BFLOAT16: return dist::ToFloat(Load<dist::BFloat16>(p));
     case DIST_FLOAT32: return Load<float>(p);
     case DIST_FLOAT64: return Load<double>(p);
     default: return NAN;
@@ -59,8 +59,8 @@ void HostBuffer::Put(size_t i, double value) {
     case DIST_UINT8: Store(p, static_cast<uint8_t>(value)); break;
     case DIST_INT32: Store(p, static_cast<int32_t>(value)); break;
     case DIST_INT64: Store(p, static_cast<int64_t>(value)); break;
-    case DIST_FLOAT16: Store(p, ToFloat16(static_cast<float>(value))); break;
-    case DIST_BFLOAT16: Store(p, ToBFloat16(static_cast<float>(value))); break;
+    case DIST_FLOAT16: Store(p, dist::ToFloat16(static_cast<float>(value))); break;
+    case DIST_BFLOAT16: Store(p, dist::ToBFloat16(static_cast<float>(value))); break;
     case DIST_FLOAT32: Store(p, static_cast<float>(value)); break;
     case DIST_FLOAT64: Store(p, value); break;
     default: break;
@@ -88,9 +88,9 @@ HostBuffer Reduced(dist_dtype_t dtype, dist_reduce_op_t op, int world, size_t co
   HostBuffer acc = Input(dtype, op, 0, count);
   for (int rank = 1; rank < world; ++rank) {
     const HostBuffer in = Input(dtype, op, rank, count);
-    ReduceInto(dtype, op, acc.bytes.data(), in.bytes.data(), count);
+    dist::ReduceInto(dtype, op, acc.bytes.data(), in.bytes.data(), count);
   }
-  if (op == DIST_AVG) FinishAverage(dtype, acc.bytes.data(), count, world);
+  if (op == DIST_AVG) dist::FinishAverage(dtype, acc.bytes.data(), count, world);
   return acc;
 }
 
@@ -129,4 +129,4 @@ std::string Compare(const HostBuffer& actual, const HostBuffer& expected) {
   return "";
 }
 
-}  // namespace dist::nccl::testing
+}  // namespace dist_nccl::testing

@@ -11,7 +11,7 @@
 
 #include "dist/types.h"
 
-namespace dist::nccl::testing {
+namespace dist_nccl::testing {
 
 struct HostBuffer {
   dist_dtype_t dtype = DIST_FLOAT32;
@@ -43,6 +43,6 @@ HostBuffer Concat(const std::vector<HostBuffer>& blocks);
 // otherwise the first mismatch.
 std::string Compare(const HostBuffer& actual, const HostBuffer& expected);
 
-}  // namespace dist::nccl::testing
+}  // namespace dist_nccl::testing
 
 #endif  // DIST_TESTS_NCCL_HOST_REFERENCE_H_

@@ -17,7 +17,7 @@
 #include "plugins/backends/nccl/testing/loaded_plugin.h"
 #include "plugins/backends/nccl/testing/memory_store.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 namespace {
 
 using ::testing::HasSubstr;
@@ -145,10 +145,10 @@ TEST(NcclPlugin, NullArgumentsAreErrorsNotCrashes) {
 }
 
 }  // namespace
-}  // namespace dist::nccl
+}  // namespace dist_nccl
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  dist::nccl::g_plugin_path = dist::nccl::testing::FindNcclPlugin(argc > 1 ? argv[1] : "", argv[0]);
+  dist_nccl::g_plugin_path = dist_nccl::testing::FindNcclPlugin(argc > 1 ? argv[1] : "", argv[0]);
   return RUN_ALL_TESTS();
 }

@@ -1,6 +1,7 @@
-// The nccl backend's pure logic, on any machine: argument validation (CPU
-// buffers refused with the fix, bitwise ops, shapes, devices, aliasing,
-// streams), capabilities, device choice and the one-rank-per-GPU check.
+// The nccl backend's pure logic, on any machine: argument validation as the
+// plugin runs it (the SDK's common checks, then nccl's own: CPU buffers
+// refused with the fix, bitwise ops, devices, aliasing, streams),
+// capabilities, device choice and the one-rank-per-GPU check.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -10,6 +11,8 @@
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "dist/backend_plugin.h"
+#include "dist/cpp/abi_struct.hpp"
+#include "dist/cpp/validate.hpp"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "plugins/backends/nccl/capabilities.h"
@@ -17,7 +20,7 @@
 #include "plugins/backends/nccl/op_validation.h"
 #include "plugins/backends/nccl/watchdog.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 namespace {
 
 using ::testing::AllOf;
@@ -45,44 +48,52 @@ dist_op_args_t Args(dist_buffer_t send, dist_buffer_t recv, dist_reduce_op_t op 
 
 const OpContext kRank1Of4{1, 4, 1};
 
+// What an operation issued through the plugin's table meets: the plugin
+// adapter's common checks (dist/cpp/validate.hpp), then nccl's own.
+absl::Status Validate(dist_collective_t op, const dist_op_args_t& args, const OpContext& ctx) {
+  absl::Status common = dist::ValidateOpArgs(op, args, ctx.rank, ctx.world_size);
+  if (!common.ok()) return common;
+  return ValidateOpArgs(op, args, ctx);
+}
+
 TEST(ValidateOpArgs, AcceptsEveryCollectiveWithTheDocumentedShapes) {
   const OpContext one{0, 1, 0};
   EXPECT_TRUE(
-      ValidateOpArgs(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x9000, 8)), one).ok());
+      Validate(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x9000, 8)), one).ok());
   const OpContext ctx{1, 4, 1};
   auto cuda1 = [](uintptr_t address, uint64_t count) {
     return Cuda(address, count, DIST_FLOAT32, 1);
   };
   EXPECT_TRUE(
-      ValidateOpArgs(DIST_COLL_ALL_GATHER, Args(cuda1(0x1000, 8), cuda1(0x9000, 32)), ctx).ok());
+      Validate(DIST_COLL_ALL_GATHER, Args(cuda1(0x1000, 8), cuda1(0x9000, 32)), ctx).ok());
   EXPECT_TRUE(
-      ValidateOpArgs(DIST_COLL_REDUCE_SCATTER, Args(cuda1(0x1000, 32), cuda1(0x9000, 8)), ctx)
+      Validate(DIST_COLL_REDUCE_SCATTER, Args(cuda1(0x1000, 32), cuda1(0x9000, 8)), ctx)
           .ok());
   EXPECT_TRUE(
-      ValidateOpArgs(DIST_COLL_ALL_TO_ALL, Args(cuda1(0x1000, 32), cuda1(0x9000, 32)), ctx).ok());
+      Validate(DIST_COLL_ALL_TO_ALL, Args(cuda1(0x1000, 32), cuda1(0x9000, 32)), ctx).ok());
   // Rooted ops off root: the unused buffer may be NULL and is not checked.
   EXPECT_TRUE(
-      ValidateOpArgs(DIST_COLL_GATHER, Args(cuda1(0x1000, 8), Cuda(0, 0, DIST_FLOAT32, 0)), ctx)
+      Validate(DIST_COLL_GATHER, Args(cuda1(0x1000, 8), Cuda(0, 0, DIST_FLOAT32, 0)), ctx)
           .ok());
   EXPECT_TRUE(
-      ValidateOpArgs(DIST_COLL_REDUCE,
+      Validate(DIST_COLL_REDUCE,
                      Args(cuda1(0x1000, 8), dist_make_buffer(nullptr, 0, DIST_FLOAT32, dist_cpu())),
                      ctx)
           .ok());
   EXPECT_TRUE(
-      ValidateOpArgs(DIST_COLL_SCATTER,
+      Validate(DIST_COLL_SCATTER,
                      Args(dist_make_buffer(nullptr, 0, DIST_FLOAT32, dist_cpu()), cuda1(0x9000, 8)),
                      ctx)
           .ok());
-  EXPECT_TRUE(ValidateOpArgs(DIST_COLL_BARRIER, Args({}, {}), ctx).ok());
+  EXPECT_TRUE(Validate(DIST_COLL_BARRIER, Args({}, {}), ctx).ok());
   dist_op_args_t send = Args(cuda1(0x1000, 8), {}, DIST_SUM, 0, 3);
-  EXPECT_TRUE(ValidateOpArgs(DIST_COLL_SEND, send, ctx).ok());
+  EXPECT_TRUE(Validate(DIST_COLL_SEND, send, ctx).ok());
 }
 
 TEST(ValidateOpArgs, RefusesCpuBuffersNamingTheBackendsAndTheDeviceMap) {
   const dist_buffer_t cpu = dist_make_buffer(Address(0x1000), 8, DIST_FLOAT32, dist_cpu());
   const absl::Status status =
-      ValidateOpArgs(DIST_COLL_ALL_REDUCE, Args(cpu, cpu), OpContext{0, 2, 0});
+      Validate(DIST_COLL_ALL_REDUCE, Args(cpu, cpu), OpContext{0, 2, 0});
   EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(status.message()),
               AllOf(HasSubstr("nccl all_reduce"), HasSubstr("send buffer is on the CPU"),
@@ -90,7 +101,7 @@ TEST(ValidateOpArgs, RefusesCpuBuffersNamingTheBackendsAndTheDeviceMap) {
                     HasSubstr("DIST_BACKEND=cpu:gloo,cuda:nccl")));
   // The recv side too, for an op that only writes recv.
   const absl::Status recv =
-      ValidateOpArgs(DIST_COLL_RECV, Args({}, cpu, DIST_SUM, 0, 1), OpContext{0, 2, 0});
+      Validate(DIST_COLL_RECV, Args({}, cpu, DIST_SUM, 0, 1), OpContext{0, 2, 0});
   EXPECT_EQ(recv.code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(recv.message()), HasSubstr("nccl recv: the recv buffer is on the CPU"));
   EXPECT_EQ(std::string(recv.message()), CpuBufferMessage(DIST_COLL_RECV, "recv"));
@@ -99,13 +110,13 @@ TEST(ValidateOpArgs, RefusesCpuBuffersNamingTheBackendsAndTheDeviceMap) {
 
 TEST(ValidateOpArgs, BitwiseOpsAreUnimplementedOnIntegersAndInvalidOnFloats) {
   const OpContext ctx{0, 2, 0};
-  const absl::Status on_int = ValidateOpArgs(
+  const absl::Status on_int = Validate(
       DIST_COLL_ALL_REDUCE,
       Args(Cuda(0x1000, 8, DIST_INT32), Cuda(0x9000, 8, DIST_INT32), DIST_BXOR), ctx);
   EXPECT_EQ(on_int.code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(on_int.message()),
               AllOf(HasSubstr("NCCL has no bitwise reductions (bxor)"), HasSubstr("gloo")));
-  const absl::Status on_float = ValidateOpArgs(
+  const absl::Status on_float = Validate(
       DIST_COLL_REDUCE_SCATTER, Args(Cuda(0x1000, 16), Cuda(0x9000, 8), DIST_BAND), ctx);
   EXPECT_EQ(on_float.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(on_float.message()), HasSubstr("floating point"));
@@ -113,7 +124,7 @@ TEST(ValidateOpArgs, BitwiseOpsAreUnimplementedOnIntegersAndInvalidOnFloats) {
     for (int dtype = 0; dtype < DIST_DTYPE_COUNT; ++dtype) {
       const dist_dtype_t d = static_cast<dist_dtype_t>(dtype);
       EXPECT_TRUE(
-          ValidateOpArgs(DIST_COLL_REDUCE, Args(Cuda(0x1000, 8, d), Cuda(0x9000, 8, d), op), ctx)
+          Validate(DIST_COLL_REDUCE, Args(Cuda(0x1000, 8, d), Cuda(0x9000, 8, d), op), ctx)
               .ok())
           << dist_reduce_op_name(op) << " " << dist_dtype_name(d);
     }
@@ -123,34 +134,34 @@ TEST(ValidateOpArgs, BitwiseOpsAreUnimplementedOnIntegersAndInvalidOnFloats) {
 TEST(ValidateOpArgs, ShapesFollowTheBufferTable) {
   const OpContext ctx{0, 4, 0};
   const absl::Status gather =
-      ValidateOpArgs(DIST_COLL_ALL_GATHER, Args(Cuda(0x1000, 8), Cuda(0x9000, 31)), ctx);
+      Validate(DIST_COLL_ALL_GATHER, Args(Cuda(0x1000, 8), Cuda(0x9000, 31)), ctx);
   EXPECT_EQ(gather.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(gather.message()),
-              AllOf(HasSubstr("recv buffer has 31 elements but needs 32"), HasSubstr("W=4")));
+              HasSubstr("recv count is 31 but must be 32"));
   EXPECT_FALSE(
-      ValidateOpArgs(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x9000, 7)), ctx).ok());
+      Validate(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x9000, 7)), ctx).ok());
   EXPECT_FALSE(
-      ValidateOpArgs(DIST_COLL_REDUCE_SCATTER, Args(Cuda(0x1000, 8), Cuda(0x9000, 8)), ctx).ok());
+      Validate(DIST_COLL_REDUCE_SCATTER, Args(Cuda(0x1000, 8), Cuda(0x9000, 8)), ctx).ok());
   EXPECT_FALSE(
-      ValidateOpArgs(DIST_COLL_SCATTER, Args(Cuda(0x1000, 30), Cuda(0x9000, 8)), ctx).ok());
+      Validate(DIST_COLL_SCATTER, Args(Cuda(0x1000, 30), Cuda(0x9000, 8)), ctx).ok());
   const absl::Status a2a =
-      ValidateOpArgs(DIST_COLL_ALL_TO_ALL, Args(Cuda(0x1000, 30), Cuda(0x9000, 30)), ctx);
+      Validate(DIST_COLL_ALL_TO_ALL, Args(Cuda(0x1000, 30), Cuda(0x9000, 30)), ctx);
   EXPECT_THAT(std::string(a2a.message()), HasSubstr("not a multiple of the world size 4"));
   const absl::Status dtypes =
-      ValidateOpArgs(DIST_COLL_ALL_REDUCE,
+      Validate(DIST_COLL_ALL_REDUCE,
                      Args(Cuda(0x1000, 8, DIST_FLOAT32), Cuda(0x9000, 8, DIST_FLOAT16)), ctx);
-  EXPECT_THAT(std::string(dtypes.message()), HasSubstr("send is float32 but recv is float16"));
+  EXPECT_THAT(std::string(dtypes.message()), HasSubstr("send dtype float32 differs from recv dtype float16"));
   const absl::Status null_data =
-      ValidateOpArgs(DIST_COLL_ALL_REDUCE, Args(Cuda(0, 8), Cuda(0x9000, 8)), ctx);
-  EXPECT_THAT(std::string(null_data.message()), HasSubstr("data is NULL"));
+      Validate(DIST_COLL_ALL_REDUCE, Args(Cuda(0, 8), Cuda(0x9000, 8)), ctx);
+  EXPECT_THAT(std::string(null_data.message()), HasSubstr("is NULL with count 8"));
   // count * W must not wrap around.
   EXPECT_FALSE(
-      ValidateOpArgs(DIST_COLL_ALL_GATHER, Args(Cuda(0x1000, UINT64_MAX / 2), Cuda(0x9000, 4)), ctx)
+      Validate(DIST_COLL_ALL_GATHER, Args(Cuda(0x1000, UINT64_MAX / 2), Cuda(0x9000, 4)), ctx)
           .ok());
 }
 
 TEST(ValidateOpArgs, BuffersMustBeOnThisRanksGpu) {
-  const absl::Status status = ValidateOpArgs(
+  const absl::Status status = Validate(
       DIST_COLL_ALL_REDUCE,
       Args(Cuda(0x1000, 8, DIST_FLOAT32, 0), Cuda(0x9000, 8, DIST_FLOAT32, 0)), kRank1Of4);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -160,40 +171,40 @@ TEST(ValidateOpArgs, BuffersMustBeOnThisRanksGpu) {
 
 TEST(ValidateOpArgs, RootAndPeerMustBeInRange) {
   const OpContext ctx{0, 2, 0};
-  EXPECT_THAT(std::string(ValidateOpArgs(DIST_COLL_BROADCAST,
+  EXPECT_THAT(std::string(Validate(DIST_COLL_BROADCAST,
                                          Args(Cuda(0x1000, 8), Cuda(0x1000, 8), DIST_SUM, 2), ctx)
                               .message()),
-              HasSubstr("root 2 is outside 0..1"));
+              HasSubstr("root 2 is outside"));
   EXPECT_THAT(
-      std::string(ValidateOpArgs(DIST_COLL_SEND, Args(Cuda(0x1000, 8), {}, DIST_SUM, 0, -1), ctx)
+      std::string(Validate(DIST_COLL_SEND, Args(Cuda(0x1000, 8), {}, DIST_SUM, 0, -1), ctx)
                       .message()),
-      HasSubstr("peer -1 is outside 0..1"));
+      HasSubstr("peer -1 must be another rank"));
   const absl::Status self =
-      ValidateOpArgs(DIST_COLL_SEND, Args(Cuda(0x1000, 8), {}, DIST_SUM, 0, 0), ctx);
+      Validate(DIST_COLL_SEND, Args(Cuda(0x1000, 8), {}, DIST_SUM, 0, 0), ctx);
   EXPECT_EQ(self.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(self.message()), HasSubstr("to itself"));
+  EXPECT_THAT(std::string(self.message()), HasSubstr("this is rank 0"));
 }
 
 TEST(ValidateOpArgs, InPlaceOnlyWhereNcclAllowsIt) {
   const OpContext ctx{2, 4, 0};
   // Same pointer: fine for all_reduce, broadcast and reduce.
   EXPECT_TRUE(
-      ValidateOpArgs(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x1000, 8)), ctx).ok());
+      Validate(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x1000, 8)), ctx).ok());
   EXPECT_FALSE(
-      ValidateOpArgs(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x1004, 8)), ctx).ok());
+      Validate(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x1004, 8)), ctx).ok());
   // all_gather: send is this rank's block of recv (rank 2, 8 floats: +64 bytes).
   EXPECT_TRUE(
-      ValidateOpArgs(DIST_COLL_ALL_GATHER, Args(Cuda(0x1000 + 64, 8), Cuda(0x1000, 32)), ctx).ok());
+      Validate(DIST_COLL_ALL_GATHER, Args(Cuda(0x1000 + 64, 8), Cuda(0x1000, 32)), ctx).ok());
   EXPECT_FALSE(
-      ValidateOpArgs(DIST_COLL_ALL_GATHER, Args(Cuda(0x1000, 8), Cuda(0x1000, 32)), ctx).ok());
+      Validate(DIST_COLL_ALL_GATHER, Args(Cuda(0x1000, 8), Cuda(0x1000, 32)), ctx).ok());
   // reduce_scatter: recv is this rank's block of send.
   EXPECT_TRUE(
-      ValidateOpArgs(DIST_COLL_REDUCE_SCATTER, Args(Cuda(0x1000, 32), Cuda(0x1000 + 64, 8)), ctx)
+      Validate(DIST_COLL_REDUCE_SCATTER, Args(Cuda(0x1000, 32), Cuda(0x1000 + 64, 8)), ctx)
           .ok());
   EXPECT_FALSE(
-      ValidateOpArgs(DIST_COLL_REDUCE_SCATTER, Args(Cuda(0x1000, 32), Cuda(0x1000, 8)), ctx).ok());
+      Validate(DIST_COLL_REDUCE_SCATTER, Args(Cuda(0x1000, 32), Cuda(0x1000, 8)), ctx).ok());
   const absl::Status a2a =
-      ValidateOpArgs(DIST_COLL_ALL_TO_ALL, Args(Cuda(0x1000, 32), Cuda(0x1000, 32)), ctx);
+      Validate(DIST_COLL_ALL_TO_ALL, Args(Cuda(0x1000, 32), Cuda(0x1000, 32)), ctx);
   EXPECT_THAT(std::string(a2a.message()), HasSubstr("use separate send and recv buffers"));
 }
 
@@ -214,8 +225,7 @@ TEST(ResolveStream, PrefersTheBuffersStreamAndRefusesTwoDifferentOnes) {
 
 TEST(Capabilities, CudaOnlyEveryCollectiveNoBitwiseOps) {
   dist_backend_capabilities_t caps{};
-  caps.struct_size = sizeof(caps);
-  FillCapabilities(&caps);
+  FillCapabilities(caps);
   EXPECT_EQ(caps.device_types, 1u << DIST_DEVICE_CUDA);
   EXPECT_EQ(caps.dtypes, (1u << DIST_DTYPE_COUNT) - 1);
   EXPECT_EQ(caps.collectives, (1u << DIST_COLLECTIVE_COUNT) - 1);
@@ -236,7 +246,9 @@ TEST(Capabilities, AnOlderSmallerStructIsNotOverrun) {
   older.caps.struct_size = offsetof(dist_backend_capabilities_t, collectives);
   older.caps.collectives = 0xdeadbeef;
   older.canary = 0x12345678;
-  FillCapabilities(&older.caps);
+  dist_backend_capabilities_t full{};
+  FillCapabilities(full);
+  dist::WriteCallerStruct(full, &older.caps);  // what the plugin adapter does
   EXPECT_EQ(older.caps.device_types, 1u << DIST_DEVICE_CUDA);
   EXPECT_EQ(older.caps.collectives, 0xdeadbeefu);  // beyond struct_size: untouched
 }
@@ -302,4 +314,4 @@ TEST(Watchdog, TicksUntilDestroyedAndStopsPromptly) {
 }
 
 }  // namespace
-}  // namespace dist::nccl
+}  // namespace dist_nccl

@@ -13,16 +13,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "dist/cpp/host_log.hpp"
 #include "dist/cpp/store.hpp"
 #include "plugins/backends/nccl/comm_config.h"
 #include "plugins/backends/nccl/cuda_status.h"
 #include "plugins/backends/nccl/device_choice.h"
 #include "plugins/backends/nccl/device_guard.h"
-#include "plugins/backends/nccl/log.h"
 #include "plugins/backends/nccl/nccl_poll.h"
 #include "plugins/backends/nccl/probe.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 namespace {
 
 constexpr char kUniqueIdKey[] = "nccl/unique_id";
@@ -59,7 +59,7 @@ absl::StatusOr<GpuIdentity> ThisGpu(int device) {
 // Every rank publishes its host and GPU, then reads everyone's: each rank
 // reaches the same verdict, so a shared GPU fails on all ranks alike
 // (NCCL itself would hang or fail obscurely).
-absl::Status CheckGpusThroughStore(const StoreView& store, const dist_comm_config_t& config,
+absl::Status CheckGpusThroughStore(const dist::StoreView& store, const dist_comm_config_t& config,
                                    const GpuIdentity& mine, absl::Time deadline,
                                    const std::string& where) {
   absl::Status status = store.Set(GpuKey(config.rank), mine.Encode());
@@ -83,7 +83,7 @@ absl::Status CheckGpusThroughStore(const StoreView& store, const dist_comm_confi
   return CheckOneRankPerGpu(all);
 }
 
-absl::StatusOr<ncclUniqueId> ShareUniqueId(const StoreView& store, const dist_comm_config_t& config,
+absl::StatusOr<ncclUniqueId> ShareUniqueId(const dist::StoreView& store, const dist_comm_config_t& config,
                                            absl::Time deadline, const std::string& where) {
   ncclUniqueId id;
   if (config.rank == 0) {
@@ -160,7 +160,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> CreateCommunicator(const dist_comm
   status = CudaStatus(device_guard.result(), absl::StrCat(where, ": cudaSetDevice"));
   if (!status.ok()) return status;
 
-  const StoreView store(config.store);
+  const dist::StoreView store(config.store);
   absl::StatusOr<GpuIdentity> mine = ThisGpu(settings.device);
   if (!mine.ok()) return mine.status();
   status = CheckGpusThroughStore(store, config, *mine, deadline, where);
@@ -189,10 +189,10 @@ absl::StatusOr<std::shared_ptr<Communicator>> CreateCommunicator(const dist_comm
     if (comm != nullptr) ncclCommAbort(comm);
     return status;
   }
-  Log(DIST_LOG_INFO,
+  dist::Log(DIST_LOG_INFO,
       absl::StrCat(where, ": NCCL communicator of ", config.world_size, " ranks ready on GPU ",
                    mine->bus_id, " in ", absl::FormatDuration(absl::Now() - start)));
   return Communicator::Adopt(comm, std::move(settings));
 }
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl

@@ -11,10 +11,10 @@
 #include "dist/backend_plugin.h"
 #include "plugins/backends/nccl/communicator.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 
 absl::StatusOr<std::shared_ptr<Communicator>> CreateCommunicator(const dist_comm_config_t& config);
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl
 
 #endif  // DIST_PLUGINS_BACKENDS_NCCL_BOOTSTRAP_H_

@@ -5,11 +5,12 @@
 
 #include "dist/backend_plugin.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 
-// Fills the fields that caps->struct_size (set by the caller) covers.
-void FillCapabilities(dist_backend_capabilities_t* caps);
+// Fills a zeroed, full-size struct (the plugin adapter copies what the
+// caller has room for).
+void FillCapabilities(dist_backend_capabilities_t& caps);
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl
 
 #endif  // DIST_PLUGINS_BACKENDS_NCCL_CAPABILITIES_H_

@@ -5,7 +5,7 @@
 
 #include "absl/synchronization/mutex.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 namespace {
 
 // NCCL keeps the commName pointer for the communicator's whole life (it
@@ -27,4 +27,4 @@ ncclConfig_t NonBlockingConfig(const std::string& group) {
   return config;
 }
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl

@@ -8,10 +8,10 @@
 
 #include <string>
 
-namespace dist::nccl {
+namespace dist_nccl {
 
 ncclConfig_t NonBlockingConfig(const std::string& group);
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl
 
 #endif  // DIST_PLUGINS_BACKENDS_NCCL_COMM_CONFIG_H_

@@ -10,17 +10,18 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "dist/cpp/failure_notes.hpp"
+#include "dist/cpp/host_log.hpp"
 #include "dist/cpp/store.hpp"
+#include "dist/cpp/validate.hpp"
 #include "dist/types.h"
 #include "plugins/backends/nccl/comm_config.h"
 #include "plugins/backends/nccl/cuda_status.h"
 #include "plugins/backends/nccl/device_guard.h"
-#include "plugins/backends/nccl/log.h"
 #include "plugins/backends/nccl/nccl_poll.h"
 #include "plugins/backends/nccl/nccl_types.h"
 #include "plugins/backends/nccl/op_validation.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 namespace {
 
 absl::Duration OpTimeout(const dist_op_args_t& args, const CommSettings& settings) {
@@ -179,7 +180,7 @@ ncclResult_t Communicator::Launch(dist_collective_t op, const dist_op_args_t& ar
   return first != ncclSuccess ? first : end;
 }
 
-absl::StatusOr<std::shared_ptr<WorkState>> Communicator::Start(dist_collective_t op,
+absl::StatusOr<std::shared_ptr<WorkState>> Communicator::Issue(dist_collective_t op,
                                                                const dist_op_args_t& args) {
   const OpContext context{settings_.rank, settings_.world_size, settings_.device};
   absl::Status valid = ValidateOpArgs(op, args, context);
@@ -192,7 +193,7 @@ absl::StatusOr<std::shared_ptr<WorkState>> Communicator::Start(dist_collective_t
   ncclDataType_t dtype = ncclFloat32;
   size_t elem = sizeof(float);
   ncclRedOp_t redop = ncclSum;
-  const UsedBuffers used = BuffersUsed(op, args, context);
+  const dist::UsedBuffers used = dist::BuffersUsed(op, args, context.rank);
   if (used.send || used.recv) {
     const dist_dtype_t dist_dtype = used.send ? args.send.dtype : args.recv.dtype;
     absl::StatusOr<ncclDataType_t> mapped = ToNcclDataType(dist_dtype);
@@ -280,7 +281,7 @@ void Communicator::Abort(const absl::Status& reason, const std::shared_ptr<WorkS
     aborted = *abort_status_;
     aborting_.store(true, std::memory_order_release);
   }
-  Log(DIST_LOG_ERROR, std::string(aborted.message()));
+  dist::Log(DIST_LOG_ERROR, std::string(aborted.message()));
   std::vector<std::shared_ptr<WorkState>> pending;
   {
     absl::MutexLock lock(&pending_mu_);
@@ -326,7 +327,7 @@ std::optional<absl::Status> Communicator::Health() {
 
 std::string Communicator::CompareNotes(const std::string& report, bool name_silent) {
   if (settings_.store == nullptr || settings_.world_size < 2) return "";
-  FailureNotes notes(StoreView(settings_.store), "nccl/", settings_.rank, settings_.world_size);
+  dist::FailureNotes notes(dist::StoreView(settings_.store), "nccl/", settings_.rank, settings_.world_size);
   std::string text;
   const std::string first = notes.Publish(report);
   if (!first.empty()) absl::StrAppend(&text, "; first failure in the group: ", first);
@@ -449,7 +450,7 @@ void Communicator::Shutdown() {
       if (status.ok()) {
         ncclCommDestroy(comm_);
       } else {
-        Log(DIST_LOG_WARN, absl::StrCat("nccl on ", Where(), ": ", status.message(),
+        dist::Log(DIST_LOG_WARN, absl::StrCat("nccl on ", Where(), ": ", status.message(),
                                         "; aborting the communicator instead"));
         ncclCommAbort(comm_);
       }
@@ -529,4 +530,4 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Split(
   return Adopt(child, std::move(settings));
 }
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl

@@ -29,7 +29,7 @@
 #include "plugins/backends/nccl/watchdog.h"
 #include "plugins/backends/nccl/work_state.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 
 struct CommSettings {
   int32_t rank = 0;
@@ -53,7 +53,7 @@ class Communicator {
   Communicator& operator=(const Communicator&) = delete;
 
   // Validates and enqueues one operation; returns its work.
-  absl::StatusOr<std::shared_ptr<WorkState>> Start(dist_collective_t op,
+  absl::StatusOr<std::shared_ptr<WorkState>> Issue(dist_collective_t op,
                                                    const dist_op_args_t& args);
 
   // ncclCommSplit: members (config.rank >= 0) get the new communicator,
@@ -135,6 +135,6 @@ class Communicator {
   std::unique_ptr<Watchdog> watchdog_;
 };
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl
 
 #endif  // DIST_PLUGINS_BACKENDS_NCCL_COMMUNICATOR_H_

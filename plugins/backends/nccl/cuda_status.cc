@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 namespace {
 
 absl::StatusCode CudaCode(cudaError_t error) {
@@ -50,4 +50,4 @@ absl::Status NcclStatus(ncclResult_t result, ncclComm_t comm, absl::string_view 
   return absl::Status(NcclCode(result), message);
 }
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl

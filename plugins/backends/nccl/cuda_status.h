@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 
 // OK for cudaSuccess; otherwise "<what>: CUDA error <name>: <text>".
 absl::Status CudaStatus(cudaError_t error, absl::string_view what);
@@ -20,6 +20,6 @@ absl::Status CudaStatus(cudaError_t error, absl::string_view what);
 // called with ncclInProgress (that is not an error; see PollNccl).
 absl::Status NcclStatus(ncclResult_t result, ncclComm_t comm, absl::string_view what);
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl
 
 #endif  // DIST_PLUGINS_BACKENDS_NCCL_CUDA_STATUS_H_

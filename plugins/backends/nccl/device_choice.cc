@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 
 absl::StatusOr<int> ChooseDevice(const DeviceRequest& request) {
   if (request.device_count <= 0) {
@@ -70,4 +70,4 @@ absl::Status CheckOneRankPerGpu(const std::vector<GpuIdentity>& ranks) {
   return absl::OkStatus();
 }
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl

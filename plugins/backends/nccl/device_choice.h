@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 
 struct DeviceRequest {
   int32_t rank = 0;
@@ -41,6 +41,6 @@ struct GpuIdentity {
 // every rank has its own GPU. `ranks[i]` is rank i's identity.
 absl::Status CheckOneRankPerGpu(const std::vector<GpuIdentity>& ranks);
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl
 
 #endif  // DIST_PLUGINS_BACKENDS_NCCL_DEVICE_CHOICE_H_

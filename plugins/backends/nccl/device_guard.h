@@ -5,7 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
-namespace dist::nccl {
+namespace dist_nccl {
 
 class DeviceGuard {
  public:
@@ -27,6 +27,6 @@ class DeviceGuard {
   cudaError_t result_ = cudaSuccess;
 };
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl
 
 #endif  // DIST_PLUGINS_BACKENDS_NCCL_DEVICE_GUARD_H_

@@ -6,7 +6,7 @@
 #include "absl/time/clock.h"
 #include "plugins/backends/nccl/cuda_status.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 
 void Backoff::Pause() {
   // About 50 us of yields first: most waits (an enqueue, a small collective)
@@ -40,4 +40,4 @@ absl::Status AwaitNccl(ncclComm_t comm, absl::Time deadline, const std::atomic<b
   }
 }
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl

@@ -14,7 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 
 // Polls `comm` until it leaves ncclInProgress. OK when it settles on
 // ncclSuccess; the NCCL error (naming `what`) when it fails;
@@ -36,6 +36,6 @@ class Backoff {
   absl::Duration sleep_ = absl::Microseconds(5);
 };
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl
 
 #endif  // DIST_PLUGINS_BACKENDS_NCCL_NCCL_POLL_H_

@@ -3,7 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 
 absl::StatusOr<ncclDataType_t> ToNcclDataType(dist_dtype_t dtype) {
   switch (dtype) {
@@ -35,4 +35,4 @@ absl::StatusOr<ncclRedOp_t> ToNcclRedOp(dist_reduce_op_t op) {
   }
 }
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl

@@ -9,11 +9,11 @@
 #include "absl/status/statusor.h"
 #include "dist/types.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 
 absl::StatusOr<ncclDataType_t> ToNcclDataType(dist_dtype_t dtype);
 absl::StatusOr<ncclRedOp_t> ToNcclRedOp(dist_reduce_op_t op);
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl
 
 #endif  // DIST_PLUGINS_BACKENDS_NCCL_NCCL_TYPES_H_

@@ -1,8 +1,10 @@
-// Checks one operation's arguments against the buffer table of
-// backend_plugin.h before anything reaches NCCL. NCCL itself checks little
-// (a wrong count on one rank hangs every rank), so a bad call must fail here,
-// at once, with a message that names the fix. Pure logic: no CUDA, so it is
-// tested on machines without a GPU.
+// The nccl backend's own checks of one operation, after the common ones of
+// dist/cpp/validate.hpp (the buffer table of backend_plugin.h, which the
+// plugin adapter makes first): CUDA buffers on this rank's GPU, NCCL's
+// in-place conventions, no bitwise reductions, one stream. NCCL itself checks
+// little (a wrong count on one rank hangs every rank), so a bad call must
+// fail here, at once, with a message that names the fix. Pure logic: no
+// CUDA, so it is tested on machines without a GPU.
 #ifndef DIST_PLUGINS_BACKENDS_NCCL_OP_VALIDATION_H_
 #define DIST_PLUGINS_BACKENDS_NCCL_OP_VALIDATION_H_
 
@@ -13,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "dist/backend_plugin.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 
 // What the validator needs to know about the calling rank.
 struct OpContext {
@@ -22,15 +24,8 @@ struct OpContext {
   int32_t device = 0;  // CUDA ordinal of this rank's communicator
 };
 
-// Which of the two buffers an operation reads or writes on this rank.
-struct UsedBuffers {
-  bool send = false;
-  bool recv = false;
-};
-UsedBuffers BuffersUsed(dist_collective_t op, const dist_op_args_t& args, const OpContext& ctx);
-
-// OK when `args` describe a valid `op` on this rank; otherwise
-// DIST_UNIMPLEMENTED (CPU buffer, bitwise reduction) or
+// OK when `args`, which passed dist::ValidateOpArgs, suit NCCL on this rank;
+// otherwise DIST_UNIMPLEMENTED (CPU buffer, bitwise reduction) or
 // DIST_INVALID_ARGUMENT (everything else), one line naming the fix.
 absl::Status ValidateOpArgs(dist_collective_t op, const dist_op_args_t& args, const OpContext& ctx);
 
@@ -43,6 +38,6 @@ absl::StatusOr<void*> ResolveStream(dist_collective_t op, const dist_op_args_t& 
 // The one-line refusal for a CPU buffer (`which` is "send" or "recv").
 std::string CpuBufferMessage(dist_collective_t op, const char* which);
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl
 
 #endif  // DIST_PLUGINS_BACKENDS_NCCL_OP_VALIDATION_H_

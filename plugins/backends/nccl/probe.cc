@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 
 absl::StatusOr<int> CountCudaDevices() {
   int count = 0;
@@ -37,4 +37,4 @@ std::string LibraryVersionText() {
   return absl::StrCat(nccl_text, " (", cuda_text, ")");
 }
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl

@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 
 // The number of CUDA devices, or UNAVAILABLE "no CUDA device: <CUDA's
 // error text>" (also when there are none).
@@ -16,6 +16,6 @@ absl::StatusOr<int> CountCudaDevices();
 // "NCCL 2.28.9 (CUDA runtime 13.0)"; works without a GPU.
 std::string LibraryVersionText();
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl
 
 #endif  // DIST_PLUGINS_BACKENDS_NCCL_PROBE_H_

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-namespace dist::nccl {
+namespace dist_nccl {
 
 Watchdog::Watchdog(std::function<void()> tick, absl::Duration interval)
     : tick_(std::move(tick)), interval_(interval), thread_([this] { Run(); }) {}
@@ -26,4 +26,4 @@ void Watchdog::Run() {
   }
 }
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl

@@ -11,7 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 
 class Watchdog {
  public:
@@ -30,6 +30,6 @@ class Watchdog {
   std::thread thread_;
 };
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl
 
 #endif  // DIST_PLUGINS_BACKENDS_NCCL_WATCHDOG_H_

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "plugins/backends/nccl/cuda_status.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 
 WorkState::WorkState(std::string what, cudaEvent_t done, absl::Time deadline)
     : what_(std::move(what)), done_(done), deadline_(deadline) {}
@@ -45,4 +45,4 @@ absl::Status WorkState::Failed(const absl::Status& cause) const {
   return absl::Status(cause.code(), absl::StrCat(what_, " failed: ", cause.message()));
 }
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl

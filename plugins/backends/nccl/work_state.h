@@ -21,7 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 
 class WorkState {
  public:
@@ -58,6 +58,6 @@ class WorkState {
   std::optional<absl::Status> result_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl
 
 #endif  // DIST_PLUGINS_BACKENDS_NCCL_WORK_STATE_H_

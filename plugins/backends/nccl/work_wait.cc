@@ -9,7 +9,7 @@
 #include "plugins/backends/nccl/cuda_status.h"
 #include "plugins/backends/nccl/nccl_poll.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 
 absl::Status WaitForWork(WorkState& work, Communicator& comm, absl::Duration timeout) {
   const absl::Time start = absl::Now();
@@ -42,4 +42,4 @@ absl::Status WaitOnStream(WorkState& work, Communicator& comm, void* stream) {
                     absl::StrCat(work.what(), ": cudaStreamWaitEvent"));
 }
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl

@@ -10,7 +10,7 @@
 #include "plugins/backends/nccl/communicator.h"
 #include "plugins/backends/nccl/work_state.h"
 
-namespace dist::nccl {
+namespace dist_nccl {
 
 // The operation's result, or DEADLINE_EXCEEDED after `timeout` (the
 // operation stays pending; waiting again is allowed).
@@ -20,6 +20,6 @@ absl::Status WaitForWork(WorkState& work, Communicator& comm, absl::Duration tim
 // (cudaStreamWaitEvent). An operation that already failed returns its error.
 absl::Status WaitOnStream(WorkState& work, Communicator& comm, void* stream);
 
-}  // namespace dist::nccl
+}  // namespace dist_nccl
 
 #endif  // DIST_PLUGINS_BACKENDS_NCCL_WORK_WAIT_H_

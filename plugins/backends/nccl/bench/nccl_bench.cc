@@ -43,7 +43,7 @@ ABSL_FLAG(int, iters, 20, "timed all-reduces per measurement");
 ABSL_FLAG(int, warmup, 5, "untimed all-reduces before each measurement");
 ABSL_FLAG(int, rounds, 3, "alternating raw/plugin measurements per size; the best counts");
 
-namespace dist::nccl {
+namespace dist_nccl {
 namespace {
 
 // A reusable barrier for the rank threads.
@@ -85,7 +85,7 @@ void CheckNccl(ncclResult_t result, const char* what) {
 }
 
 void CheckDist(dist_error_t* error, const char* what) {
-  const absl::Status status = TakeError(error);
+  const absl::Status status = dist::TakeError(error);
   Check(status.ok(), absl::StrCat(what, ": ", status.ToString()));
 }
 
@@ -219,7 +219,7 @@ int Main(int argc, char** argv) {
   const std::string path = testing::FindNcclPlugin(absl::GetFlag(FLAGS_plugin), argv[0]);
   absl::StatusOr<const dist_backend_plugin_t*> plugin = testing::LoadBackendPlugin(path);
   Check(plugin.ok(), plugin.status().ToString());
-  const absl::Status probe = TakeError((*plugin)->probe());
+  const absl::Status probe = dist::TakeError((*plugin)->probe());
   if (!probe.ok()) {
     std::printf("SKIPPED: %s\n", std::string(probe.message()).c_str());
     return 0;
@@ -281,6 +281,6 @@ int Main(int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace dist::nccl
+}  // namespace dist_nccl
 
-int main(int argc, char** argv) { return dist::nccl::Main(argc, argv); }
+int main(int argc, char** argv) { return dist_nccl::Main(argc, argv); }

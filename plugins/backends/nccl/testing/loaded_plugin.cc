@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "dist/cpp/status.hpp"
 
-namespace dist::nccl::testing {
+namespace dist_nccl::testing {
 namespace {
 
 void LogToStderr(dist_log_level_t level, const char* component, const char* message) {
@@ -32,13 +32,16 @@ int LogEnabled(dist_log_level_t level) {
 }  // namespace
 
 const dist_host_api_t* StderrHost() {
-  static const dist_host_api_t host = {sizeof(dist_host_api_t),
-                                       DIST_BACKEND_ABI_MAJOR,
-                                       DIST_BACKEND_ABI_MINOR,
-                                       "test",
-                                       LogToStderr,
-                                       LogEnabled,
-                                       nullptr};
+  static const dist_host_api_t host = [] {
+    dist_host_api_t h{};  // field by field (sdk/ABI.md)
+    h.struct_size = sizeof(h);
+    h.abi_major = DIST_BACKEND_ABI_MAJOR;
+    h.abi_minor = DIST_BACKEND_ABI_MINOR;
+    h.core_version = "test";
+    h.log = LogToStderr;
+    h.log_enabled = LogEnabled;
+    return h;
+  }();
   return &host;
 }
 
@@ -55,7 +58,7 @@ absl::StatusOr<const dist_backend_plugin_t*> LoadBackendPlugin(const std::string
   if (table == nullptr || table->abi_major != DIST_BACKEND_ABI_MAJOR) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": ABI major mismatch"));
   }
-  absl::Status status = TakeError(table->initialize(StderrHost()));
+  absl::Status status = dist::TakeError(table->initialize(StderrHost()));
   if (!status.ok()) return status;
   return table;
 }
@@ -79,4 +82,4 @@ std::string FindNcclPlugin(const std::string& flag_value, const char* argv0) {
   return relative;
 }
 
-}  // namespace dist::nccl::testing
+}  // namespace dist_nccl::testing

@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "dist/backend_plugin.h"
 
-namespace dist::nccl::testing {
+namespace dist_nccl::testing {
 
 // The table of the plugin at `path`, initialized with StderrHost(). The
 // library stays loaded for the process (as in the core).
@@ -24,6 +24,6 @@ const dist_host_api_t* StderrHost();
 // usual places relative to the runfiles tree or to argv0.
 std::string FindNcclPlugin(const std::string& flag_value, const char* argv0);
 
-}  // namespace dist::nccl::testing
+}  // namespace dist_nccl::testing
 
 #endif  // DIST_PLUGINS_BACKENDS_NCCL_TESTING_LOADED_PLUGIN_H_

@@ -12,7 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace dist::nccl::testing {
+namespace dist_nccl::testing {
 namespace {
 
 struct MemoryStore {
@@ -158,4 +158,4 @@ dist_store_t* NewMemoryStore() {
   return &store->table;
 }
 
-}  // namespace dist::nccl::testing
+}  // namespace dist_nccl::testing

@@ -6,11 +6,11 @@
 
 #include "dist/store.h"
 
-namespace dist::nccl::testing {
+namespace dist_nccl::testing {
 
 // A new empty store. Release it with store->release(store->ctx).
 dist_store_t* NewMemoryStore();
 
-}  // namespace dist::nccl::testing
+}  // namespace dist_nccl::testing
 
 #endif  // DIST_PLUGINS_BACKENDS_NCCL_TESTING_MEMORY_STORE_H_

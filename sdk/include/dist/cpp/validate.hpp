@@ -125,6 +125,16 @@ inline absl::Status ValidateOpArgs(dist_collective_t kind, const dist_op_args_t&
   if (IsReducing(kind)) {
     DIST_RETURN_IF_ERROR(ValidateReduceOp(uses_send ? args.send.dtype : args.recv.dtype, args.op));
   }
+  // n * W below must not wrap around.
+  const uint64_t per_rank = kind == DIST_COLL_SCATTER || kind == DIST_COLL_REDUCE_SCATTER
+                                ? args.recv.count
+                                : args.send.count;
+  const bool multiplies = kind == DIST_COLL_ALL_GATHER || kind == DIST_COLL_GATHER ||
+                          kind == DIST_COLL_SCATTER || kind == DIST_COLL_REDUCE_SCATTER;
+  if (multiplies && per_rank > UINT64_MAX / w) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": count ", per_rank, " times world size ",
+                                                   world_size, " overflows"));
+  }
   switch (kind) {
     case DIST_COLL_ALL_REDUCE:
       return internal::CheckCount(op, "recv", args.recv.count, args.send.count, "equal to send");
