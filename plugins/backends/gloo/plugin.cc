@@ -16,7 +16,6 @@ class GlooWork : public dist::BackendWork {
  public:
   GlooWork(std::shared_ptr<Work> work, std::weak_ptr<Communicator> comm)
       : work_(std::move(work)), comm_(std::move(comm)) {}
-
   absl::Status Wait(absl::Duration timeout) override {
     if (!work_->done()) {
       // Runs the operation on this thread when it is next and the worker idles.
@@ -26,7 +25,6 @@ class GlooWork : public dist::BackendWork {
     }
     return work_->Wait(timeout);
   }
-
   absl::Status Test(bool* done) override {
     absl::Status status = work_->Test(done);
     if (!*done) {
@@ -44,33 +42,23 @@ class GlooComm : public dist::BackendComm {
  public:
   explicit GlooComm(std::shared_ptr<Communicator> comm) : comm_(std::move(comm)) {}
   ~GlooComm() override { comm_->Shutdown(); }
-
   int rank() const override { return comm_->rank(); }
   int world_size() const override { return comm_->size(); }
-
   absl::StatusOr<std::unique_ptr<dist::BackendWork>> Issue(dist_collective_t kind,
                                                            const dist_op_args_t& args) override {
     absl::StatusOr<std::shared_ptr<Work>> work = comm_->Issue(kind, args);
     if (!work.ok()) return work.status();
     return std::make_unique<GlooWork>(*std::move(work), comm_);
   }
-
   void Abort(const std::string& reason) override {
     comm_->Abort("gloo backend: communicator aborted: " + reason);
   }
-
   // Members make a new Gloo context on the parent's transport device,
   // meeting in the fresh store namespace the core made.
   absl::StatusOr<std::unique_ptr<dist::BackendComm>> Split(
       const int32_t* ranks, size_t num_ranks, const dist_comm_config_t& config) override {
     if (config.rank < 0) return std::unique_ptr<dist::BackendComm>();
-    return Make(Communicator::Create(config, comm_->device()));
-  }
-
-  static absl::StatusOr<std::unique_ptr<dist::BackendComm>> Make(
-      absl::StatusOr<std::shared_ptr<Communicator>> comm) {
-    if (!comm.ok()) return comm.status();
-    return std::make_unique<GlooComm>(*std::move(comm));
+    return dist::WrapComm<GlooComm>(Communicator::Create(config, comm_->device()));
   }
 
  private:
@@ -87,19 +75,17 @@ class GlooBackend : public dist::Backend {
         " (TCP transport)"));
     return text->c_str();
   }
-
   void Capabilities(dist_backend_capabilities_t& caps) override {
     caps.device_types = 1u << DIST_DEVICE_CPU;
-    caps.dtypes = (1u << DIST_DTYPE_COUNT) - 1;
-    caps.collectives = (1u << DIST_COLLECTIVE_COUNT) - 1;
-    caps.all_reduce_ops = caps.reduce_ops = caps.reduce_scatter_ops = (1u << DIST_REDUCE_OP_COUNT) - 1;
+    caps.dtypes = dist::kAllDtypes;
+    caps.collectives = dist::kAllCollectives;
+    caps.all_reduce_ops = caps.reduce_ops = caps.reduce_scatter_ops = dist::kAllReduceOps;
     caps.flags = DIST_CAP_SUBGROUPS | DIST_CAP_THREAD_MULTIPLE;
     caps.notes = "CPU buffers over TCP; float16/bfloat16 reduce in float32";
   }
-
   absl::StatusOr<std::unique_ptr<dist::BackendComm>> CreateComm(
       const dist_comm_config_t& config) override {
-    return GlooComm::Make(Communicator::Create(config, nullptr));
+    return dist::WrapComm<GlooComm>(Communicator::Create(config, nullptr));
   }
 };
 

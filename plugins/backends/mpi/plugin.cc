@@ -44,13 +44,7 @@ class MpiComm : public dist::BackendComm {
   void Abort(const std::string& reason) override { comm_->Abort(reason); }
   absl::StatusOr<std::unique_ptr<dist::BackendComm>> Split(
       const int32_t* ranks, size_t num_ranks, const dist_comm_config_t& config) override {
-    return Make(comm_->Split(ranks, num_ranks, config));
-  }
-  static absl::StatusOr<std::unique_ptr<dist::BackendComm>> Make(
-      absl::StatusOr<std::shared_ptr<Comm>> comm) {
-    if (!comm.ok()) return comm.status();
-    if (*comm == nullptr) return std::unique_ptr<dist::BackendComm>();  // not a member
-    return std::make_unique<MpiComm>(*std::move(comm));
+    return dist::WrapComm<MpiComm>(comm_->Split(ranks, num_ranks, config));
   }
 
  private:
@@ -71,7 +65,7 @@ class MpiBackend : public dist::Backend {
       const dist_comm_config_t& config) override {
     absl::StatusOr<CommOptions> options = ParseOptions(config);
     if (!options.ok()) return options.status();
-    return MpiComm::Make(Comm::CreateWorld(config, *options));
+    return dist::WrapComm<MpiComm>(Comm::CreateWorld(config, *options));
   }
 };
 

@@ -54,13 +54,7 @@ class NcclComm : public dist::BackendComm {
   // NCCL derives membership from each rank's color and key, not `ranks`.
   absl::StatusOr<std::unique_ptr<dist::BackendComm>> Split(
       const int32_t* ranks, size_t num_ranks, const dist_comm_config_t& config) override {
-    return Make(comm_->Split(config));
-  }
-  static absl::StatusOr<std::unique_ptr<dist::BackendComm>> Make(
-      absl::StatusOr<std::shared_ptr<Communicator>> comm) {
-    if (!comm.ok()) return comm.status();
-    if (*comm == nullptr) return std::unique_ptr<dist::BackendComm>();  // not a member
-    return std::make_unique<NcclComm>(*std::move(comm));
+    return dist::WrapComm<NcclComm>(comm_->Split(config));
   }
 
  private:
@@ -79,7 +73,7 @@ class NcclBackend : public dist::Backend {
   void Capabilities(dist_backend_capabilities_t& caps) override { FillCapabilities(caps); }
   absl::StatusOr<std::unique_ptr<dist::BackendComm>> CreateComm(
       const dist_comm_config_t& config) override {
-    return NcclComm::Make(CreateCommunicator(config));
+    return dist::WrapComm<NcclComm>(CreateCommunicator(config));
   }
   bool has_wait_stream() const override { return true; }
 };

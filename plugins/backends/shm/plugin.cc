@@ -47,12 +47,7 @@ class ShmComm : public dist::BackendComm {
   absl::StatusOr<std::unique_ptr<dist::BackendComm>> Split(
       const int32_t* ranks, size_t num_ranks, const dist_comm_config_t& config) override {
     if (config.rank < 0) return std::unique_ptr<dist::BackendComm>();
-    return Make(config);
-  }
-  static absl::StatusOr<std::unique_ptr<dist::BackendComm>> Make(const dist_comm_config_t& config) {
-    absl::StatusOr<std::unique_ptr<Communicator>> comm = Communicator::Create(config);
-    if (!comm.ok()) return comm.status();
-    return std::make_unique<ShmComm>(*std::move(comm));
+    return dist::WrapComm<ShmComm>(Communicator::Create(config));
   }
 
  private:
@@ -80,16 +75,16 @@ class ShmBackend : public dist::Backend {
 
   void Capabilities(dist_backend_capabilities_t& caps) override {
     caps.device_types = 1u << DIST_DEVICE_CPU;
-    caps.dtypes = (1u << DIST_DTYPE_COUNT) - 1;
-    caps.collectives = (1u << DIST_COLLECTIVE_COUNT) - 1;
-    caps.all_reduce_ops = caps.reduce_ops = caps.reduce_scatter_ops = (1u << DIST_REDUCE_OP_COUNT) - 1;
+    caps.dtypes = dist::kAllDtypes;
+    caps.collectives = dist::kAllCollectives;
+    caps.all_reduce_ops = caps.reduce_ops = caps.reduce_scatter_ops = dist::kAllReduceOps;
     caps.flags = DIST_CAP_SUBGROUPS | DIST_CAP_THREAD_MULTIPLE;
     caps.notes = "CPU buffers, all ranks on one host (POSIX shared memory)";
   }
 
   absl::StatusOr<std::unique_ptr<dist::BackendComm>> CreateComm(
       const dist_comm_config_t& config) override {
-    return ShmComm::Make(config);
+    return dist::WrapComm<ShmComm>(Communicator::Create(config));
   }
 };
 

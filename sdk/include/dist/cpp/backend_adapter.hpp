@@ -93,6 +93,20 @@ class Backend {
   virtual bool has_wait_stream() const { return false; }
 };
 
+// Capability masks with every bit of their enum set.
+constexpr uint32_t kAllDtypes = (1u << DIST_DTYPE_COUNT) - 1;
+constexpr uint32_t kAllCollectives = (1u << DIST_COLLECTIVE_COUNT) - 1;
+constexpr uint32_t kAllReduceOps = (1u << DIST_REDUCE_OP_COUNT) - 1;
+
+// Wraps a plugin's communicator (a StatusOr of a pointer, NULL on a
+// non-member of a split) in its BackendComm `Wrapper`, built from the pointer.
+template <typename Wrapper, typename Pointer>
+absl::StatusOr<std::unique_ptr<BackendComm>> WrapComm(absl::StatusOr<Pointer> comm) {
+  if (!comm.ok()) return comm.status();
+  if (*comm == nullptr) return std::unique_ptr<BackendComm>();
+  return std::unique_ptr<BackendComm>(new Wrapper(*std::move(comm)));
+}
+
 }  // namespace dist
 
 // The opaque handles of backend_plugin.h, as this adapter defines them.
