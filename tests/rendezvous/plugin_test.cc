@@ -3,6 +3,8 @@
 // every malformed input.
 #include <stdlib.h>
 
+#include <cstddef>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -353,6 +355,46 @@ TEST_F(PluginTest, ArgumentsAreChecked) {
   dist_error_destroy(error);
   error = (*plugin)->resolve(nullptr, nullptr, 1000, &result);
   EXPECT_EQ(dist_error_code(error), DIST_INVALID_ARGUMENT);
+  dist_error_destroy(error);
+}
+
+// sdk/ABI.md: a caller's hints and result are read by their struct_size, so
+// a core built against an older or a newer 1.x SDK works with these plugins.
+TEST_F(PluginTest, OlderAndNewerCallersStructsAreHonoured) {
+  auto plugin = testing::LoadPlugin("file");
+  ASSERT_TRUE(plugin.ok());
+  // A newer core's hints: larger, with trailing fields this SDK lacks.
+  struct {
+    dist_rendezvous_hints_t hints;
+    char appended[16];
+  } newer;
+  std::memset(&newer, 0x7f, sizeof(newer));
+  newer.hints.struct_size = sizeof(newer);
+  newer.hints.rank = 0;
+  newer.hints.world_size = 1;
+  newer.hints.options = nullptr;
+  newer.hints.num_options = 0;
+  // An older core's result: only the 1.0 fields, then memory that is not its.
+  struct {
+    dist_rendezvous_result_t result;
+    char beyond[16];
+  } older;
+  std::memset(&older, 0x5a, sizeof(older));
+  older.result.struct_size = offsetof(dist_rendezvous_result_t, store) + sizeof(dist_store_t*);
+  const std::string url = "file://" + testing::TempPath("sizes");
+  dist_error_t* error = (*plugin)->resolve(url.c_str(), &newer.hints, 3000, &older.result);
+  ASSERT_EQ(error, nullptr) << dist_error_message(error);
+  EXPECT_EQ(older.result.rank, 0);
+  EXPECT_EQ(older.result.world_size, 1);
+  ASSERT_NE(older.result.store, nullptr);
+  older.result.store->release(older.result.store->ctx);
+  for (char c : older.beyond) EXPECT_EQ(c, 0x5a);  // nothing written past struct_size
+  // Below the 1.0 size is a caller bug.
+  newer.hints.struct_size = offsetof(dist_rendezvous_hints_t, num_options);
+  error = (*plugin)->resolve(url.c_str(), &newer.hints, 3000, &older.result);
+  EXPECT_EQ(dist_error_code(error), DIST_INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(dist_error_message(error), "hints->struct_size"))
+      << dist_error_message(error);
   dist_error_destroy(error);
 }
 

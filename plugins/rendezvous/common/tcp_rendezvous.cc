@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "dist/cpp/host_log.hpp"
 #include "plugins/rendezvous/common/plugin_support.h"
 #include "plugins/rendezvous/common/ranks.h"
 #include "plugins/store/abi_store.h"
@@ -67,10 +68,7 @@ absl::StatusOr<dist_store_t*> OpenTcpStore(const TcpRendezvousConfig& config) {
     // tells late ranks why instead of letting them join one that is over.
     server_options.keep_failures = true;
     server_options.advertised_host = config.host;
-    const char* component = config.component;
-    server_options.log = [component](const std::string& line) {
-      Log(DIST_LOG_WARN, component, line);
-    };
+    server_options.log = [](const std::string& line) { dist::Log(DIST_LOG_WARN, line); };
     absl::StatusOr<std::unique_ptr<store::TcpStoreServer>> started =
         store::TcpStoreServer::Start(std::move(server_options));
     if (!started.ok()) {
@@ -80,8 +78,7 @@ absl::StatusOr<dist_store_t*> OpenTcpStore(const TcpRendezvousConfig& config) {
           "and add ?external=1)")));
     }
     server = std::move(*started);
-    Log(DIST_LOG_INFO, config.component,
-        absl::StrCat("rank 0 hosts the store on ", server->address()));
+    dist::Log(DIST_LOG_INFO, absl::StrCat("rank 0 hosts the store on ", server->address()));
     // Rank 0 talks to its own server over loopback unless it bound a
     // specific address.
     const std::string bound = BindHost(config);
@@ -97,15 +94,14 @@ absl::StatusOr<dist_store_t*> OpenTcpStore(const TcpRendezvousConfig& config) {
   std::function<void()> after_release;
   if (server != nullptr) {
     const absl::Duration linger = config.timeout;
-    const char* component = config.component;
-    after_release = [server, linger, component] {
+    after_release = [server, linger] {
       // The other ranks may still be reading their last keys: keep serving
       // until they have disconnected, but never longer than the timeout.
       if (!server->WaitForClientsToLeave(linger)) {
-        Log(DIST_LOG_WARN, component,
-            absl::StrCat(server->clients(), " rank(s) still connected to the store on ",
-                         server->address(), " after ", absl::FormatDuration(linger),
-                         "; stopping it anyway"));
+        dist::Log(DIST_LOG_WARN,
+                  absl::StrCat(server->clients(), " rank(s) still connected to the store on ",
+                               server->address(), " after ", absl::FormatDuration(linger),
+                               "; stopping it anyway"));
       }
       server->Stop();
     };

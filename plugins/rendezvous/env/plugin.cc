@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "dist/cpp/status.hpp"
 #include "dist/rendezvous_plugin.h"
+#include "dist/cpp/rendezvous_adapter.hpp"
 #include "plugins/rendezvous/common/plugin_support.h"
 #include "plugins/rendezvous/common/ranks.h"
 #include "plugins/rendezvous/common/tcp_rendezvous.h"
@@ -89,7 +90,4 @@ absl::Status ResolveEnv(const char* text, const dist_rendezvous_hints_t* hints,
 }  // namespace
 }  // namespace dist::rendezvous
 
-extern "C" DIST_EXPORT const dist_rendezvous_plugin_t* dist_rendezvous_plugin_v1(void) {
-  return dist::rendezvous::PluginTable<&dist::rendezvous::ResolveEnv>("env",
-                                                                  dist::rendezvous::kSchemes);
-}
+DIST_EXPORT_RENDEZVOUS_PLUGIN("env", dist::rendezvous::kSchemes, dist::rendezvous::ResolveEnv)

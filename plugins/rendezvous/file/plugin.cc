@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "dist/rendezvous_plugin.h"
+#include "dist/cpp/rendezvous_adapter.hpp"
 #include "plugins/rendezvous/common/plugin_support.h"
 #include "plugins/rendezvous/common/ranks.h"
 #include "plugins/rendezvous/common/url.h"
@@ -50,8 +51,7 @@ absl::Status ResolveFile(const char* text, const dist_rendezvous_hints_t* hints,
     // Messages from the store already name the file.
     return file_store.status();
   }
-  Log(DIST_LOG_DEBUG, "file",
-      absl::StrCat("rank ", ranks->rank, " joined the store file ", url->path));
+  dist::Log(DIST_LOG_DEBUG, absl::StrCat("rank ", ranks->rank, " joined the store file ", url->path));
   FillResult(*ranks, store::MakeAbiStore(*std::move(file_store), options.timeout), result);
   return absl::OkStatus();
 }
@@ -59,7 +59,4 @@ absl::Status ResolveFile(const char* text, const dist_rendezvous_hints_t* hints,
 }  // namespace
 }  // namespace dist::rendezvous
 
-extern "C" DIST_EXPORT const dist_rendezvous_plugin_t* dist_rendezvous_plugin_v1(void) {
-  return dist::rendezvous::PluginTable<&dist::rendezvous::ResolveFile>("file",
-                                                                       dist::rendezvous::kSchemes);
-}
+DIST_EXPORT_RENDEZVOUS_PLUGIN("file", dist::rendezvous::kSchemes, dist::rendezvous::ResolveFile)

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "dist/rendezvous_plugin.h"
+#include "dist/cpp/rendezvous_adapter.hpp"
 #include "plugins/rendezvous/common/plugin_support.h"
 #include "plugins/rendezvous/common/ranks.h"
 #include "plugins/rendezvous/common/tcp_rendezvous.h"
@@ -36,7 +37,4 @@ absl::Status ResolveTcp(const char* text, const dist_rendezvous_hints_t* hints, 
 }  // namespace
 }  // namespace dist::rendezvous
 
-extern "C" DIST_EXPORT const dist_rendezvous_plugin_t* dist_rendezvous_plugin_v1(void) {
-  return dist::rendezvous::PluginTable<&dist::rendezvous::ResolveTcp>("tcp",
-                                                                      dist::rendezvous::kSchemes);
-}
+DIST_EXPORT_RENDEZVOUS_PLUGIN("tcp", dist::rendezvous::kSchemes, dist::rendezvous::ResolveTcp)
