@@ -80,6 +80,11 @@ TEST(ValidateJobTest, NamesTheBadFlag) {
   job.nnodes = 2;
   EXPECT_THAT(std::string(ValidateJob(job).message()),
               ::testing::HasSubstr("--master_port"));
+  job.master_port = 29500;
+  EXPECT_THAT(std::string(ValidateJob(job).message()),
+              ::testing::HasSubstr("--master_addr is 127.0.0.1, a loopback address"));
+  job.master_addr = "node0";
+  EXPECT_TRUE(ValidateJob(job).ok());
 }
 
 std::string ReadAll(int fd) {

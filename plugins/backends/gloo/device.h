@@ -1,5 +1,5 @@
-// Chooses the network interface for Gloo's TCP transport and creates the
-// transport device.
+// Chooses the local address Gloo's TCP transport binds and publishes to the
+// other ranks, and creates the transport device.
 #ifndef DIST_PLUGINS_BACKENDS_GLOO_DEVICE_H_
 #define DIST_PLUGINS_BACKENDS_GLOO_DEVICE_H_
 
@@ -15,11 +15,23 @@ namespace dist_gloo {
 // The value of backend option `key` in `config`, or "" when absent.
 std::string FindOption(const dist_comm_config_t& config, const char* key);
 
-// In order: option "gloo.ifname", env DIST_GLOO_IFNAME (an interface name),
-// option "gloo.hostname", env DIST_GLOO_HOSTNAME (an address or host name
-// to bind); else loopback when every rank runs on this host
-// (local_world_size == world_size), else this host's name, which must
-// resolve to an address the other hosts can reach.
+// The address, in order:
+//  1. named: option "gloo.ifname", env DIST_GLOO_IFNAME (an interface),
+//     option "gloo.hostname", env DIST_GLOO_HOSTNAME (an address or name);
+//  2. loopback when every rank runs on this host (local_world_size ==
+//     world_size);
+//  3. the local address the kernel routes towards the rendezvous host
+//     (MASTER_ADDR, or the host of a tcp:// DIST_INIT_METHOD), which is the
+//     address this rank's store connection uses. When that route is
+//     loopback (the rendezvous host is this host under a name that resolves
+//     to 127.0.1.1 here, as Debian's /etc/hosts does) and the world spans
+//     hosts, the address the ranks on other hosts reached it at, which
+//     they leave in the store;
+//  4. this host's name when it resolves to a non-loopback address of this
+//     host, else the address of the only up non-loopback interface.
+// A loopback address while the world spans hosts (local_world_size <
+// world_size) is an error naming where it came from: ranks on other hosts
+// could never connect to it.
 absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateDevice(
     const dist_comm_config_t& config, std::string* description);
 

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "plugins/rendezvous/common/slurm.h"
 
 namespace dist::rendezvous {
 namespace {
@@ -138,7 +139,8 @@ absl::StatusOr<RankInfo> ResolveRanks(const Url& url, const Query& query,
     absl::StatusOr<std::optional<int>> v =
         FirstOf(url.text, LocalWorldSizeVariables(), 1, &source);
     if (!v.ok()) return v.status();
-    info.local_world_size = v->value_or(-1);
+    // Slurm has no variable for it, but says how many tasks each node runs.
+    info.local_world_size = v->value_or(SlurmLocalWorldSize().value_or(-1));
   }
   if (info.rank >= info.world_size) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -12,6 +12,7 @@
 #include "dist/cpp/rendezvous_adapter.hpp"
 #include "plugins/rendezvous/common/plugin_support.h"
 #include "plugins/rendezvous/common/ranks.h"
+#include "plugins/rendezvous/common/slurm.h"
 #include "plugins/rendezvous/common/tcp_rendezvous.h"
 #include "plugins/rendezvous/common/url.h"
 
@@ -35,6 +36,7 @@ absl::Status MasterAddress(const Url& url, const Query& query, std::string* host
     if (const char* env = getenv("MASTER_ADDR")) addr = env;
     addr_source = "MASTER_ADDR";
   }
+  if (!addr && (addr = SlurmMasterAddr())) addr_source = "the first host of SLURM_JOB_NODELIST";
   if (!addr || addr->empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         url.text, ": MASTER_ADDR is ", addr ? "empty" : "not set",
@@ -53,6 +55,12 @@ absl::Status MasterAddress(const Url& url, const Query& query, std::string* host
   if (!port_text) {
     if (const char* env = getenv("MASTER_PORT")) port_text = env;
     port_source = "MASTER_PORT";
+  }
+  if (!port_text) {
+    if (std::optional<int> slurm_port = SlurmMasterPort()) {
+      port_text = std::to_string(*slurm_port);
+      port_source = "10000 + SLURM_JOB_ID % 20000";
+    }
   }
   if (!port_text) {
     return absl::InvalidArgumentError(absl::StrCat(
