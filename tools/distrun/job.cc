@@ -68,7 +68,7 @@ std::vector<std::string> RankEnvironment(
       {"LOCAL_WORLD_SIZE", absl::StrCat(job.nproc_per_node)},
       {"MASTER_ADDR", job.master_addr},
       {"MASTER_PORT", absl::StrCat(job.master_port)},
-      {"DIST_INIT_METHOD", "env://"},
+      {"DIST_INIT_METHOD", job.init_method},
   };
   if (!job.backend.empty()) ours.emplace_back("DIST_BACKEND", job.backend);
 

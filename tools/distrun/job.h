@@ -18,6 +18,9 @@ struct Job {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: pick a free one (single node only)
   std::string backend;  // empty: leave DIST_BACKEND alone
+  // DIST_INIT_METHOD of every rank; the ranks still get RANK, WORLD_SIZE,
+  // MASTER_ADDR, ... for tcp:// and file:// URLs without ?rank=.
+  std::string init_method = "env://";
   // After the first failure the others get `grace` to end by themselves,
   // then SIGTERM, then after another `grace` SIGKILL.
   absl::Duration grace = absl::Seconds(3);
@@ -35,7 +38,7 @@ absl::Status ValidateJob(const Job& job);
 
 // The environment of local rank `local_rank`: `base` (KEY=VALUE strings)
 // with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT, DIST_INIT_METHOD=env:// and, with a backend, DIST_BACKEND
+// MASTER_PORT, DIST_INIT_METHOD (job.init_method) and, with a backend, DIST_BACKEND
 // replaced. job.master_port must be resolved (non-zero) by now.
 std::vector<std::string> RankEnvironment(const Job& job, int local_rank,
                                          const std::vector<std::string>& base);

@@ -33,6 +33,10 @@ ABSL_FLAG(std::string, master_addr, "127.0.0.1",
           "MASTER_ADDR: the address of node 0, where rank 0 listens.");
 ABSL_FLAG(int, master_port, 0,
           "MASTER_PORT; 0 picks a free port (one node only).");
+ABSL_FLAG(std::string, init_method, "env://",
+          "DIST_INIT_METHOD for the ranks, e.g. tcp://node0:29500 or "
+          "file:///shared/dir/job1 (a directory every node sees); RANK and "
+          "WORLD_SIZE still come from distrun.");
 ABSL_FLAG(absl::Duration, grace, absl::Seconds(3),
           "After the first rank fails, the others get this long to end by "
           "themselves, then SIGTERM, then after as long again SIGKILL. Also "
@@ -65,7 +69,7 @@ int main(int argc, char** argv) {
       "starts the ranks of a dist job on this node.\n\n"
       "  distrun -n N [--backend NAME] [flags] PROGRAM [ARGS...]\n\n"
       "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
-      "MASTER_ADDR, MASTER_PORT and DIST_INIT_METHOD=env:// (and DIST_BACKEND\n"
+      "MASTER_ADDR, MASTER_PORT and DIST_INIT_METHOD=env:// (--init_method; and DIST_BACKEND\n"
       "with --backend). Output lines are prefixed with \"[RANK] \". SIGINT and\n"
       "SIGTERM are forwarded. When a rank fails the others are stopped and\n"
       "distrun exits with the first failure's code (128+N for signal N).\n"
@@ -94,6 +98,7 @@ int main(int argc, char** argv) {
   job.master_addr = absl::GetFlag(FLAGS_master_addr);
   job.master_port = absl::GetFlag(FLAGS_master_port);
   job.backend = absl::GetFlag(FLAGS_backend);
+  job.init_method = absl::GetFlag(FLAGS_init_method);
   job.grace = absl::GetFlag(FLAGS_grace);
   job.timeout = absl::GetFlag(FLAGS_timeout);
   job.prefix = absl::GetFlag(FLAGS_prefix);

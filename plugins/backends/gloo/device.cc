@@ -37,7 +37,7 @@ namespace {
 
 // Where ranks on other hosts leave the address at which they reached the
 // rendezvous host, for the ranks on that host that see it as loopback.
-constexpr char kSeenAsKey[] = "dist/gloo/rendezvous_host_address";
+constexpr char kSeenAsKey[] = "rendezvous_host_address";
 
 const char kFix[] =
     "set DIST_GLOO_IFNAME to the interface that reaches the other hosts (e.g. eth0)";
@@ -256,12 +256,6 @@ absl::StatusOr<Choice> DefaultChoice(const dist_comm_config_t& config) {
   const std::optional<std::string> source = RouteSource(resolved[0]);
   const std::string named = absl::StrCat(variable, " '", host, "'");
   if (source && !IsLoopbackText(*source)) {
-    const std::string reached = Text(reinterpret_cast<const sockaddr*>(&resolved[0]));
-    if (config.store != nullptr && !IsLoopbackText(reached) && config.world_size > 1) {
-      // For the ranks on the rendezvous host that see it as loopback; the
-      // first rank's answer is as good as any.
-      (void)dist::StoreView(config.store).CompareSet(kSeenAsKey, "", reached);
-    }
     std::optional<Interface> item = InterfaceWithAddress(*source);
     return Choice{"", *source,
                   absl::StrCat("the route to the rendezvous host ", named,
@@ -274,8 +268,8 @@ absl::StatusOr<Choice> DefaultChoice(const dist_comm_config_t& config) {
   absl::StatusOr<std::string> seen_as = dist::StoreView(config.store).Get(kSeenAsKey, timeout);
   if (!seen_as.ok()) {
     return absl::Status(seen_as.status().code(), absl::StrCat(
-        "the rendezvous host ", named, " is this host and resolves to loopback (", *source,
-        ") here, and no rank on another host told within ", absl::FormatDuration(timeout),
+        "the rendezvous host ", named, " is this host and resolves to loopback (",
+        Text(reinterpret_cast<const sockaddr*>(&resolved[0])), ") here, and no rank on another host told within ", absl::FormatDuration(timeout),
         " which address reached it (", seen_as.status().message(), "); ", kFix));
   }
   std::optional<Interface> item = InterfaceWithAddress(*seen_as);
@@ -285,12 +279,31 @@ absl::StatusOr<Choice> DefaultChoice(const dist_comm_config_t& config) {
                              named, ", interface ", item->name)};
 }
 
+// Leaves the address at which this rank reaches the rendezvous host for
+// the ranks on that host that see it as loopback (DefaultChoice); whatever
+// this rank itself binds. The first rank's answer is as good as any.
+void PublishRendezvousHostAddress(const dist_comm_config_t& config) {
+  if (config.store == nullptr || config.world_size < 2 ||
+      config.local_world_size == config.world_size) {
+    return;
+  }
+  std::string variable;
+  const std::string host = RendezvousHost(&variable);
+  if (host.empty()) return;
+  const std::vector<sockaddr_storage> resolved = Resolve(host);
+  if (resolved.empty()) return;
+  const std::string reached = Text(reinterpret_cast<const sockaddr*>(&resolved[0]));
+  const std::optional<std::string> source = RouteSource(resolved[0]);
+  if (IsLoopbackText(reached) || !source || IsLoopbackText(*source)) return;
+  (void)dist::StoreView(config.store).CompareSet(kSeenAsKey, "", reached);
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateDevice(
     const dist_comm_config_t& config, std::string* description) {
+  PublishRendezvousHostAddress(config);
   Choice choice;
-  std::string loopback_named;  // the named setting when it gives loopback
   if (std::string ifname = FindOption(config, "gloo.ifname"); !ifname.empty()) {
     choice = {ifname, "", absl::StrCat("option gloo.ifname=", ifname)};
   } else if (std::string env_ifname = Env("DIST_GLOO_IFNAME"); !env_ifname.empty()) {
