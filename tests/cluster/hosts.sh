@@ -11,6 +11,7 @@
 #   on I CMD...                     # runs CMD on host I (nsenter into its namespaces)
 #   cluster_addr I                  # 10.213.0.I
 #   cluster_link_down ID I          # cuts host I off the bridge
+#   $CLUSTER_DIR                    # a directory every host sees; holders lists "hI PID"
 #
 # Only addresses inside these namespaces are used; the root namespace gets
 # none, so no traffic leaves them. Everything is removed on exit (trap),
@@ -99,7 +100,9 @@ cluster_up() {
       mount --bind '$CLUSTER_DIR/hosts.h$i' /etc/hosts &&
       exec sleep 100000" &
     CLUSTER_HOLDER[$i]=$!
+    echo "h$i ${CLUSTER_HOLDER[$i]}" >>"$CLUSTER_DIR/holders"
   done
+  export CLUSTER_DIR
   # Ready when every host has its own hostname.
   for ((i = 1; i <= n; i++)); do
     for _ in $(seq 100); do
