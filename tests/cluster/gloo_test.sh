@@ -56,8 +56,10 @@ expect_pass() {
 # Fails on both hosts with a message matching the pattern.
 expect_error() {
   local name=$1 pattern=$2
-  if [[ $rc1 != 0 && $rc2 != 0 ]] && out "$name" | grep -qE "$pattern"; then
-    echo "ok   $name: $(out "$name" | grep -E -m1 -o "$pattern")"
+  local text
+  text=$(out "$name")
+  if [[ $rc1 != 0 && $rc2 != 0 ]] && grep -qE "$pattern" <<<"$text"; then
+    echo "ok   $name: $(grep -E -m1 -o "$pattern" <<<"$text")"
   else
     fail "$name (exit codes $rc1 $rc2; wanted an error matching '$pattern')"; out "$name" | tail -20
   fi

@@ -9,8 +9,10 @@
 #   cluster_up ID N                 # hosts h1..hN at 10.213.0.1..N; ID (<= 5 chars) keeps names apart
 #   cluster_add_interface ID I NAME ADDR  # a second interface on host I, on its own bridge
 #   on I CMD...                     # runs CMD on host I (nsenter into its namespaces)
+#   daemon_on I LOG CMD...          # starts CMD in the background on host I, stopped on exit
 #   cluster_addr I                  # 10.213.0.I
 #   cluster_link_down ID I          # cuts host I off the bridge
+#   cluster_track PID...            # stops these processes first on exit
 #   $CLUSTER_DIR                    # a directory every host sees; holders lists "hI PID"
 #
 # Only addresses inside these namespaces are used; the root namespace gets
@@ -51,16 +53,40 @@ cluster_clean() {
     [[ -n $pid ]] && kill "$pid" 2>/dev/null
   done
   [[ -n ${CLUSTER_DIR:-} && -d $CLUSTER_DIR ]] && rm -rf "$CLUSTER_DIR"
+  # Whatever still runs on a host (started there by this test): TERM, a
+  # moment, then KILL.
+  local namespaces=() pids=()
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
-    [[ $ns == "${id}h"* ]] && ip netns del "$ns" 2>/dev/null
+    [[ $ns == "${id}h"* ]] && namespaces+=("$ns")
   done
+  for ns in "${namespaces[@]}"; do pids+=($(ip netns pids "$ns" 2>/dev/null)); done
+  if ((${#pids[@]} > 0)); then
+    kill "${pids[@]}" 2>/dev/null
+    for _ in $(seq 30); do
+      kill -0 "${pids[@]}" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -9 "${pids[@]}" 2>/dev/null
+  fi
+  for ns in "${namespaces[@]}"; do ip netns del "$ns" 2>/dev/null; done
   for link in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do
     [[ $link == "${id}"* ]] && ip link del "$link" 2>/dev/null
   done
   return 0
 }
 
+# Processes to stop before the hosts go (daemons the test started).
+declare -a CLUSTER_DAEMONS=()
+cluster_track() { CLUSTER_DAEMONS+=("$@"); }
+
 cluster_down() {
+  local pid
+  for pid in "${CLUSTER_DAEMONS[@]}"; do kill "$pid" 2>/dev/null; done
+  for pid in "${CLUSTER_DAEMONS[@]}"; do
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null
+  done
+  CLUSTER_DAEMONS=()
   [[ -n $CLUSTER_ID ]] && cluster_clean "$CLUSTER_ID"
   CLUSTER_HOLDER=()
 }
@@ -72,10 +98,9 @@ cluster_up() {
   cluster_clean "$id"
   trap cluster_down EXIT
   trap 'cluster_down; exit 143' TERM INT
-  # A directory every host sees (the hosts' /tmp and /dev/shm are their own).
-  local base=${TEST_TMPDIR:-/var/tmp}
-  [[ $base == /tmp* || $base == /dev/shm* ]] && base=/var/tmp
-  CLUSTER_DIR=$(mktemp -d "$base/cluster.XXXXXX")
+  # A directory every host sees (the hosts' /tmp and /dev/shm are their
+  # own); short, for socket paths (108 bytes at most), and removed on exit.
+  CLUSTER_DIR=$(mktemp -d "/var/tmp/dist-cluster-$id.XXXXXX")
   ip link add "${id}br" type bridge
   ip link set "${id}br" up
   for ((i = 1; i <= n; i++)); do
@@ -118,6 +143,15 @@ on() {
   local i=$1
   shift
   nsenter -t "${CLUSTER_HOLDER[$i]}" -u -m -n -- "$@"
+}
+
+# Starts a daemon on host I, output to LOG; its pid is tracked (stopped
+# first on exit).
+daemon_on() {
+  local i=$1 log=$2
+  shift 2
+  (exec nsenter -t "${CLUSTER_HOLDER[$i]}" -u -m -n -- "$@" >"$log" 2>&1) &
+  cluster_track $!
 }
 
 cluster_add_interface() {

@@ -10,6 +10,7 @@ packages=(
   libgloo-dev libopenmpi-dev openmpi-bin
   libuv1-dev libtomlplusplus-dev nlohmann-json3-dev
   gnuplot-nox procps iproute2 file patchelf python3
+  slurm-wlm munge util-linux
 )
 
 missing=()
