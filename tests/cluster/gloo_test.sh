@@ -94,6 +94,24 @@ expect_pass tcp
 run file --master_addr h1 --init_method "file://$CLUSTER_DIR/file_rendezvous"
 expect_pass file
 
+# One host playing both nodes: distrun twice on h1, with MASTER_ADDR
+# loopback and with h1's name (which resolves to loopback there). The ranks
+# find that they all run on h1 and keep loopback.
+for master in 127.0.0.1 h1; do
+  port=$((port + 1))
+  pids=()
+  for node in 0 1; do
+    on 1 timeout 120 "$distrun" --nnodes 2 --node_rank $node -n 2 --master_addr $master \
+      --master_port "$port" "$hello" >"$CLUSTER_DIR/one_host_$master.$node" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[0]}"; rc1=$?
+  wait "${pids[1]}"; rc2=$?
+  cat "$CLUSTER_DIR/one_host_$master.0" >"$CLUSTER_DIR/one_host_$master.h1"
+  cat "$CLUSTER_DIR/one_host_$master.1" >"$CLUSTER_DIR/one_host_$master.h2"
+  expect_pass "one_host_$master"
+done
+
 # Wrong interfaces, as a user would name them.
 ENV="DIST_GLOO_IFNAME=lo" run ifname_lo --master_addr h1
 expect_error ifname_lo "would publish the loopback address 127.0.0.1 \(from DIST_GLOO_IFNAME=lo\) but only 2 of 4 ranks run on this host"

@@ -80,11 +80,21 @@ TEST(ValidateJobTest, NamesTheBadFlag) {
   job.nnodes = 2;
   EXPECT_THAT(std::string(ValidateJob(job).message()),
               ::testing::HasSubstr("--master_port"));
+}
+
+TEST(MasterAddrWarningTest, OnlyForLoopbackWithSeveralNodes) {
+  Job job;
+  job.argv = {"x"};
+  EXPECT_EQ(MasterAddrWarning(job), std::nullopt);  // one node, 127.0.0.1
+  job.nnodes = 2;
   job.master_port = 29500;
-  EXPECT_THAT(std::string(ValidateJob(job).message()),
+  ASSERT_TRUE(ValidateJob(job).ok());  // one machine may play both nodes
+  EXPECT_THAT(MasterAddrWarning(job).value_or(""),
               ::testing::HasSubstr("--master_addr is 127.0.0.1, a loopback address"));
+  job.master_addr = "localhost";
+  EXPECT_NE(MasterAddrWarning(job), std::nullopt);
   job.master_addr = "node0";
-  EXPECT_TRUE(ValidateJob(job).ok());
+  EXPECT_EQ(MasterAddrWarning(job), std::nullopt);
 }
 
 std::string ReadAll(int fd) {

@@ -42,21 +42,23 @@ absl::Status ValidateJob(const Job& job) {
     return absl::InvalidArgumentError(
         "--master_addr is empty; give the host name or address of node 0");
   }
-  // Nodes other than node 0 would dial their own loopback and never meet
-  // node 0 (127.0.0.1 is distrun's default, for one node).
-  const absl::string_view addr = job.master_addr;
-  if (job.nnodes > 1 && (absl::StartsWith(addr, "127.") || addr == "::1" || addr == "[::1]" ||
-                         addr == "localhost")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--nnodes is ", job.nnodes, " but --master_addr is ", job.master_addr,
-        ", a loopback address the other nodes cannot reach; give node 0's host name or "
-        "address (the same on every node)"));
-  }
   if (job.grace < absl::ZeroDuration() || job.timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "--grace and --timeout must not be negative (e.g. --grace=5s)");
   }
   return absl::OkStatus();
+}
+
+std::optional<std::string> MasterAddrWarning(const Job& job) {
+  const absl::string_view addr = job.master_addr;
+  if (job.nnodes < 2 || !(absl::StartsWith(addr, "127.") || addr == "::1" ||
+                          addr == "[::1]" || addr == "localhost")) {
+    return std::nullopt;
+  }
+  return absl::StrCat("--nnodes is ", job.nnodes, " but --master_addr is ", job.master_addr,
+                      ", a loopback address: that works only when every node runs on this "
+                      "machine; on several machines give node 0's host name or address, the "
+                      "same on every node");
 }
 
 std::vector<std::string> RankEnvironment(

@@ -2,6 +2,7 @@
 #ifndef DIST_TOOLS_DISTRUN_JOB_H_
 #define DIST_TOOLS_DISTRUN_JOB_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ struct Job {
 
 // Checks the layout; errors name the flag and the fix.
 absl::Status ValidateJob(const Job& job);
+
+// A warning when --nnodes > 1 meets a loopback --master_addr (distrun's
+// default): right only when one machine plays every node.
+std::optional<std::string> MasterAddrWarning(const Job& job);
 
 // The environment of local rank `local_rank`: `base` (KEY=VALUE strings)
 // with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,

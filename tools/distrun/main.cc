@@ -106,6 +106,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "distrun: %s\n", std::string(valid.message()).c_str());
     return 2;
   }
+  if (std::optional<std::string> warning = dist::distrun::MasterAddrWarning(job)) {
+    std::fprintf(stderr, "distrun: warning: %s\n", warning->c_str());
+  }
   if (job.master_port == 0) {
     absl::StatusOr<int> port = dist::distrun::PickFreePort(job.master_addr);
     if (!port.ok()) {

@@ -241,6 +241,54 @@ absl::StatusOr<Choice> HostChoice(bool spans_hosts) {
       "and there are several interfaces (", absl::StrJoin(names, ", "), "); ", kFix));
 }
 
+// Whether the ranks really run on several hosts. The launcher's
+// local_world_size < world_size says so, but one machine may play several
+// nodes (distrun --nnodes 2 twice with --master_addr 127.0.0.1), where
+// loopback is right. So every rank of such a world announces its host name
+// in the store: the first one is kept, a rank with another name marks the
+// world as spanning, and each host counts its ranks.
+constexpr char kFirstHostKey[] = "hosts/first";
+constexpr char kSpanningKey[] = "hosts/spanning";
+constexpr absl::Duration kPollSlice = absl::Milliseconds(50);
+
+bool ClaimsToSpanHosts(const dist_comm_config_t& config) {
+  return config.store != nullptr && config.local_world_size > 0 &&
+         config.local_world_size < config.world_size;
+}
+
+std::string CountKey() { return absl::StrCat("hosts/count/", ThisHostName()); }
+
+void AnnounceHost(const dist_comm_config_t& config) {
+  const dist::StoreView store(config.store);
+  const std::string host = ThisHostName();
+  absl::StatusOr<std::string> first = store.CompareSet(kFirstHostKey, "", host);
+  if (first.ok() && *first != host) (void)store.Set(kSpanningKey, host);
+  (void)store.Add(CountKey(), 1);
+}
+
+// True once every rank of the world has counted itself on this host.
+bool AllRanksOnThisHost(const dist_comm_config_t& config) {
+  absl::StatusOr<int64_t> count = dist::StoreView(config.store).Add(CountKey(), 0);
+  return count.ok() && *count >= config.world_size;
+}
+
+// Waits until the world is known to span hosts (true) or to run on this
+// host alone (false).
+absl::StatusOr<bool> SpansHosts(const dist_comm_config_t& config) {
+  const dist::StoreView store(config.store);
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(config.timeout_ms);
+  while (true) {
+    absl::Status spanning = store.Wait({kSpanningKey}, kPollSlice);
+    if (spanning.ok()) return true;
+    if (AllRanksOnThisHost(config)) return false;
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "not every rank announced its host within ", absl::FormatDuration(
+              absl::Milliseconds(config.timeout_ms)), "; check that every rank was started"));
+    }
+  }
+}
+
 absl::StatusOr<Choice> DefaultChoice(const dist_comm_config_t& config) {
   const bool spans_hosts =
       config.local_world_size > 0 && config.local_world_size < config.world_size;
@@ -261,16 +309,30 @@ absl::StatusOr<Choice> DefaultChoice(const dist_comm_config_t& config) {
                   absl::StrCat("the route to the rendezvous host ", named,
                                item ? absl::StrCat(", interface ", item->name) : "")};
   }
-  if (!source || !spans_hosts || config.store == nullptr) return HostChoice(spans_hosts);
+  if (!source || !ClaimsToSpanHosts(config)) return HostChoice(spans_hosts);
   // The rendezvous host is this host, and its name resolves to loopback
-  // here; ask how the other hosts reached it.
+  // here: the ranks on other hosts say at which address they reached it,
+  // unless there are none (every rank counted on this host).
+  const dist::StoreView store(config.store);
   const absl::Duration timeout = absl::Milliseconds(config.timeout_ms);
-  absl::StatusOr<std::string> seen_as = dist::StoreView(config.store).Get(kSeenAsKey, timeout);
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::Status waited = absl::OkStatus();
+  while (true) {
+    waited = store.Wait({kSeenAsKey}, kPollSlice);
+    if (waited.ok()) break;
+    if (AllRanksOnThisHost(config)) {
+      return Choice{"", "127.0.0.1", "loopback, every rank counted itself on this host"};
+    }
+    if (absl::Now() >= deadline) break;
+  }
+  absl::StatusOr<std::string> seen_as =
+      waited.ok() ? store.Get(kSeenAsKey, timeout) : absl::StatusOr<std::string>(waited);
   if (!seen_as.ok()) {
     return absl::Status(seen_as.status().code(), absl::StrCat(
         "the rendezvous host ", named, " is this host and resolves to loopback (",
-        Text(reinterpret_cast<const sockaddr*>(&resolved[0])), ") here, and no rank on another host told within ", absl::FormatDuration(timeout),
-        " which address reached it (", seen_as.status().message(), "); ", kFix));
+        Text(reinterpret_cast<const sockaddr*>(&resolved[0])), ") here, and no rank on another "
+        "host told within ", absl::FormatDuration(timeout), " which address reached it (",
+        seen_as.status().message(), "); ", kFix));
   }
   std::optional<Interface> item = InterfaceWithAddress(*seen_as);
   if (!item) return HostChoice(spans_hosts);  // reached through NAT or a proxy: not ours to bind
@@ -283,10 +345,6 @@ absl::StatusOr<Choice> DefaultChoice(const dist_comm_config_t& config) {
 // the ranks on that host that see it as loopback (DefaultChoice); whatever
 // this rank itself binds. The first rank's answer is as good as any.
 void PublishRendezvousHostAddress(const dist_comm_config_t& config) {
-  if (config.store == nullptr || config.world_size < 2 ||
-      config.local_world_size == config.world_size) {
-    return;
-  }
   std::string variable;
   const std::string host = RendezvousHost(&variable);
   if (host.empty()) return;
@@ -302,7 +360,10 @@ void PublishRendezvousHostAddress(const dist_comm_config_t& config) {
 
 absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateDevice(
     const dist_comm_config_t& config, std::string* description) {
-  PublishRendezvousHostAddress(config);
+  if (ClaimsToSpanHosts(config)) {
+    AnnounceHost(config);
+    PublishRendezvousHostAddress(config);
+  }
   Choice choice;
   if (std::string ifname = FindOption(config, "gloo.ifname"); !ifname.empty()) {
     choice = {ifname, "", absl::StrCat("option gloo.ifname=", ifname)};
@@ -341,7 +402,14 @@ absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateDevice(
       }
     }
   }
-  if (loopback && config.local_world_size > 0 && config.local_world_size < config.world_size) {
+  absl::StatusOr<bool> spans = false;
+  if (loopback && ClaimsToSpanHosts(config)) spans = SpansHosts(config);
+  if (!spans.ok()) {
+    return absl::Status(spans.status().code(),
+                        absl::StrCat("gloo backend: rank ", config.rank, " on ", ThisHostName(),
+                                     ": ", spans.status().message()));
+  }
+  if (*spans) {
     return absl::FailedPreconditionError(absl::StrCat(
         "gloo backend: rank ", config.rank, " on ", ThisHostName(), " would publish the loopback "
         "address ", address_text, " (from ", choice.source, ") but only ",

@@ -26,12 +26,15 @@ std::string FindOption(const dist_comm_config_t& config, const char* key);
 //     loopback (the rendezvous host is this host under a name that resolves
 //     to 127.0.1.1 here, as Debian's /etc/hosts does) and the world spans
 //     hosts, the address the ranks on other hosts reached it at, which
-//     they leave in the store;
+//     they leave in the store (loopback when every rank turns out to run
+//     on this host);
 //  4. this host's name when it resolves to a non-loopback address of this
 //     host, else the address of the only up non-loopback interface.
-// A loopback address while the world spans hosts (local_world_size <
-// world_size) is an error naming where it came from: ranks on other hosts
-// could never connect to it.
+// A loopback address while the ranks run on several hosts is an error
+// naming where it came from: ranks on other hosts could never connect to
+// it. "Several hosts": the launcher says so (local_world_size < world_size)
+// and the ranks' host names, compared through the store, differ; one
+// machine playing several nodes keeps loopback.
 absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateDevice(
     const dist_comm_config_t& config, std::string* description);
 
