@@ -13,7 +13,7 @@ loop=$(realpath "$2")
 cluster_require
 cluster_up dcl 3
 failures=0
-timeout_s=10
+timeout_s=15  # generous: a step takes milliseconds, even on a loaded machine
 fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 
 declare -a pids
