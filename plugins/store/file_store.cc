@@ -57,6 +57,64 @@ bool ProcessAlive(int64_t pid) {
 
 std::string ErrnoText(int error) { return strerror(error); }
 
+// What the first bytes of an existing file say about it.
+enum class HeaderCheck { kDist, kIncomplete, kForeign };
+
+// Whether `bytes` (the start of a file) begin with a complete dist header
+// record. Nothing but this decides that a file is ours to write to.
+HeaderCheck CheckHeaderBytes(absl::string_view bytes) {
+  if (bytes.size() < protocol::kFrameHeaderBytes) {
+    return bytes.empty() ? HeaderCheck::kIncomplete : HeaderCheck::kForeign;
+  }
+  const uint32_t length = protocol::DecodeLength(bytes.data());
+  // type, magic, version, world size, time, creator (at most 1 KiB)
+  constexpr uint32_t kMinHeader = 1 + 4 + 2 + 8 + 8 + 4;
+  if (length < kMinHeader || length > kMinHeader + 1024) return HeaderCheck::kForeign;
+  // A partial header can be judged on what is there: type and magic first.
+  const absl::string_view payload = bytes.substr(protocol::kFrameHeaderBytes);
+  if (!payload.empty() && static_cast<uint8_t>(payload[0]) != 1) return HeaderCheck::kForeign;
+  if (payload.size() >= 5) {
+    Reader reader(payload.substr(1, 4));
+    uint32_t magic = 0;
+    if (!reader.U32(&magic) || magic != kFileMagic) return HeaderCheck::kForeign;
+  }
+  if (payload.size() < length) return HeaderCheck::kIncomplete;
+  return HeaderCheck::kDist;
+}
+
+std::string RandomHex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  size_t got = 0;
+  const int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  while (fd >= 0 && got < bytes) {
+    const ssize_t n = read(fd, raw.data() + got, bytes - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (fd >= 0) close(fd);
+  // Without /dev/urandom the name only has to be unlikely to collide.
+  for (size_t i = got; i < bytes; ++i) raw[i] = static_cast<char>(absl::ToUnixNanos(absl::Now()) >> (i % 8));
+  static const char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  for (char c : raw) {
+    hex.push_back(kDigits[static_cast<uint8_t>(c) >> 4]);
+    hex.push_back(kDigits[static_cast<uint8_t>(c) & 15]);
+  }
+  return hex;
+}
+
+bool WriteAllAt(int fd, absl::string_view bytes, off_t at) {
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = pwrite(fd, bytes.data() + written, bytes.size() - written,
+                             at + static_cast<off_t>(written));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    written += static_cast<size_t>(n);
+  }
+  return true;
+}
+
 std::string FormatTime(int64_t unix_ms) {
   return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromUnixMillis(unix_ms),
                           absl::UTCTimeZone());
@@ -114,7 +172,7 @@ absl::Status FileStore::CheckSameFile() {
   if (fstat(fd_, &by_fd) != 0) {
     return absl::UnavailableError(absl::StrCat("fstat ", options_.path, ": ", ErrnoText(errno)));
   }
-  if (stat(options_.path.c_str(), &by_path) != 0 || by_fd.st_ino != by_path.st_ino ||
+  if (lstat(options_.path.c_str(), &by_path) != 0 || by_fd.st_ino != by_path.st_ino ||
       by_fd.st_dev != by_path.st_dev) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the store file ", options_.path,
@@ -124,19 +182,155 @@ absl::Status FileStore::CheckSameFile() {
   return absl::OkStatus();
 }
 
+absl::Status FileStore::Refuse(const std::string& why) const {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "file://", options_.path, ": ", why,
+      "; the file store left it untouched: give the job a path that does not exist yet "
+      "(for example in a directory of its own)"));
+}
+
+std::string FileStore::HeaderRecord() const {
+  Writer header;
+  header.U8(static_cast<uint8_t>(Record::kHeader));
+  header.U32(kFileMagic);
+  header.U16(kFileVersion);
+  header.I64(std::max(options_.world_size, 0));
+  header.I64(absl::ToUnixMillis(absl::Now()));
+  header.Str(Who());
+  return std::move(header).Finish();
+}
+
+absl::StatusOr<int> FileStore::Create() {
+  const std::string& path = options_.path;
+  // Written in full under a private name, then linked into place: link()
+  // never replaces an existing path, and no rank ever sees a file without
+  // its header.
+  const std::string temp = absl::StrCat(path, ".", RandomHex(8), ".creating");
+  int fd = open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    const int error = errno;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot create the store file ", path, ": ", ErrnoText(error),
+        error == ENOENT ? "; create its directory on a filesystem every rank shares"
+                        : "; check the directory and its permissions"));
+  }
+  const std::string header = HeaderRecord();
+  if (!WriteAllAt(fd, header, 0) || fsync(fd) != 0) {
+    const int error = errno;
+    unlink(temp.c_str());
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot write the store file ", temp, ": ",
+                                               ErrnoText(error),
+                                               "; is the filesystem full or read-only?"));
+  }
+  if (link(temp.c_str(), path.c_str()) == 0) {
+    unlink(temp.c_str());
+    return fd;
+  }
+  const int error = errno;
+  unlink(temp.c_str());
+  close(fd);
+  if (error == EEXIST) return -1;
+  if (error != EPERM && error != EOPNOTSUPP && error != ENOSYS && error != EMLINK) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot create the store file ", path, ": ", ErrnoText(error)));
+  }
+  // A filesystem without hard links: create in place (still never over an
+  // existing path); openers give an incomplete header a moment (OpenFile).
+  fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (errno == EEXIST) return -1;
+    return absl::UnavailableError(
+        absl::StrCat("cannot create the store file ", path, ": ", ErrnoText(errno)));
+  }
+  if (!WriteAllAt(fd, header, 0)) {
+    const int write_error = errno;
+    unlink(path.c_str());  // ours: created with O_EXCL just now
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot write the store file ", path, ": ",
+                                               ErrnoText(write_error)));
+  }
+  return fd;
+}
+
+absl::StatusOr<int> FileStore::OpenFile(absl::Time deadline) {
+  const std::string& path = options_.path;
+  // A header still being written in place (see Create) gets this long.
+  const absl::Time incomplete_deadline = std::min(deadline, absl::Now() + absl::Seconds(2));
+  constexpr int kProbeFlags = O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+  while (true) {
+    // Look before writing: read-only, not following a link, and checked
+    // (type, owner, header) before the file is opened for writing.
+    const int probe = open(path.c_str(), O_RDONLY | kProbeFlags);
+    if (probe < 0) {
+      const int error = errno;
+      if (error == ENOENT) {
+        absl::StatusOr<int> created = Create();
+        if (!created.ok() || *created >= 0) return created;
+        continue;  // another rank created it first: open theirs
+      }
+      if (error == ELOOP) {
+        return Refuse("the path is a symbolic link, and the file store does not follow links");
+      }
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot open the store file ", path, ": ", ErrnoText(error),
+                       "; check the path and its permissions"));
+    }
+    struct stat seen;
+    if (fstat(probe, &seen) != 0) {
+      const int error = errno;
+      close(probe);
+      return absl::UnavailableError(absl::StrCat("fstat ", path, ": ", ErrnoText(error)));
+    }
+    if (!S_ISREG(seen.st_mode)) {
+      close(probe);
+      return Refuse("the path exists and is not a regular file");
+    }
+    if (seen.st_uid != geteuid()) {
+      close(probe);
+      return Refuse(absl::StrCat("the file belongs to user ID ", seen.st_uid,
+                                 ", not to this user (", geteuid(), ")"));
+    }
+    std::string head(protocol::kFrameHeaderBytes + 1024 + 64, '\0');
+    const ssize_t n = pread(probe, head.data(), head.size(), 0);
+    close(probe);
+    head.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    const HeaderCheck check = CheckHeaderBytes(head);
+    if (check == HeaderCheck::kForeign ||
+        (check == HeaderCheck::kIncomplete && absl::Now() >= incomplete_deadline)) {
+      return Refuse(
+          "the file exists and is not a dist rendezvous file (it does not start with "
+          "dist's header)");
+    }
+    if (check == HeaderCheck::kIncomplete) {
+      absl::SleepFor(absl::Milliseconds(10));
+      continue;
+    }
+    const int fd = open(path.c_str(), O_RDWR | kProbeFlags);
+    if (fd < 0) {
+      if (errno == ENOENT) continue;  // removed since: start over
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot open the store file ", path, " for writing: ", ErrnoText(errno),
+                       "; check its permissions"));
+    }
+    struct stat opened;
+    if (fstat(fd, &opened) != 0 || opened.st_dev != seen.st_dev ||
+        opened.st_ino != seen.st_ino) {
+      close(fd);  // replaced between the look and the open: look again
+      continue;
+    }
+    return fd;
+  }
+}
+
 absl::Status FileStore::OpenAndJoin() {
   const absl::Time deadline = absl::Now() + options_.timeout;
   while (true) {
     {
+      absl::StatusOr<int> fd = OpenFile(deadline);
+      if (!fd.ok()) return fd.status();
       absl::MutexLock lock(&mu_);
-      fd_ = open(options_.path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-      if (fd_ < 0) {
-        const int error = errno;
-        return absl::FailedPreconditionError(absl::StrCat(
-            "cannot open the store file ", options_.path, ": ", ErrnoText(error),
-            error == ENOENT ? "; create its directory on a filesystem every rank shares"
-                            : "; check the path and its permissions"));
-      }
+      fd_ = *fd;
     }
     if (options_.world_size <= 0) return absl::OkStatus();
     absl::Status joined = Join();
@@ -215,19 +409,8 @@ absl::Status FileStore::Join() {
   DIST_RETURN_IF_ERROR(CatchUp(/*exclusive=*/true));
   const int64_t now_ms = absl::ToUnixMillis(absl::Now());
   if (!has_header_) {
-    if (offset_ != 0) {
-      return absl::DataLossError(absl::StrCat(
-          "the store file ", options_.path, " does not start with a dist header; "
-          "it is not a dist rendezvous file: delete it or use another path"));
-    }
-    Writer header;
-    header.U8(static_cast<uint8_t>(Record::kHeader));
-    header.U32(kFileMagic);
-    header.U16(kFileVersion);
-    header.I64(options_.world_size);
-    header.I64(now_ms);
-    header.Str(Who());
-    DIST_RETURN_IF_ERROR(Append(std::move(header).Finish()));
+    // OpenFile checked the header; a file without one was swapped in since.
+    return Refuse("the file no longer starts with dist's header");
   } else {
     if (failure_.has_value()) {
       // Checked before staleness: the ranks that failed leave at once, and

@@ -6,8 +6,14 @@
 // appends one record. Waiting is polling with backoff, not inotify, which
 // does not see writes made on other NFS clients.
 //
-// Membership (world_size > 0): the first rank writes a header with the world
-// size and a timestamp; every rank appends a join record, and on release a
+// Safety: the file store writes only to a file it created itself. The
+// file is created atomically with its header (written under a private name
+// and linked into place); an existing path is opened only when it is a
+// regular file (no symlink is followed) of this user that starts with
+// dist's header, and is refused untouched otherwise.
+//
+// Membership (world_size > 0): the first rank creates the file with a header
+// holding the world size and a timestamp; every rank appends a join record, and on release a
 // leave record; the rank whose leave completes the world removes the file.
 // A stale file from an earlier, crashed job is refused at join time; the
 // rule is at StaleReason in file_store.cc and in plugins/rendezvous/README.md.
@@ -75,6 +81,16 @@ class FileStore : public Store {
 
   explicit FileStore(FileStoreOptions options) : options_(std::move(options)) {}
   absl::Status OpenAndJoin();
+  // A descriptor of a dist store file at the path: an existing one only
+  // when it is a regular file of this user that starts with dist's header
+  // (a link, another user's file or a foreign file is refused untouched);
+  // a missing one is created atomically, header included.
+  absl::StatusOr<int> OpenFile(absl::Time deadline);
+  // -1 when the path appeared meanwhile (another rank created it).
+  absl::StatusOr<int> Create();
+  std::string HeaderRecord() const;
+  // The error for an existing path that is not ours to touch.
+  absl::Status Refuse(const std::string& why) const;
   absl::Status Join();
   absl::Status Leave();
   absl::Status Fail(const std::string& reason);

@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <iterator>
+#include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -200,13 +202,18 @@ TEST(FileFaults, RendezvousOlderThanTheTimeoutIsStale) {
 
 TEST(FileFaults, GarbageFileIsNotMistakenForAStore) {
   const std::string path = TempPath("garbage");
-  std::ofstream(path) << "this is not a rendezvous file\n";
+  const std::string text = "this is not a rendezvous file\n";
+  std::ofstream(path) << text;
   Job job = Job::Make("file", 1);
   job.file = path;
   const ProcessResult result = job.StartWorker(0, "exchange", 3000)->Wait(absl::Seconds(30));
   EXPECT_EQ(result.exit_code, 1) << result.output;
   EXPECT_TRUE(absl::StrContains(result.output, path)) << result.output;
-  EXPECT_TRUE(absl::StrContains(result.output, "ERROR DATA_LOSS")) << result.output;
+  EXPECT_TRUE(absl::StrContains(result.output, "ERROR FAILED_PRECONDITION")) << result.output;
+  EXPECT_TRUE(absl::StrContains(result.output, "left it untouched")) << result.output;
+  std::ifstream file(path);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>()),
+            text);
 }
 
 }  // namespace

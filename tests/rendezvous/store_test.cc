@@ -2,12 +2,17 @@
 // through the C ABI (dist_store_t) that the core and backends use. Each
 // test uses two independent handles (two TCP clients; two opens of the
 // file) so that every write is observed through the other one.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstddef>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -438,6 +443,173 @@ TEST(FileStoreFailure, AFileOfANewerFormatIsRefusedNamingBothVersions) {
   EXPECT_TRUE(absl::StrContains(store.status().message(),
                                 "has format version 3 but this build reads versions 1 to 2"))
       << store.status();
+}
+
+// ---- the file store never harms a file it did not create ------------------
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+}
+
+// The file of the issue: 2 KiB of binary whose first four bytes read as a
+// plausible record length (65,536), which used to get it truncated.
+std::string ForeignBinary() {
+  std::string bytes(2048, '\0');
+  bytes[2] = 1;
+  for (size_t i = 4; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7 + 3);
+  return bytes;
+}
+
+void ExpectRefusedUntouched(const absl::Status& status, const std::string& path) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), path)) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "left it untouched")) << status;
+  EXPECT_FALSE(absl::StrContains(status.message(), "delete")) << status;
+  EXPECT_FALSE(absl::StrContains(status.message(), "remove")) << status;
+}
+
+class FileStoreSafety : public ::testing::TestWithParam<int> {
+ protected:
+  // 0: a plain store; 2: a rendezvous member (rank 0 of 2).
+  FileStoreOptions Options(const std::string& path) {
+    FileStoreOptions options = Member(path, 0, GetParam());
+    options.timeout = absl::Seconds(3);
+    return options;
+  }
+};
+
+TEST_P(FileStoreSafety, AForeignFileStaysByteIdentical) {
+  const std::string path = testing::TempPath("foreign");
+  const std::string original = ForeignBinary();
+  std::ofstream(path, std::ios::binary) << original;
+  auto store = FileStore::Open(Options(path));
+  ASSERT_FALSE(store.ok());
+  ExpectRefusedUntouched(store.status(), path);
+  EXPECT_TRUE(absl::StrContains(store.status().message(), "not a dist rendezvous file"))
+      << store.status();
+  EXPECT_EQ(ReadAll(path), original);
+}
+
+TEST_P(FileStoreSafety, ASymlinkAndItsTargetStayAsTheyWere) {
+  const std::string target = testing::TempPath("target");
+  const std::string link = testing::TempPath("link");
+  const std::string original = ForeignBinary();
+  std::ofstream(target, std::ios::binary) << original;
+  ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
+  auto store = FileStore::Open(Options(link));
+  ASSERT_FALSE(store.ok());
+  ExpectRefusedUntouched(store.status(), link);
+  EXPECT_TRUE(absl::StrContains(store.status().message(), "symbolic link")) << store.status();
+  EXPECT_EQ(ReadAll(target), original);
+  struct stat info;
+  ASSERT_EQ(lstat(link.c_str(), &info), 0);
+  EXPECT_TRUE(S_ISLNK(info.st_mode));
+}
+
+TEST_P(FileStoreSafety, ASymlinkToANonexistentFileCreatesNothing) {
+  const std::string target = testing::TempPath("dangling_target");
+  const std::string link = testing::TempPath("dangling");
+  ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
+  auto store = FileStore::Open(Options(link));
+  ASSERT_FALSE(store.ok());
+  ExpectRefusedUntouched(store.status(), link);
+  struct stat info;
+  EXPECT_NE(stat(target.c_str(), &info), 0) << "the link's target was created";
+}
+
+TEST_P(FileStoreSafety, AnEmptyFileAndAFifoAreRefused) {
+  const std::string empty = testing::TempPath("empty");
+  std::ofstream(empty).flush();
+  auto store = FileStore::Open(Options(empty));
+  ASSERT_FALSE(store.ok());
+  ExpectRefusedUntouched(store.status(), empty);
+  EXPECT_EQ(ReadAll(empty), "");
+  const std::string fifo = testing::TempPath("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto piped = FileStore::Open(Options(fifo));
+  ASSERT_FALSE(piped.ok());
+  ExpectRefusedUntouched(piped.status(), fifo);
+  EXPECT_TRUE(absl::StrContains(piped.status().message(), "not a regular file")) << piped.status();
+}
+
+TEST_P(FileStoreSafety, AFileWithAShortTextIsRefused) {
+  const std::string path = testing::TempPath("text");
+  std::ofstream(path) << "hi";
+  auto store = FileStore::Open(Options(path));
+  ASSERT_FALSE(store.ok());
+  ExpectRefusedUntouched(store.status(), path);
+  EXPECT_EQ(ReadAll(path), "hi");
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, FileStoreSafety, ::testing::Values(0, 2),
+                         [](const auto& info) { return info.param == 0 ? "plain" : "member"; });
+
+TEST(FileStoreSafetyRoot, AnotherUsersFileIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to make a file of another user";
+  const std::string path = testing::TempPath("others");
+  std::ofstream(path, std::ios::binary) << HeaderRecord(2, 2);
+  const std::string original = ReadAll(path);
+  ASSERT_EQ(chown(path.c_str(), 65534, 65534), 0);
+  auto store = FileStore::Open(Member(path, 0, 2));
+  ASSERT_FALSE(store.ok());
+  ExpectRefusedUntouched(store.status(), path);
+  EXPECT_TRUE(absl::StrContains(store.status().message(), "belongs to user ID 65534"))
+      << store.status();
+  EXPECT_EQ(ReadAll(path), original);
+}
+
+// Ranks racing to create the file: exactly one creates it, all join it, and
+// no temporary file is left in the directory.
+TEST(FileStoreCreation, RacingRanksShareOneFileAndLeaveNothingBehind) {
+  const std::string dir = testing::TempPath("race_dir");
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  const std::string path = dir + "/store";
+  constexpr int kWorld = 8;
+  std::vector<std::unique_ptr<FileStore>> stores(kWorld);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < kWorld; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto store = FileStore::Open(Member(path, rank, kWorld));
+      EXPECT_TRUE(store.ok()) << store.status();
+      if (store.ok()) stores[rank] = *std::move(store);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int rank = 0; rank < kWorld; ++rank) {
+    ASSERT_NE(stores[rank], nullptr);
+    ASSERT_TRUE(stores[rank]->Add("count", 1).ok());
+  }
+  EXPECT_EQ(stores[0]->Add("count", 0).value(), kWorld);
+  struct stat info;
+  ASSERT_EQ(stat(path.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u) << "only this user may read the job's keys";
+  auto entries = [&] {
+    std::vector<std::string> names;
+    DIR* listing = opendir(dir.c_str());
+    while (dirent* entry = readdir(listing)) {
+      if (entry->d_name[0] != '.') names.push_back(entry->d_name);
+    }
+    closedir(listing);
+    return names;
+  };
+  EXPECT_EQ(entries(), std::vector<std::string>{"store"});
+  stores.clear();  // every rank leaves; the last removes the file
+  EXPECT_TRUE(entries().empty());
+}
+
+// The path names another file by the time the job ends: the last rank out
+// leaves it alone (only the job that created a file removes it).
+TEST(FileStoreCreation, AFileSwappedInDuringTheJobIsNotRemoved) {
+  const std::string path = testing::TempPath("swapped");
+  auto store = FileStore::Open(Member(path, 0, 1));
+  ASSERT_TRUE(store.ok()) << store.status();
+  const std::string other = testing::TempPath("other");
+  const std::string original = ForeignBinary();
+  std::ofstream(other, std::ios::binary) << original;
+  ASSERT_EQ(rename(other.c_str(), path.c_str()), 0);
+  store->reset();
+  EXPECT_EQ(ReadAll(path), original);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, StoreTest, ::testing::Values("tcp", "file"),
