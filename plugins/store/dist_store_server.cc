@@ -1,5 +1,6 @@
 // dist_store_server: a standalone TCP store, for jobs whose rank 0 should not
 // host the store (tcp://host:port?external=1). Runs until SIGINT or SIGTERM.
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "absl/time/clock.h"
 #include "plugins/store/tcp_store_server.h"
 
@@ -22,6 +24,28 @@ ABSL_FLAG(std::string, token, "",
 ABSL_FLAG(std::string, port_file, "",
           "if set, write the port actually bound to this file once listening");
 ABSL_FLAG(bool, quiet, false, "do not log dropped or refused clients");
+// The limits (TcpStoreServerLimits; plugins/store/README.md). The defaults
+// serve a job of 8,192 ranks with room to spare.
+ABSL_FLAG(int, max_pending_connections, dist::store::TcpStoreServerLimits().max_pending_connections,
+          "connections not yet authenticated; when full the oldest is dropped");
+ABSL_FLAG(int, max_connections, dist::store::TcpStoreServerLimits().max_connections,
+          "authenticated connections");
+ABSL_FLAG(absl::Duration, handshake_timeout,
+          dist::store::TcpStoreServerLimits().handshake_timeout,
+          "a connection that has not authenticated by then is dropped");
+ABSL_FLAG(absl::Duration, stall_timeout, dist::store::TcpStoreServerLimits().stall_timeout,
+          "a request must arrive whole, and a reply be read, within this time");
+ABSL_FLAG(uint64_t, max_request_bytes, dist::store::TcpStoreServerLimits().max_request_bytes,
+          "largest request; larger ones are refused unread");
+ABSL_FLAG(uint64_t, max_keys_per_request,
+          dist::store::TcpStoreServerLimits().max_keys_per_request, "keys in one check/wait");
+ABSL_FLAG(uint64_t, max_buffered_bytes, dist::store::TcpStoreServerLimits().max_buffered_bytes,
+          "bytes held for all clients together (partial requests, parked keys, unsent "
+          "replies); past it the server stops reading until it drains");
+ABSL_FLAG(uint64_t, max_store_bytes, dist::store::TcpStoreServerLimits().max_store_bytes,
+          "keys plus values stored; a set beyond it is refused");
+ABSL_FLAG(int, max_log_lines, dist::store::TcpStoreServerLimits().max_log_lines,
+          "refusals and drops logged per 10 s (the rest are counted)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -29,6 +53,10 @@ int main(int argc, char** argv) {
       "Usage: dist_store_server [--host=ADDR] [--port=29500] [--token=SECRET]\n"
       "Ranks connect with init method tcp://HOST:PORT?external=1&rank=R&world_size=N.");
   absl::ParseCommandLine(argc, argv);
+  // Big replies and requests come and go: a fixed mmap threshold hands
+  // their memory back to the system when they are freed (glibc's adaptive
+  // one would keep them on the heap).
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 
   // Block the stop signals before the server thread starts, so only sigwait
   // below sees them.
@@ -42,6 +70,26 @@ int main(int argc, char** argv) {
   options.bind_host = absl::GetFlag(FLAGS_host);
   options.port = absl::GetFlag(FLAGS_port);
   options.token = absl::GetFlag(FLAGS_token);
+  dist::store::TcpStoreServerLimits& limits = options.limits;
+  limits.max_pending_connections = absl::GetFlag(FLAGS_max_pending_connections);
+  limits.max_connections = absl::GetFlag(FLAGS_max_connections);
+  limits.handshake_timeout = absl::GetFlag(FLAGS_handshake_timeout);
+  limits.stall_timeout = absl::GetFlag(FLAGS_stall_timeout);
+  limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  limits.max_keys_per_request = absl::GetFlag(FLAGS_max_keys_per_request);
+  limits.max_buffered_bytes = absl::GetFlag(FLAGS_max_buffered_bytes);
+  limits.max_store_bytes = absl::GetFlag(FLAGS_max_store_bytes);
+  limits.max_log_lines = absl::GetFlag(FLAGS_max_log_lines);
+  if (limits.max_pending_connections < 1 || limits.max_connections < 1 ||
+      limits.handshake_timeout <= absl::ZeroDuration() ||
+      limits.stall_timeout <= absl::ZeroDuration() || limits.max_request_bytes < 1024 ||
+      limits.max_keys_per_request < 1 || limits.max_buffered_bytes < 64 * 1024 ||
+      limits.max_log_lines < 0) {
+    fprintf(stderr,
+            "dist_store_server: a limit is out of range: connections and keys >= 1, "
+            "timeouts > 0, --max_request_bytes >= 1024, --max_buffered_bytes >= 65536\n");
+    return 2;
+  }
   if (options.token.empty()) {
     if (const char* env = getenv("DIST_STORE_TOKEN")) options.token = env;
   }

@@ -139,6 +139,14 @@ absl::Status Connection::SendAll(const std::string& bytes, absl::Time deadline) 
   return absl::OkStatus();
 }
 
+bool Connection::PeerClosed() {
+  if (input_.size() > consumed_) return false;
+  char byte;
+  const ssize_t n = recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) return true;
+  return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
 absl::Status Connection::Fill(size_t want, absl::Time deadline) {
   while (input_.size() - consumed_ < want) {
     // A response is never there right after the request went out: wait

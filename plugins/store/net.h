@@ -41,6 +41,8 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   absl::Status SendAll(const std::string& bytes, absl::Time deadline);
+  // Whether the peer has closed (or reset) the connection, without waiting.
+  bool PeerClosed();
   // Reads one frame's payload (length checked against `max_bytes`).
   absl::StatusOr<std::string> ReceiveFrame(size_t max_bytes, absl::Time deadline);
 

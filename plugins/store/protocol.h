@@ -1,24 +1,36 @@
 // The TCP store's wire protocol.
 //
 // Every message is a frame: a 4-byte little-endian payload length, then the
-// payload. The first frame of a connection is the client's Hello (magic,
-// version, token); the server answers with a HelloReply and, if it refused,
-// closes. After that the client sends requests (opcode + fields) and the
-// server answers each in order with a response (status code, then either an
-// error message or the result). Strings are a 4-byte length plus bytes.
-// Every length is checked against the frame and the store limits; a peer
-// that breaks a rule is disconnected.
+// payload. Strings are a 4-byte length plus bytes. Every length is checked
+// against the frame and the store limits; a peer that breaks a rule is
+// disconnected.
 //
-// Versions: a client sends the version it speaks; the server accepts
-// kMinVersion..kVersion and replies with its own, so each side knows what
-// the other understands.
-//   1: the requests kSet..kNumKeys.
+// Handshake (version 3), before any request:
+//   client -> server  Hello:     magic, version, client nonce (32 bytes)
+//   server -> client  Challenge: magic, version, code, message, and when
+//                     code is 0: server nonce (32 bytes), token required
+//                     (u8), server proof (32 bytes; empty without a token)
+//   client -> server  Proof:     client proof (32 bytes; empty without a token)
+//   server -> client  Welcome:   code, message
+// A proof is HMAC-SHA256(token, role || client nonce || server nonce)
+// (auth.h), so the token never crosses the wire, a proof is good for one
+// connection only, and a client with a token checks the server's proof
+// before it sends anything that depends on the token: a program squatting
+// on the port learns nothing. A refused hello is answered with the first
+// four Challenge fields (code != 0), which is also how versions 1 and 2
+// laid out their hello reply, so an old client reads the refusal.
+//
+// After the handshake the client sends requests (opcode + fields) and the
+// server answers each in order with a response (status code, then either an
+// error message or the result).
+//
+// Versions: the server accepts exactly kVersion; an older or newer client
+// is refused at its hello with a message naming both versions.
+//   1: the requests kSet..kNumKeys; the token was sent in the hello.
 //   2: kFail (a rank's rendezvous failed). A server told so (when it keeps
 //      failures: the one rank 0 hosts) refuses every later hello and answers
-//      every later request with the reason; version 1 clients read that
-//      like any refusal or error. A client sends kFail only to a server that
-//      replied version 2 or later, and falls back to version 1 when an older
-//      server refuses version 2.
+//      every later request with the reason.
+//   3: the challenge-response handshake above; the token is never sent.
 #ifndef DIST_PLUGINS_STORE_PROTOCOL_H_
 #define DIST_PLUGINS_STORE_PROTOCOL_H_
 
@@ -32,15 +44,13 @@
 namespace dist::store::protocol {
 
 inline constexpr uint32_t kMagic = 0x52545344;  // "DSTR" on the wire
-inline constexpr uint16_t kVersion = 2;
-inline constexpr uint16_t kMinVersion = 1;
-// The first version that has kFail.
-inline constexpr uint16_t kFailVersion = 2;
+inline constexpr uint16_t kVersion = 3;
 inline constexpr size_t kFrameHeaderBytes = 4;
 // compare_set carries two values; a wait may carry many keys.
 inline constexpr size_t kMaxFrameBytes = 2 * kMaxValueBytes + 64 * 1024;
 inline constexpr size_t kMaxTokenBytes = 1024;
-inline constexpr size_t kMaxHelloBytes = 4 + 2 + 4 + kMaxTokenBytes;
+// Any handshake frame, either way (a refusal's message included).
+inline constexpr size_t kMaxHandshakeBytes = 4096;
 // A failure reason is one line; longer ones are cut to this.
 inline constexpr size_t kMaxReasonBytes = 4096;
 

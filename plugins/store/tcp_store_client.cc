@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "dist/cpp/status.hpp"
+#include "plugins/store/auth.h"
 #include "plugins/store/limits.h"
 #include "plugins/store/protocol.h"
 
@@ -85,12 +86,9 @@ void TcpStoreClient::Disconnect() {
 
 absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Open(absl::Time deadline) {
   bool reconnect = false;
-  // Lowered when a server older than this client refuses our version.
-  uint16_t hello_version = protocol::kVersion;
   {
     absl::MutexLock lock(&mu_);
     reconnect = ever_connected_;
-    if (server_version_ != 0) hello_version = std::min(hello_version, server_version_);
   }
   const absl::Time start = absl::Now();
   if (reconnect) deadline = std::min(deadline, start + kReconnectWindow);
@@ -114,45 +112,15 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Open(absl::Time dead
                                     connection.status().message());
           continue;
         }
-        Writer hello;
-        hello.U32(protocol::kMagic);
-        hello.U16(hello_version);
-        hello.Str(options_.token);
-        absl::Status sent = (*connection)->SendAll(std::move(hello).Finish(),
-                                                   attempt_deadline);
-        absl::StatusOr<std::string> reply =
-            sent.ok() ? (*connection)->ReceiveFrame(protocol::kMaxHelloBytes,
-                                                    attempt_deadline)
-                      : absl::StatusOr<std::string>(sent);
-        if (!reply.ok()) {
-          last_error = absl::StrCat(address.ToString(), ": handshake: ",
-                                    reply.status().message());
-          continue;
+        bool retry = false;
+        absl::Status handshake = Handshake(**connection, attempt_deadline, &retry);
+        if (handshake.ok()) {
+          absl::MutexLock lock(&mu_);
+          ever_connected_ = true;
+          return connection;
         }
-        Reader reader(*reply);
-        uint32_t magic = 0;
-        uint16_t version = 0;
-        uint8_t code = 0;
-        std::string message;
-        if (!reader.U32(&magic) || magic != protocol::kMagic ||
-            !reader.U16(&version) || !reader.U8(&code) ||
-            !reader.Str(protocol::kMaxHelloBytes, &message)) {
-          return Malformed(address_);
-        }
-        if (code != 0 && version >= protocol::kMinVersion && version < hello_version &&
-            code == static_cast<uint8_t>(absl::StatusCode::kFailedPrecondition)) {
-          // An older server that does not speak our version: speak its.
-          hello_version = version;
-          last_error = absl::StrCat(address.ToString(), ": ", message);
-          break;
-        }
-        if (code != 0) {  // refused: retrying cannot help
-          return absl::Status(static_cast<absl::StatusCode>(code), message);
-        }
-        absl::MutexLock lock(&mu_);
-        ever_connected_ = true;
-        server_version_ = version;
-        return connection;
+        if (!retry) return handshake;  // refused, or not our server: retrying cannot help
+        last_error = absl::StrCat(address.ToString(), ": handshake: ", handshake.message());
       }
     }
     const absl::Time now = absl::Now();
@@ -172,13 +140,97 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Open(absl::Time dead
       "host and port are right"));
 }
 
+absl::Status TcpStoreClient::Handshake(Connection& connection, absl::Time deadline,
+                                       bool* retry) {
+  *retry = true;  // a lost connection or a timeout is retried
+  const std::string client_nonce = auth::Nonce();
+  if (client_nonce.empty()) {
+    *retry = false;
+    return absl::InternalError("could not draw a random nonce for the store handshake");
+  }
+  Writer hello;
+  hello.U32(protocol::kMagic);
+  hello.U16(protocol::kVersion);
+  hello.Str(client_nonce);
+  DIST_RETURN_IF_ERROR(connection.SendAll(std::move(hello).Finish(), deadline));
+  absl::StatusOr<std::string> challenge =
+      connection.ReceiveFrame(protocol::kMaxHandshakeBytes, deadline);
+  if (!challenge.ok()) return challenge.status();
+  *retry = false;
+  Reader reader(*challenge);
+  uint32_t magic = 0;
+  uint16_t version = 0;
+  uint8_t code = 0;
+  std::string message;
+  if (!reader.U32(&magic) || magic != protocol::kMagic || !reader.U16(&version)) {
+    return Malformed(address_);
+  }
+  if (version != protocol::kVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the store server at ", address_, " speaks protocol version ", version,
+        " but this client speaks version ", protocol::kVersion,
+        " (challenge-response, the token never sent); run the same dist release on every "
+        "rank"));
+  }
+  if (!reader.U8(&code) || !reader.Str(protocol::kMaxHandshakeBytes, &message)) {
+    return Malformed(address_);
+  }
+  if (code != 0) {
+    // The only refusal worth retrying: a full server may have room later.
+    *retry = code == static_cast<uint8_t>(absl::StatusCode::kResourceExhausted);
+    return absl::Status(static_cast<absl::StatusCode>(code), message);
+  }
+  std::string server_nonce, server_proof;
+  uint8_t token_required = 0;
+  if (!reader.Str(auth::kNonceBytes, &server_nonce) ||
+      server_nonce.size() != auth::kNonceBytes || !reader.U8(&token_required) ||
+      !reader.Str(auth::kProofBytes, &server_proof) || !reader.done()) {
+    return Malformed(address_);
+  }
+  const std::string& token = options_.token;
+  if (!token.empty() &&
+      !auth::ProofMatches(token, auth::Role::kServer, client_nonce, server_nonce, server_proof)) {
+    // Checked before anything that depends on the token is sent: a program
+    // squatting on the port, or another job's store, learns nothing.
+    return absl::UnauthenticatedError(absl::StrCat(
+        "the store server at ", address_,
+        token_required ? " could not prove that it holds this rank's token"
+                       : " does not know this rank's token (it requires none)",
+        " (DIST_STORE_TOKEN): the ranks were given different tokens, or the port belongs to "
+        "another job's store or another program; check the host and port (MASTER_ADDR, "
+        "MASTER_PORT or the URL) and give every rank and the server the same "
+        "DIST_STORE_TOKEN"));
+  }
+  // Without a token and asked for one, the empty proof below is refused
+  // with the server's own message (and the server logs the refusal).
+  Writer proof;
+  proof.Str(token.empty() ? std::string()
+                          : auth::Proof(token, auth::Role::kClient, client_nonce, server_nonce));
+  *retry = true;
+  DIST_RETURN_IF_ERROR(connection.SendAll(std::move(proof).Finish(), deadline));
+  absl::StatusOr<std::string> welcome =
+      connection.ReceiveFrame(protocol::kMaxHandshakeBytes, deadline);
+  if (!welcome.ok()) return welcome.status();
+  *retry = false;
+  Reader result(*welcome);
+  if (!result.U8(&code) || !result.Str(protocol::kMaxHandshakeBytes, &message) ||
+      !result.done()) {
+    return Malformed(address_);
+  }
+  if (code != 0) return absl::Status(static_cast<absl::StatusCode>(code), message);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Acquire(
     absl::Time deadline) {
   {
     absl::MutexLock lock(&mu_);
-    if (!idle_.empty()) {
+    while (!idle_.empty()) {
       std::unique_ptr<Connection> connection = std::move(idle_.back());
       idle_.pop_back();
+      // One the server closed while it sat idle (it drops idle connections
+      // when it runs short) is replaced, not reported as a lost server.
+      if (connection->PeerClosed()) continue;
       return connection;
     }
   }
@@ -339,7 +391,7 @@ void TcpStoreClient::Abandon(const std::string& reason) {
   std::unique_ptr<Connection> connection;
   {
     absl::MutexLock lock(&mu_);
-    if (server_version_ < protocol::kFailVersion || idle_.empty()) return;
+    if (idle_.empty()) return;
     connection = std::move(idle_.back());
     idle_.pop_back();
   }

@@ -63,6 +63,10 @@ class TcpStoreClient : public Store {
   // A connected, authenticated connection: one from the pool or a new one.
   absl::StatusOr<std::unique_ptr<Connection>> Acquire(absl::Time deadline);
   absl::StatusOr<std::unique_ptr<Connection>> Open(absl::Time deadline);
+  // The version 3 handshake (protocol.h) on a new connection. `retry` says
+  // whether another attempt may succeed (a lost connection, a full server)
+  // or not (refused, or a server that cannot prove it holds the token).
+  absl::Status Handshake(Connection& connection, absl::Time deadline, bool* retry);
   // Sends one request and returns the response body after its status code.
   absl::StatusOr<std::string> Call(std::string frame, absl::Time deadline);
 
@@ -71,8 +75,6 @@ class TcpStoreClient : public Store {
   absl::Mutex mu_;
   std::vector<std::unique_ptr<Connection>> idle_ ABSL_GUARDED_BY(mu_);
   bool ever_connected_ ABSL_GUARDED_BY(mu_) = false;
-  // The protocol version the server replied with (0 before the first hello).
-  uint16_t server_version_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace dist::store

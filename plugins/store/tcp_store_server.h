@@ -1,11 +1,20 @@
-// The TCP store server: a libuv event loop on its own thread serving any
+// The TCP store server: one event loop (libuv) on its own thread serving any
 // number of clients (like PyTorch's libuv TCPStore backend). Blocking gets
 // and waits are parked on the server until their keys appear or the
 // client's timeout passes, so no thread is held per waiting client.
+//
+// It is safe to expose to an untrusted network: clients prove that they
+// hold the token (challenge-response, auth.h) before any request is read,
+// and every resource a client can make it hold is bounded by an option
+// below (connections, buffered bytes, parked requests, stored data), so a
+// hostile client costs bounded memory and is dropped, while the job's own
+// ranks are served. plugins/store/README.md lists the limits and the
+// threat model.
 #ifndef DIST_PLUGINS_STORE_TCP_STORE_SERVER_H_
 #define DIST_PLUGINS_STORE_TCP_STORE_SERVER_H_
 
 #include <atomic>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -14,19 +23,48 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "plugins/store/protocol.h"
 
 namespace dist::store {
+
+// Every bound of the server. The defaults serve a job of 8,192 ranks with
+// room to spare; each is an option of dist_store_server too.
+struct TcpStoreServerLimits {
+  // Connections that have not proved the token yet. When full, the oldest
+  // is dropped for the newcomer, so idle strangers cannot lock ranks out.
+  int max_pending_connections = 16384;
+  // Authenticated connections (a rank holds one, plus one per thread
+  // blocked in a get).
+  int max_connections = 65536;
+  // A connection that has not completed the handshake by then is dropped.
+  absl::Duration handshake_timeout = absl::Seconds(5);
+  // A request must arrive whole within this time of its first byte, and a
+  // reply must be taken by the client within it (slow readers and writers).
+  absl::Duration stall_timeout = absl::Seconds(10);
+  // The largest request. A larger one (up to the protocol's 2 x 64 MiB) is
+  // skipped unread and answered with RESOURCE_EXHAUSTED naming this option.
+  size_t max_request_bytes = 16 * 1024 * 1024;
+  // Keys in one check/wait.
+  size_t max_keys_per_request = 65536;
+  // All bytes held for clients together: partial requests, parked
+  // requests' keys and unsent replies. Past it the server reads from no one
+  // until it drains.
+  size_t max_buffered_bytes = 32 * 1024 * 1024;
+  // Keys plus values stored; a set beyond it is RESOURCE_EXHAUSTED.
+  size_t max_store_bytes = size_t{1} << 30;
+  // Refusals and drops logged per 10 s; the rest are counted in one line.
+  int max_log_lines = 10;
+};
 
 struct TcpStoreServerOptions {
   // Address to listen on: an IP literal or a host name; "" listens on every
   // interface (IPv6 dual-stack, else IPv4).
   std::string bind_host;
   int port = 0;  // 0: the kernel picks one (read it back with port())
-  // Shared secret; empty accepts every client.
+  // Shared secret; empty accepts every client (and, when listening beyond
+  // loopback, logs one warning saying so).
   std::string token;
-  // A connection that has not completed the hello by then is dropped, so
-  // half-open or silent connections cannot pile up.
-  absl::Duration hello_timeout = absl::Seconds(10);
+  TcpStoreServerLimits limits;
   // Receives one line per notable event (client dropped, refused token).
   std::function<void(const std::string&)> log;
   // Whether a rank's report that its rendezvous failed (the kFail request
@@ -67,9 +105,13 @@ class TcpStoreServer {
   // rendezvous to a server that keeps failures; "" before that.
   std::string failure() const;
 
+  // Serves an already connected socket as if it had been accepted (the
+  // server takes ownership of `fd`). For fuzzing over a socketpair.
+  void Adopt(int fd);
+
   void Stop();
 
-  class Loop;  // libuv state, only touched on the loop thread
+  class Loop;  // event loop state, only touched on the loop thread
 
  private:
   TcpStoreServer() = default;

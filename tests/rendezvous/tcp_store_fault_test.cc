@@ -1,7 +1,7 @@
 // The TCP store under faults: garbage, oversized and malformed frames, a
 // wrong or missing token, a port in use, a server that goes away, clients
 // that come before the server, IPv6 and host names; a failed rendezvous
-// reported to the server (kFail) and protocol versions 1 and 2 side by side.
+// reported to the server (kFail); peers of older protocol versions.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "plugins/store/auth.h"
 #include "plugins/store/net.h"
 #include "plugins/store/protocol.h"
 #include "plugins/store/tcp_store_client.h"
@@ -69,6 +70,51 @@ class RawSocket {
   void Send(const std::string& bytes) {
     (void)send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
   }
+  // One frame's payload, or "" after 5 s or at the end of the stream.
+  std::string ReadFrame() {
+    auto read_exactly = [this](char* out, size_t size) {
+      size_t got = 0;
+      while (got < size) {
+        pollfd entry = {fd_, POLLIN, 0};
+        if (poll(&entry, 1, 5000) <= 0) return false;
+        const ssize_t n = recv(fd_, out + got, size - got, 0);
+        if (n <= 0) return false;
+        got += static_cast<size_t>(n);
+      }
+      return true;
+    };
+    char header[4];
+    if (!read_exactly(header, 4)) return "";
+    std::string payload(protocol::DecodeLength(header), '\0');
+    if (!read_exactly(payload.data(), payload.size())) return "";
+    return payload;
+  }
+  // The version 3 handshake by hand (protocol.h); true when welcomed.
+  bool Handshake(const std::string& token = "") {
+    const std::string client_nonce = auth::Nonce();
+    protocol::Writer hello;
+    hello.U32(protocol::kMagic);
+    hello.U16(protocol::kVersion);
+    hello.Str(client_nonce);
+    Send(std::move(hello).Finish());
+    const std::string challenge_frame = ReadFrame();
+    protocol::Reader challenge(challenge_frame);
+    uint32_t magic = 0;
+    uint16_t version = 0;
+    uint8_t code = 0, required = 0;
+    std::string message, server_nonce, server_proof;
+    if (!challenge.U32(&magic) || !challenge.U16(&version) || !challenge.U8(&code) ||
+        !challenge.Str(4096, &message) || code != 0 || !challenge.Str(64, &server_nonce) ||
+        !challenge.U8(&required) || !challenge.Str(64, &server_proof)) {
+      return false;
+    }
+    protocol::Writer proof;
+    proof.Str(token.empty() ? std::string()
+                            : auth::Proof(token, auth::Role::kClient, client_nonce, server_nonce));
+    Send(std::move(proof).Finish());
+    const std::string welcome = ReadFrame();
+    return !welcome.empty() && welcome[0] == 0;
+  }
   // True when the server closed the connection within `timeout` (reading and
   // discarding anything it sent first).
   bool ClosedByServer(absl::Duration timeout) {
@@ -88,7 +134,8 @@ class RawSocket {
   bool connected_ = false;
 };
 
-std::string Hello(const std::string& token = "", uint16_t version = protocol::kVersion) {
+// A hello as protocol versions 1 and 2 wrote it: the token in clear.
+std::string OldHello(const std::string& token, uint16_t version) {
   protocol::Writer w;
   w.U32(protocol::kMagic);
   w.U16(version);
@@ -97,6 +144,13 @@ std::string Hello(const std::string& token = "", uint16_t version = protocol::kV
 }
 
 // Another client can still use the store normally.
+void ExpectServerStillServesWithToken(int port, const std::string& token) {
+  auto client = Client(port, token);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->Set("alive", "yes").ok());
+  EXPECT_EQ((*client)->Get("alive", absl::Seconds(1)).value(), "yes");
+}
+
 void ExpectServerStillServes(int port) {
   auto client = Client(port);
   ASSERT_TRUE(client.ok()) << client.status();
@@ -121,7 +175,7 @@ TEST(TcpStoreFaults, GarbageBeforeHandshakeIsDropped) {
 TEST(TcpStoreFaults, SilentConnectionIsDroppedAfterTheHelloTimeout) {
   TcpStoreServerOptions options;
   options.bind_host = "127.0.0.1";
-  options.hello_timeout = absl::Milliseconds(300);
+  options.limits.handshake_timeout = absl::Milliseconds(300);
   auto server = TcpStoreServer::Start(options);
   ASSERT_TRUE(server.ok());
   auto client = Client((*server)->port());  // says hello at once: kept
@@ -142,7 +196,7 @@ TEST(TcpStoreFaults, BadMagicWithSmallFrameIsDropped) {
   protocol::Writer w;
   w.U32(0xdeadbeef);
   w.U16(protocol::kVersion);
-  w.Str("");
+  w.Str(std::string(32, 'n'));
   raw.Send(std::move(w).Finish());
   EXPECT_TRUE(raw.ClosedByServer(absl::Seconds(5)));
   ExpectServerStillServes(server->port());
@@ -151,7 +205,7 @@ TEST(TcpStoreFaults, BadMagicWithSmallFrameIsDropped) {
 TEST(TcpStoreFaults, OversizedFrameAfterHandshakeIsDroppedWithoutWaitingForIt) {
   auto server = StartServer();
   RawSocket raw(server->port());
-  raw.Send(Hello());
+  ASSERT_TRUE(raw.Handshake());
   // Announce a 4 GiB frame: the server must drop us at the header, not
   // wait for (or allocate) the body.
   raw.Send(std::string("\xff\xff\xff\xff\x01", 5));
@@ -164,7 +218,7 @@ TEST(TcpStoreFaults, OversizedKeyAndMalformedRequestsAreDropped) {
   auto server = StartServer();
   {
     RawSocket raw(server->port());
-    raw.Send(Hello());
+    ASSERT_TRUE(raw.Handshake());
     protocol::Writer w;
     w.U8(static_cast<uint8_t>(protocol::Op::kSet));
     w.Str(std::string(DIST_STORE_MAX_KEY_BYTES + 1, 'k'));
@@ -174,7 +228,7 @@ TEST(TcpStoreFaults, OversizedKeyAndMalformedRequestsAreDropped) {
   }
   {
     RawSocket raw(server->port());
-    raw.Send(Hello());
+    ASSERT_TRUE(raw.Handshake());
     protocol::Writer w;
     w.U8(99);  // unknown opcode
     raw.Send(std::move(w).Finish());
@@ -182,7 +236,7 @@ TEST(TcpStoreFaults, OversizedKeyAndMalformedRequestsAreDropped) {
   }
   {
     RawSocket raw(server->port());
-    raw.Send(Hello());
+    ASSERT_TRUE(raw.Handshake());
     protocol::Writer w;  // a string length that runs past the frame
     w.U8(static_cast<uint8_t>(protocol::Op::kGet));
     w.U32(1000);
@@ -192,7 +246,7 @@ TEST(TcpStoreFaults, OversizedKeyAndMalformedRequestsAreDropped) {
   }
   {
     RawSocket raw(server->port());
-    raw.Send(Hello());
+    ASSERT_TRUE(raw.Handshake());
     protocol::Writer w;  // a wait claiming a billion keys
     w.U8(static_cast<uint8_t>(protocol::Op::kWait));
     w.U32(1000000000);
@@ -217,7 +271,7 @@ TEST(TcpStoreFaults, DroppedClientWithParkedGetDoesNotDisturbOthers) {
   });
   {
     RawSocket raw(server->port());
-    raw.Send(Hello());
+    ASSERT_TRUE(raw.Handshake());
     protocol::Writer w;  // park a get, then vanish
     w.U8(static_cast<uint8_t>(protocol::Op::kGet));
     w.Str("late");
@@ -240,7 +294,10 @@ TEST(TcpStoreFaults, WrongTokenIsRefusedClearlyAndOthersAreServed) {
   auto bad = Client(server->port(), "guess");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kUnauthenticated) << bad.status();
-  EXPECT_TRUE(absl::StrContains(bad.status().message(), "refused the token")) << bad.status();
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), absl::StrCat(
+                  "the store server at 127.0.0.1:", server->port(),
+                  " could not prove that it holds this rank's token")))
+      << bad.status();
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "DIST_STORE_TOKEN")) << bad.status();
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));  // refused, not retried
   auto none = Client(server->port(), "");
@@ -337,7 +394,17 @@ TEST(TcpStoreFaults, ClientEnforcesItsDeadlineWhenTheServerNeverAnswers) {
     reply.U16(protocol::kVersion);
     reply.U8(0);
     reply.Str("");
-    const std::string frame = std::move(reply).Finish();
+    reply.Str(auth::Nonce());
+    reply.U8(0);  // no token
+    reply.Str("");
+    std::string frame = std::move(reply).Finish();
+    (void)send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
+    char proof[64];
+    (void)recv(fd, proof, sizeof(proof), 0);
+    protocol::Writer welcome;
+    welcome.U8(0);
+    welcome.Str("");
+    frame = std::move(welcome).Finish();
     (void)send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
     while (!stop) absl::SleepFor(absl::Milliseconds(20));
     close(fd);
@@ -424,45 +491,26 @@ TEST(TcpStoreFaults, ParkedGetsDoNotBlockOtherClients) {
   EXPECT_EQ(woke.load(), kWaiters);
 }
 
-// A client as the previous release (protocol version 1) wrote it: a hello
-// with version 1, then one request; returns the hello reply's code and
-// message and the request's response (code, then the rest).
-struct V1Exchange {
+// What a client of protocol version 1 or 2 (earlier releases) is told at
+// its hello: the hello reply's code and message.
+struct OldExchange {
   uint16_t server_version = 0;
   uint8_t hello_code = 0;
   std::string hello_message;
-  absl::StatusOr<std::string> response = absl::UnknownError("not sent");
 };
 
-V1Exchange SpeakVersion1(int port, const std::string& request) {
-  V1Exchange out;
-  const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  auto addresses = Resolve("127.0.0.1", port, /*passive=*/false);
-  EXPECT_TRUE(addresses.ok()) << addresses.status();
-  if (!addresses.ok()) return out;
-  auto connection = Connection::Connect(addresses->front(), deadline);
-  EXPECT_TRUE(connection.ok()) << connection.status();
-  if (!connection.ok()) return out;
-  EXPECT_TRUE((*connection)->SendAll(Hello("", 1), deadline).ok());
-  absl::StatusOr<std::string> reply = (*connection)->ReceiveFrame(4096, deadline);
-  EXPECT_TRUE(reply.ok()) << reply.status();
-  if (!reply.ok()) return out;
-  protocol::Reader reader(*reply);
+OldExchange SpeakOldVersion(int port, uint16_t version, const std::string& token = "") {
+  OldExchange out;
+  RawSocket raw(port);
+  EXPECT_TRUE(raw.connected());
+  raw.Send(OldHello(token, version));
+  const std::string reply = raw.ReadFrame();
+  protocol::Reader reader(reply);
   uint32_t magic = 0;
   EXPECT_TRUE(reader.U32(&magic) && reader.U16(&out.server_version) &&
               reader.U8(&out.hello_code) && reader.Str(4096, &out.hello_message));
-  if (out.hello_code != 0) return out;
-  EXPECT_TRUE((*connection)->SendAll(request, deadline).ok());
-  out.response = (*connection)->ReceiveFrame(protocol::kMaxFrameBytes, deadline);
+  EXPECT_TRUE(raw.ClosedByServer(absl::Seconds(5)));
   return out;
-}
-
-std::string SetRequest(const std::string& key, const std::string& value) {
-  protocol::Writer w;
-  w.U8(static_cast<uint8_t>(protocol::Op::kSet));
-  w.Str(key);
-  w.Str(value);
-  return std::move(w).Finish();
 }
 
 constexpr char kFailedText[] = ": the rendezvous on this store already failed: ";
@@ -515,11 +563,7 @@ TEST(TcpStoreFailure, ReportedFailureReachesWaitersAndRefusesLateClients) {
   (*waiter)->Abandon("another reason");
   EXPECT_EQ(server->failure(), expected);
 
-  // A version 1 client (the previous release) reads the same refusal.
-  const V1Exchange old = SpeakVersion1(server->port(), SetRequest("k", "v"));
-  EXPECT_EQ(old.hello_code, static_cast<uint8_t>(absl::StatusCode::kFailedPrecondition));
-  EXPECT_EQ(old.hello_message, expected);
-  EXPECT_EQ(server->dropped_clients(), 3) << "the refused hellos";
+  EXPECT_EQ(server->dropped_clients(), 2) << "the refused handshakes";
 }
 
 // The reason is cut to one bounded line, and the reporter is named.
@@ -562,28 +606,32 @@ TEST(TcpStoreFailure, LongLivedServerKeepsServingAfterAReport) {
   ExpectServerStillServes(server->port());
 }
 
-// Old client, new server: a version 1 client is served as before.
-TEST(TcpStoreFailure, Version1ClientIsServed) {
-  auto server = StartServer("", "127.0.0.1", 0, /*keep_failures=*/true);
+// Old client, new server: clients of versions 1 and 2 (which sent the
+// token in clear) are refused at their hello with a message naming both
+// versions, which they read like any refusal; a newer version too.
+TEST(TcpStoreVersions, OldClientsAreRefusedNamingBothVersions) {
+  auto server = StartServer("s3cret");
   ASSERT_NE(server, nullptr);
-  const V1Exchange old = SpeakVersion1(server->port(), SetRequest("old", "client"));
-  EXPECT_EQ(old.hello_code, 0) << old.hello_message;
-  EXPECT_EQ(old.server_version, protocol::kVersion);
-  ASSERT_TRUE(old.response.ok()) << old.response.status();
-  EXPECT_EQ(*old.response, std::string(1, '\0'));
-  auto client = Client(server->port());
-  ASSERT_TRUE(client.ok());
-  EXPECT_EQ((*client)->Get("old", absl::Seconds(1)).value(), "client");
-  // A version the server does not speak is refused naming both.
-  RawSocket raw(server->port());
-  raw.Send(Hello("", 99));
-  EXPECT_TRUE(raw.ClosedByServer(absl::Seconds(5)));
+  for (uint16_t version : {1, 2, 99}) {
+    const OldExchange old = SpeakOldVersion(server->port(), version, "s3cret");
+    EXPECT_EQ(old.hello_code, static_cast<uint8_t>(absl::StatusCode::kFailedPrecondition));
+    EXPECT_EQ(old.server_version, protocol::kVersion);
+    EXPECT_TRUE(absl::StrContains(old.hello_message,
+                                  absl::StrCat("speaks protocol version ", protocol::kVersion)))
+        << old.hello_message;
+    EXPECT_TRUE(absl::StrContains(old.hello_message,
+                                  absl::StrCat("this client speaks version ", version)))
+        << old.hello_message;
+    EXPECT_TRUE(absl::StrContains(old.hello_message, "same dist release")) << old.hello_message;
+  }
+  EXPECT_EQ(server->clients(), 0);
+  ExpectServerStillServesWithToken(server->port(), "s3cret");
 }
 
-// New client, old server: a server that speaks only version 1 (as the
-// previous release did: it refuses any other version) is spoken to in
-// version 1, and is never sent kFail, which it would not know.
-TEST(TcpStoreFailure, NewClientFallsBackToAVersion1Server) {
+// New client, old server: a server of version 2 refuses the version 3
+// hello as it refused any version it did not know; the client reports
+// both versions at once and never falls back to sending its token.
+TEST(TcpStoreVersions, NewClientRefusesAnOldServerWithoutSendingTheToken) {
   const int listener = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address = {};
   address.sin_family = AF_INET;
@@ -592,89 +640,45 @@ TEST(TcpStoreFailure, NewClientFallsBackToAVersion1Server) {
   socklen_t length = sizeof(address);
   getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
   listen(listener, 8);
-  std::atomic<bool> stop{false};
-  std::atomic<int> refused{0};
-  std::vector<int> ops;  // opcodes the old server received after a v1 hello
-  absl::Mutex ops_mu;
+  std::string received;
   std::thread old_server([&] {
-    auto read_frame = [](int fd, std::string* payload) {
-      char header[4];
-      size_t got = 0;
-      while (got < 4) {
-        pollfd entry = {fd, POLLIN, 0};
-        if (poll(&entry, 1, 3000) <= 0) return false;
-        const ssize_t n = recv(fd, header + got, 4 - got, 0);
-        if (n <= 0) return false;
-        got += static_cast<size_t>(n);
-      }
-      payload->assign(protocol::DecodeLength(header), '\0');
-      got = 0;
-      while (got < payload->size()) {
-        pollfd entry = {fd, POLLIN, 0};
-        if (poll(&entry, 1, 3000) <= 0) return false;
-        const ssize_t n = recv(fd, payload->data() + got, payload->size() - got, 0);
-        if (n <= 0) return false;
-        got += static_cast<size_t>(n);
-      }
-      return true;
-    };
-    auto send_frame = [](int fd, protocol::Writer w) {
-      const std::string frame = std::move(w).Finish();
-      (void)send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
-    };
-    while (!stop) {
-      pollfd entry = {listener, POLLIN, 0};
-      if (poll(&entry, 1, 50) <= 0) continue;
-      const int fd = accept(listener, nullptr, nullptr);
-      std::string hello;
-      if (!read_frame(fd, &hello)) {
-        close(fd);
-        continue;
-      }
-      protocol::Reader reader(hello);
-      uint32_t magic = 0;
-      uint16_t version = 0;
-      reader.U32(&magic);
-      reader.U16(&version);
-      protocol::Writer reply;
-      reply.U32(protocol::kMagic);
-      reply.U16(1);
-      if (version != 1) {
-        ++refused;
-        reply.U8(static_cast<uint8_t>(absl::StatusCode::kFailedPrecondition));
-        reply.Str("the store server speaks protocol version 1");
-        send_frame(fd, std::move(reply));
-        close(fd);
-        continue;
-      }
-      reply.U8(0);
-      reply.Str("");
-      send_frame(fd, std::move(reply));
-      std::string request;
-      while (read_frame(fd, &request)) {  // answers every request "ok"
-        {
-          absl::MutexLock lock(&ops_mu);
-          ops.push_back(static_cast<uint8_t>(request[0]));
-        }
-        protocol::Writer ok;
-        ok.U8(0);
-        send_frame(fd, std::move(ok));
-      }
-      close(fd);
+    pollfd entry = {listener, POLLIN, 0};
+    if (poll(&entry, 1, 5000) <= 0) return;
+    const int fd = accept(listener, nullptr, nullptr);
+    char buffer[4096];
+    pollfd readable = {fd, POLLIN, 0};
+    if (poll(&readable, 1, 5000) > 0) {
+      const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+      if (n > 0) received.assign(buffer, static_cast<size_t>(n));
     }
+    protocol::Writer reply;
+    reply.U32(protocol::kMagic);
+    reply.U16(2);
+    reply.U8(static_cast<uint8_t>(absl::StatusCode::kFailedPrecondition));
+    reply.Str("the store server speaks protocol versions 1 to 2 but this client speaks 3");
+    const std::string frame = std::move(reply).Finish();
+    (void)send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
+    // Anything more the client sends would show up here.
+    while (poll(&readable, 1, 500) > 0) {
+      const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+      if (n <= 0) break;
+      received.append(buffer, static_cast<size_t>(n));
+    }
+    close(fd);
   });
-  {
-    auto client = Client(ntohs(address.sin_port), "", absl::Seconds(5));
-    ASSERT_TRUE(client.ok()) << client.status();
-    EXPECT_TRUE((*client)->Set("k", "v").ok());
-    (*client)->Abandon("a failed join");
-  }
-  stop = true;
+  const absl::Time start = absl::Now();
+  auto client = Client(ntohs(address.sin_port), "the-secret-token", absl::Seconds(10));
   old_server.join();
   close(listener);
-  EXPECT_EQ(refused.load(), 1) << "one version 2 hello, then version 1";
-  absl::MutexLock lock(&ops_mu);
-  EXPECT_EQ(ops, std::vector<int>{static_cast<int>(protocol::Op::kSet)}) << "no kFail";
+  ASSERT_FALSE(client.ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "reported at once, not retried";
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kFailedPrecondition) << client.status();
+  EXPECT_TRUE(absl::StrContains(client.status().message(), "speaks protocol version 2"))
+      << client.status();
+  EXPECT_TRUE(absl::StrContains(client.status().message(), "this client speaks version 3"))
+      << client.status();
+  EXPECT_FALSE(absl::StrContains(received, "the-secret-token"));
+  EXPECT_EQ(received.size(), 4u + 4 + 2 + 4 + 32) << "the hello only";
 }
 
 }  // namespace

@@ -107,6 +107,42 @@ TEST(DistrunTest, SecondNodeOfTwoGetsGlobalRanks) {
   }
 }
 
+// The store is authenticated by default: every rank of one job gets the
+// same random secret, a new one per job, unless DIST_STORE_TOKEN is set.
+TEST(DistrunTest, GivesEveryRankOneRandomStoreTokenPerJob) {
+  const char* script = "echo TOKEN=$DIST_STORE_TOKEN";
+  std::vector<std::string> without = {"DIST_STORE_TOKEN="};
+  std::vector<std::string> flags = {"-n", "3"};
+  auto run = [&](std::vector<std::string> env) {
+    std::vector<std::string> argv = {Distrun()};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), {"/bin/sh", "-c", script});
+    return Subprocess::Run(argv, env);
+  };
+  ProcessResult first = run(without);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  auto ranks = ParseEnvLines(first.out);
+  ASSERT_EQ(ranks.size(), 3u) << first.out;
+  const std::string token = ranks[0]["TOKEN"];
+  EXPECT_EQ(token.size(), 64u) << "32 random bytes in hex: " << first.out;
+  for (int rank = 1; rank < 3; ++rank) EXPECT_EQ(ranks[rank]["TOKEN"], token);
+  ProcessResult second = run(without);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(ParseEnvLines(second.out)[0]["TOKEN"], token) << "one secret per job";
+  ProcessResult given = run({"DIST_STORE_TOKEN=mine"});
+  ASSERT_EQ(given.exit_code, 0) << given.err;
+  EXPECT_EQ(ParseEnvLines(given.out)[2]["TOKEN"], "mine");
+}
+
+TEST(DistrunTest, SeveralNodesWithoutATokenAreWarned) {
+  ProcessResult r = Subprocess::Run({Distrun(), "--nnodes=2", "--node_rank=1", "--master_port=29555",
+                                     "-n", "1", "/bin/sh", "-c", "echo TOKEN=$DIST_STORE_TOKEN"},
+                                    {"DIST_STORE_TOKEN="});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("DIST_STORE_TOKEN is not set"));
+  EXPECT_THAT(r.out, HasSubstr("TOKEN=\n"));
+}
+
 TEST(DistrunTest, SeveralNodesNeedAMasterPort) {
   ProcessResult r = RunScript({"--nnodes=2", "-n", "1"}, "true");
   EXPECT_EQ(r.exit_code, 2);

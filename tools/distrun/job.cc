@@ -73,6 +73,7 @@ std::vector<std::string> RankEnvironment(
       {"DIST_INIT_METHOD", job.init_method},
   };
   if (!job.backend.empty()) ours.emplace_back("DIST_BACKEND", job.backend);
+  if (!job.store_token.empty()) ours.emplace_back("DIST_STORE_TOKEN", job.store_token);
 
   absl::flat_hash_map<std::string, bool> replaced;
   for (const auto& [key, value] : ours) replaced[key] = true;

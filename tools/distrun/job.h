@@ -22,6 +22,9 @@ struct Job {
   // DIST_INIT_METHOD of every rank; the ranks still get RANK, WORLD_SIZE,
   // MASTER_ADDR, ... for tcp:// and file:// URLs without ?rank=.
   std::string init_method = "env://";
+  // The job's store secret, given to every rank as DIST_STORE_TOKEN; empty:
+  // leave DIST_STORE_TOKEN as it is (distrun fills this in, see main.cc).
+  std::string store_token;
   // After the first failure the others get `grace` to end by themselves,
   // then SIGTERM, then after another `grace` SIGKILL.
   absl::Duration grace = absl::Seconds(3);
@@ -44,7 +47,8 @@ std::optional<std::string> MasterAddrWarning(const Job& job);
 // The environment of local rank `local_rank`: `base` (KEY=VALUE strings)
 // with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT, DIST_INIT_METHOD (job.init_method) and, with a backend, DIST_BACKEND
-// replaced. job.master_port must be resolved (non-zero) by now.
+// (with a store token, DIST_STORE_TOKEN) replaced. job.master_port must be resolved
+// (non-zero) by now.
 std::vector<std::string> RankEnvironment(const Job& job, int local_rank,
                                          const std::vector<std::string>& base);
 

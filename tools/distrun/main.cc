@@ -2,6 +2,7 @@
 //
 //   distrun -n 4 [--backend gloo] PROGRAM [ARGS...]
 #include <signal.h>
+#include <stdlib.h>
 
 #include <cstdio>
 #include <string>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "dist/dist.h"
+#include "plugins/store/auth.h"
 #include "tools/common/help.h"
 #include "tools/distrun/command_line.h"
 #include "tools/distrun/free_port.h"
@@ -70,7 +72,9 @@ int main(int argc, char** argv) {
       "  distrun -n N [--backend NAME] [flags] PROGRAM [ARGS...]\n\n"
       "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
       "MASTER_ADDR, MASTER_PORT and DIST_INIT_METHOD=env:// (--init_method; and DIST_BACKEND\n"
-      "with --backend). Output lines are prefixed with \"[RANK] \". SIGINT and\n"
+      "with --backend), and DIST_STORE_TOKEN: a random secret for this job,\n"
+      "unless DIST_STORE_TOKEN is set already (several nodes: export the same\n"
+      "one on every node). Output lines are prefixed with \"[RANK] \". SIGINT and\n"
       "SIGTERM are forwarded. When a rank fails the others are stopped and\n"
       "distrun exits with the first failure's code (128+N for signal N).\n"
       "Several nodes: run distrun on each with --nnodes, --node_rank,\n"
@@ -117,6 +121,25 @@ int main(int argc, char** argv) {
       return 2;
     }
     job.master_port = *port;
+  }
+  // The store authenticates its clients by default: a random secret for
+  // this job, unless the user gave one. Nodes cannot agree on a random one,
+  // so several nodes need it exported.
+  const char* given = getenv("DIST_STORE_TOKEN");
+  if (given == nullptr || *given == '\0') {
+    if (job.nnodes == 1) {
+      job.store_token = dist::store::auth::RandomToken();
+      if (job.store_token.empty()) {
+        std::fprintf(stderr, "distrun: could not draw a random store token; set "
+                             "DIST_STORE_TOKEN yourself\n");
+        return 2;
+      }
+    } else {
+      std::fprintf(stderr,
+                   "distrun: warning: DIST_STORE_TOKEN is not set, so the job's store accepts "
+                   "anyone who can reach it; export the same secret on every node, e.g. "
+                   "export DIST_STORE_TOKEN=$(openssl rand -hex 32)\n");
+    }
   }
   // A reader of our output that goes away must not kill us before the
   // ranks are stopped; the ranks get default signal handling back (libuv

@@ -1,0 +1,678 @@
+// The TCP store under attack from a hostile neighbour on loopback: garbage,
+// a 4 GiB length prefix, slowloris, 2,000 idle connections, the memory
+// bombs of issue 13 (unfinished huge frames, a wait on millions of keys,
+// pipelined gets never read, parked waits on many keys), a forged `fail`,
+// and a program squatting on the port. Each test asserts that the attack is
+// refused or bounded, that the server's resident memory stays below 64 MiB
+// plus the data legitimately stored (measured from /proc on a separate
+// dist_store_server process), and that a job started during the attack
+// completes. Every attack is bounded in connections, bytes and time.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "plugins/store/auth.h"
+#include "plugins/store/protocol.h"
+#include "plugins/store/tcp_store_client.h"
+#include "plugins/store/tcp_store_server.h"
+#include "tests/rendezvous/test_support.h"
+
+namespace dist::testing {
+namespace {
+
+using store::TcpStoreClient;
+using store::TcpStoreClientOptions;
+namespace protocol = store::protocol;
+
+constexpr int64_t kMiB = 1024 * 1024;
+// The issue's bound: resident memory below 64 MiB plus the data stored.
+constexpr int64_t kRssBound = 64 * kMiB;
+
+// ---- a dist_store_server process to attack ----------------------------------
+
+class Server {
+ public:
+  // `flags` are extra dist_store_server flags; `token` may be empty.
+  static std::unique_ptr<Server> Start(const std::string& token,
+                                       std::vector<std::string> flags = {}) {
+    auto server = std::unique_ptr<Server>(new Server());
+    server->token_ = token;
+    const std::string port_file = TempPath("attack_port");
+    std::vector<std::string> argv = {Runfile("plugins/store/dist_store_server"),
+                                     "--host=127.0.0.1", "--port=0",
+                                     "--port_file=" + port_file};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    EnvList env;
+    if (!token.empty()) env.emplace_back("DIST_STORE_TOKEN", token);
+    auto process = Process::Start(argv, env);
+    EXPECT_TRUE(process.ok()) << process.status();
+    if (!process.ok()) return nullptr;
+    server->process_ = std::move(*process);
+    EXPECT_TRUE(server->process_->WaitForOutput("listening on", absl::Seconds(30)));
+    std::ifstream(port_file) >> server->port_;
+    EXPECT_GT(server->port_, 0);
+    return server;
+  }
+
+  int port() const { return port_; }
+  const std::string& token() const { return token_; }
+
+  int64_t RssBytes() const {
+    std::ifstream status(absl::StrCat("/proc/", process_->pid(), "/status"));
+    std::string line;
+    while (std::getline(status, line)) {
+      if (absl::StartsWith(line, "VmRSS:")) {
+        std::vector<std::string> words =
+            absl::StrSplit(line, ' ', absl::SkipEmpty());
+        int64_t kib = 0;
+        if (words.size() >= 2 && absl::SimpleAtoi(words[1], &kib)) return kib * 1024;
+      }
+    }
+    return -1;
+  }
+
+  // Stops the server; its log.
+  std::string Stop() {
+    process_->Kill(SIGTERM);
+    const ProcessResult result = process_->Wait(absl::Seconds(30));
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+    if (::testing::Test::HasFailure()) fprintf(stderr, "server log:\n%s\n", result.output.c_str());
+    return result.output;
+  }
+
+ private:
+  Server() = default;
+  std::unique_ptr<Process> process_;
+  std::string token_;
+  int port_ = 0;
+};
+
+// Samples the server's RSS on a thread until stopped; the peak.
+class RssWatch {
+ public:
+  explicit RssWatch(const Server& server)
+      : thread_([this, &server] {
+          while (!stop_) {
+            peak_ = std::max(peak_.load(), server.RssBytes());
+            absl::SleepFor(absl::Milliseconds(20));
+          }
+        }) {}
+  ~RssWatch() { Stop(); }
+  int64_t Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    return peak_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> peak_{0};
+  std::thread thread_;
+};
+
+absl::StatusOr<std::unique_ptr<TcpStoreClient>> Connect(int port, const std::string& token,
+                                                        absl::Duration timeout =
+                                                            absl::Seconds(60)) {
+  TcpStoreClientOptions options;
+  options.host = "127.0.0.1";
+  options.port = port;
+  options.token = token;
+  options.timeout = timeout;
+  return TcpStoreClient::Connect(options);
+}
+
+// A small job on the store, with the real client: `ranks` threads connect,
+// each sets its key, counts itself in, and waits for everyone's keys; every
+// rank checks every other rank's value. True when every rank finished.
+bool JobCompletes(const Server& server, int ranks = 8) {
+  const std::string prefix = absl::StrCat("job", absl::ToUnixNanos(absl::Now()), "/");
+  std::atomic<int> done{0};
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < ranks; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto client = Connect(server.port(), server.token());
+      if (!client.ok()) {
+        ADD_FAILURE() << "rank " << rank << ": " << client.status();
+        return;
+      }
+      const std::string mine = absl::StrCat(prefix, rank);
+      if (!(*client)->Set(mine, absl::StrCat("value of ", rank)).ok()) return;
+      if (!(*client)->Add(prefix + "count", 1).ok()) return;
+      std::vector<std::string> keys;
+      for (int other = 0; other < ranks; ++other) keys.push_back(absl::StrCat(prefix, other));
+      absl::Status waited = (*client)->Wait(keys, absl::Seconds(60));
+      if (!waited.ok()) {
+        ADD_FAILURE() << "rank " << rank << ": " << waited;
+        return;
+      }
+      for (int other = 0; other < ranks; ++other) {
+        absl::StatusOr<std::string> value =
+            (*client)->Get(absl::StrCat(prefix, other), absl::Seconds(10));
+        if (!value.ok() || *value != absl::StrCat("value of ", other)) {
+          ADD_FAILURE() << "rank " << rank << " read rank " << other << ": "
+                        << (value.ok() ? *value : value.status().ToString());
+          return;
+        }
+      }
+      ++done;
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  return done == ranks;
+}
+
+// ---- raw attacker sockets ------------------------------------------------------
+
+int RawConnect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return -1;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return fd;
+}
+
+// Sends what the socket takes of `bytes` until `deadline`; the bytes sent.
+size_t SendUntil(int fd, const std::string& bytes, absl::Time deadline) {
+  size_t sent = 0;
+  while (sent < bytes.size() && absl::Now() < deadline) {
+    const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) break;
+    pollfd entry = {fd, POLLOUT, 0};
+    poll(&entry, 1, 20);
+  }
+  return sent;
+}
+
+// Whether the server closed `fd` by `deadline` (reading and discarding what
+// it sent).
+bool ClosedBy(int fd, absl::Time deadline) {
+  char buffer[4096];
+  while (absl::Now() < deadline) {
+    pollfd entry = {fd, POLLIN, 0};
+    if (poll(&entry, 1, 50) <= 0) continue;
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return true;
+  }
+  return false;
+}
+
+// Reads one frame's payload (blocking up to 10 s); "" on failure.
+std::string ReadFrame(int fd) {
+  auto read_exactly = [fd](char* out, size_t size) {
+    size_t got = 0;
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (got < size && absl::Now() < deadline) {
+      pollfd entry = {fd, POLLIN, 0};
+      if (poll(&entry, 1, 50) <= 0) continue;
+      const ssize_t n = recv(fd, out + got, size - got, 0);
+      if (n == 0) return false;
+      if (n > 0) got += static_cast<size_t>(n);
+    }
+    return got == size;
+  };
+  char header[4];
+  if (!read_exactly(header, 4)) return "";
+  std::string payload(protocol::DecodeLength(header), '\0');
+  if (!read_exactly(payload.data(), payload.size())) return "";
+  return payload;
+}
+
+std::string HelloFrame(const std::string& nonce) {
+  protocol::Writer hello;
+  hello.U32(protocol::kMagic);
+  hello.U16(protocol::kVersion);
+  hello.Str(nonce);
+  return std::move(hello).Finish();
+}
+
+// The version 3 handshake by hand; true when the server welcomed us.
+bool Handshake(int fd, const std::string& token) {
+  const std::string nonce = store::auth::Nonce();
+  SendUntil(fd, HelloFrame(nonce), absl::Now() + absl::Seconds(10));
+  const std::string frame = ReadFrame(fd);
+  protocol::Reader challenge(frame);
+  uint32_t magic = 0;
+  uint16_t version = 0;
+  uint8_t code = 0, required = 0;
+  std::string message, server_nonce, proof;
+  if (!challenge.U32(&magic) || !challenge.U16(&version) || !challenge.U8(&code) ||
+      !challenge.Str(4096, &message) || code != 0 || !challenge.Str(64, &server_nonce) ||
+      !challenge.U8(&required) || !challenge.Str(64, &proof)) {
+    return false;
+  }
+  protocol::Writer answer;
+  answer.Str(token.empty() ? std::string()
+                           : store::auth::Proof(token, store::auth::Role::kClient, nonce,
+                                                server_nonce));
+  SendUntil(fd, std::move(answer).Finish(), absl::Now() + absl::Seconds(10));
+  const std::string welcome = ReadFrame(fd);
+  return !welcome.empty() && welcome[0] == 0;
+}
+
+// Closes every socket when the test ends, passed or not.
+struct Sockets {
+  std::vector<int> fds;
+  ~Sockets() {
+    for (int fd : fds) close(fd);
+  }
+};
+
+// ---- hostile input before the handshake ------------------------------------------
+
+TEST(StoreAttack, GarbageAndA4GiBLengthPrefixAreDroppedAndTheLogIsRateLimited) {
+  auto server = Server::Start("job-secret");
+  ASSERT_NE(server, nullptr);
+  Sockets attack;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  for (int i = 0; i < 100; ++i) {
+    const int fd = RawConnect(server->port());
+    ASSERT_GE(fd, 0);
+    attack.fds.push_back(fd);
+    if (i % 2 == 0) {
+      SendUntil(fd, "GET / HTTP/1.1\r\nHost: store\r\n\r\n", deadline);
+    } else {
+      SendUntil(fd, std::string("\xff\xff\xff\xff", 4) + std::string(100, 'x'), deadline);
+    }
+  }
+  for (int fd : attack.fds) EXPECT_TRUE(ClosedBy(fd, deadline)) << "a hostile connection stayed";
+  EXPECT_TRUE(JobCompletes(*server));
+  const std::string log = server->Stop();
+  int lines = 0;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (absl::StrContains(line, "dropping store client")) ++lines;
+  }
+  EXPECT_GE(lines, 1) << log;
+  EXPECT_LE(lines, 10) << "refusals are rate-limited: " << log;
+}
+
+TEST(StoreAttack, SlowlorisConnectionsAreReapedWhileAJobCompletes) {
+  auto server = Server::Start("job-secret", {"--handshake_timeout=2s"});
+  ASSERT_NE(server, nullptr);
+  Sockets attack;
+  for (int i = 0; i < 200; ++i) {
+    const int fd = RawConnect(server->port());
+    ASSERT_GE(fd, 0);
+    attack.fds.push_back(fd);
+  }
+  // One byte of a hello every 300 ms on each: never a whole frame.
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    const std::string hello = HelloFrame(std::string(32, 'n'));
+    for (size_t at = 0; at < hello.size() && !stop; ++at) {
+      for (int fd : attack.fds) (void)send(fd, hello.data() + at, 1, MSG_NOSIGNAL);
+      absl::SleepFor(absl::Milliseconds(300));
+    }
+  });
+  EXPECT_TRUE(JobCompletes(*server));
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  int reaped = 0;
+  for (int fd : attack.fds) reaped += ClosedBy(fd, deadline) ? 1 : 0;
+  stop = true;
+  trickle.join();
+  EXPECT_EQ(reaped, 200);
+  server->Stop();
+}
+
+TEST(StoreAttack, TwoThousandIdleConnectionsDoNotLockAJobOut) {
+  // A small pending limit, so the idle crowd overflows it: the oldest are
+  // dropped for newcomers, and the job gets in at once.
+  auto server = Server::Start("job-secret", {"--max_pending_connections=500",
+                                             "--handshake_timeout=3s"});
+  ASSERT_NE(server, nullptr);
+  Sockets attack;
+  for (int i = 0; i < 2000; ++i) {
+    const int fd = RawConnect(server->port());
+    ASSERT_GE(fd, 0) << "connection " << i;
+    attack.fds.push_back(fd);
+  }
+  RssWatch rss(*server);
+  EXPECT_TRUE(JobCompletes(*server));
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  int reaped = 0;
+  for (int fd : attack.fds) reaped += ClosedBy(fd, deadline) ? 1 : 0;
+  EXPECT_EQ(reaped, 2000) << "idle unauthenticated connections are all dropped in seconds";
+  EXPECT_LT(rss.Stop(), kRssBound);
+  server->Stop();
+}
+
+// ---- memory bombs (a store without a token: anyone gets past the handshake) --
+
+TEST(StoreAttack, UnfinishedHugeFramesAreBounded) {
+  auto server = Server::Start("", {"--stall_timeout=3s"});
+  ASSERT_NE(server, nullptr);
+  RssWatch rss(*server);
+  Sockets attack;
+  for (int i = 0; i < 8; ++i) {
+    const int fd = RawConnect(server->port());
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(Handshake(fd, ""));
+    attack.fds.push_back(fd);
+  }
+  // Half of them announce 128 MiB (over the server's request limit), half
+  // 15 MiB (under it); each then sends 24 MiB or what the server takes in
+  // 3 s, and never finishes.
+  const absl::Time deadline = absl::Now() + absl::Seconds(3);
+  std::vector<std::thread> senders;
+  for (size_t i = 0; i < attack.fds.size(); ++i) {
+    senders.emplace_back([&, i] {
+      const uint32_t length = i % 2 == 0 ? 128u * kMiB : 15u * kMiB;
+      std::string bytes(4, '\0');
+      for (int b = 0; b < 4; ++b) bytes[b] = static_cast<char>(length >> (8 * b));
+      bytes.push_back(static_cast<char>(protocol::Op::kSet));
+      bytes.append(std::min<size_t>(length, 24 * kMiB), 'b');
+      SendUntil(attack.fds[i], bytes, deadline);
+    });
+  }
+  EXPECT_TRUE(JobCompletes(*server)) << "a job started during the attack";
+  for (std::thread& sender : senders) sender.join();
+  EXPECT_LT(rss.Stop(), kRssBound);
+  server->Stop();
+}
+
+TEST(StoreAttack, AWaitOnMillionsOfKeysIsRefusedUnread) {
+  auto server = Server::Start("");
+  ASSERT_NE(server, nullptr);
+  RssWatch rss(*server);
+  const int fd = RawConnect(server->port());
+  ASSERT_GE(fd, 0);
+  Sockets attack{{fd}};
+  ASSERT_TRUE(Handshake(fd, ""));
+  // 8 Mi one-byte keys: a 64 MiB request, over the request limit.
+  const uint32_t keys = 8u * 1024 * 1024;
+  protocol::Writer header;
+  header.U8(static_cast<uint8_t>(protocol::Op::kWait));
+  header.U32(keys);
+  std::string frame = std::move(header).Finish();
+  const uint32_t length = 1 + 4 + keys * 5 + 8;
+  for (int b = 0; b < 4; ++b) frame[b] = static_cast<char>(length >> (8 * b));
+  std::string body;
+  body.reserve(static_cast<size_t>(keys) * 5 + 8);
+  for (uint32_t k = 0; k < keys; ++k) body.append("\x01\x00\x00\x00k", 5);
+  body.append(8, '\0');
+  std::thread sender([&] { SendUntil(fd, frame + body, absl::Now() + absl::Seconds(30)); });
+  const std::string reply = ReadFrame(fd);
+  sender.join();
+  ASSERT_FALSE(reply.empty());
+  EXPECT_EQ(static_cast<uint8_t>(reply[0]),
+            static_cast<uint8_t>(absl::StatusCode::kResourceExhausted));
+  EXPECT_TRUE(absl::StrContains(reply, "max_request_bytes")) << reply.substr(5);
+  // Many keys in a request under the byte limit: the key limit answers.
+  auto client = Connect(server->port(), "");
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<std::string> many(70000);
+  for (size_t k = 0; k < many.size(); ++k) many[k] = absl::StrCat("key", k);
+  absl::Status waited = (*client)->Wait(many, absl::Seconds(1));
+  EXPECT_EQ(waited.code(), absl::StatusCode::kResourceExhausted) << waited;
+  EXPECT_TRUE(absl::StrContains(waited.message(), "max_keys_per_request")) << waited;
+  EXPECT_TRUE((*client)->Set("still", "usable").ok());
+  EXPECT_TRUE(JobCompletes(*server));
+  EXPECT_LT(rss.Stop(), kRssBound);
+  server->Stop();
+}
+
+TEST(StoreAttack, PipelinedGetsNeverReadAreBoundedAndDropped) {
+  auto server = Server::Start("", {"--stall_timeout=3s", "--max_log_lines=100"});
+  ASSERT_NE(server, nullptr);
+  // The legitimately stored data: one 8 MiB value.
+  const int64_t stored = 8 * kMiB;
+  {
+    auto client = Connect(server->port(), "");
+    ASSERT_TRUE(client.ok());
+    ASSERT_TRUE((*client)->Set("big", std::string(stored, 'v')).ok());
+  }
+  RssWatch rss(*server);
+  Sockets attack;
+  protocol::Writer get;
+  get.U8(static_cast<uint8_t>(protocol::Op::kGet));
+  get.Str("big");
+  get.I64(1000);
+  const std::string one = std::move(get).Finish();
+  std::string pipeline;
+  for (int i = 0; i < 1000; ++i) pipeline += one;
+  const absl::Time deadline = absl::Now() + absl::Seconds(3);
+  for (int i = 0; i < 16; ++i) {
+    const int fd = RawConnect(server->port());
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(Handshake(fd, ""));
+    attack.fds.push_back(fd);
+    // A small receive buffer, never read: the replies pile up on the server.
+    const int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    SendUntil(fd, pipeline, deadline);
+  }
+  EXPECT_TRUE(JobCompletes(*server)) << "a job started during the attack";
+  absl::SleepFor(absl::Seconds(5));  // past the stall timeout
+  EXPECT_LT(rss.Stop(), kRssBound + stored);
+  const std::string log = server->Stop();
+  EXPECT_TRUE(absl::StrContains(log, "it did not read its replies for 3000 ms")) << log;
+}
+
+TEST(StoreAttack, ParkedWaitsOnManyKeysAreBounded) {
+  auto server = Server::Start("", {"--stall_timeout=3s"});
+  ASSERT_NE(server, nullptr);
+  RssWatch rss(*server);
+  Sockets attack;
+  // 40 connections, each parking a wait on 60,000 keys of 200 bytes (a
+  // 12 MiB request each, 480 MiB in all if the server took them all).
+  protocol::Writer wait;
+  wait.U8(static_cast<uint8_t>(protocol::Op::kWait));
+  wait.U32(60000);
+  for (int k = 0; k < 60000; ++k) wait.Str(absl::StrCat(k, std::string(190, 'k')));
+  wait.I64(60000);
+  const std::string request = std::move(wait).Finish();
+  std::vector<std::thread> senders;
+  std::atomic<int> connected{0};
+  for (int i = 0; i < 40; ++i) {
+    const int fd = RawConnect(server->port());
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(Handshake(fd, ""));
+    attack.fds.push_back(fd);
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(4);
+  for (int fd : attack.fds) {
+    senders.emplace_back([&, fd] { SendUntil(fd, request, deadline); });
+  }
+  EXPECT_TRUE(JobCompletes(*server)) << "a job started during the attack";
+  for (std::thread& sender : senders) sender.join();
+  EXPECT_LT(rss.Stop(), kRssBound);
+  server->Stop();
+}
+
+// ---- limits a legitimate client meets --------------------------------------------
+
+TEST(StoreAttack, LimitsAnswerLegitimateClientsClearly) {
+  auto server = Server::Start("", {"--max_request_bytes=1048576", "--max_store_bytes=3000000"});
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->port(), "");
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::Status big = (*client)->Set("big", std::string(2 * kMiB, 'x'));
+  EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted) << big;
+  EXPECT_TRUE(absl::StrContains(big.message(), "max_request_bytes")) << big;
+  ASSERT_TRUE((*client)->Set("a", std::string(kMiB - 100, 'a')).ok()) << "the connection lives on";
+  ASSERT_TRUE((*client)->Set("b", std::string(kMiB - 100, 'b')).ok());
+  absl::Status full = (*client)->Set("c", std::string(kMiB - 100, 'c'));
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_TRUE(absl::StrContains(full.message(), "max_store_bytes")) << full;
+  ASSERT_TRUE((*client)->Remove("a").ok());
+  EXPECT_TRUE((*client)->Set("c", std::string(kMiB - 100, 'c')).ok()) << "room again";
+  server->Stop();
+}
+
+// ---- a forged fail and a squatter ---------------------------------------------------
+
+// Rank 0's server (it keeps failures): a stranger without the token cannot
+// end the job with a forged `fail`, before or instead of the handshake.
+TEST(StoreAttack, AForgedFailDoesNotEndTheJob) {
+  store::TcpStoreServerOptions options;
+  options.bind_host = "127.0.0.1";
+  options.token = "job-secret";
+  options.keep_failures = true;
+  auto server = store::TcpStoreServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  protocol::Writer fail;
+  fail.U8(static_cast<uint8_t>(protocol::Op::kFail));
+  fail.Str("forged: the job is over");
+  const std::string forged = std::move(fail).Finish();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  {  // as the first frame
+    const int fd = RawConnect((*server)->port());
+    Sockets s{{fd}};
+    SendUntil(fd, forged, deadline);
+    EXPECT_TRUE(ClosedBy(fd, deadline));
+  }
+  {  // after the hello, in place of the proof
+    const int fd = RawConnect((*server)->port());
+    Sockets s{{fd}};
+    SendUntil(fd, HelloFrame(store::auth::Nonce()), deadline);
+    ReadFrame(fd);
+    SendUntil(fd, forged, deadline);
+    EXPECT_TRUE(ClosedBy(fd, deadline));
+  }
+  {  // with a wrong token's proof, then the fail
+    const int fd = RawConnect((*server)->port());
+    Sockets s{{fd}};
+    EXPECT_FALSE(Handshake(fd, "guessed"));
+    SendUntil(fd, forged, deadline);
+    EXPECT_TRUE(ClosedBy(fd, deadline));
+  }
+  EXPECT_EQ((*server)->failure(), "");
+  auto rank = Connect((*server)->port(), "job-secret");
+  ASSERT_TRUE(rank.ok()) << rank.status();
+  EXPECT_TRUE((*rank)->Set("still", "running").ok());
+  // The job's own rank can report a failure.
+  (*rank)->Abandon("a real failure");
+  EXPECT_TRUE(absl::StrContains((*server)->failure(), "a real failure"));
+}
+
+// A program holding the port (or another job's store) learns nothing: the
+// client sends its hello (a random nonce), sees that the other side cannot
+// prove it holds the token, and stops, naming the address.
+TEST(StoreAttack, APortSquatterNeverSeesTheSecret) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  socklen_t length = sizeof(address);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  listen(listener, 8);
+  const int port = ntohs(address.sin_port);
+  const std::string secret = "the-job-secret-0123456789";
+  // Three squatters: one that claims no token is needed, one that claims
+  // one is and sends a made-up proof, one that replays the proof of a real
+  // server for another connection's nonces.
+  std::string replayed_proof, replayed_nonce;
+  {
+    store::TcpStoreServerOptions options;
+    options.bind_host = "127.0.0.1";
+    options.token = secret;
+    auto real = store::TcpStoreServer::Start(options);
+    ASSERT_TRUE(real.ok());
+    const int fd = RawConnect((*real)->port());
+    Sockets s{{fd}};
+    SendUntil(fd, HelloFrame(std::string(32, 'c')), absl::Now() + absl::Seconds(5));
+    const std::string frame = ReadFrame(fd);
+    protocol::Reader reader(frame);
+    uint32_t magic;
+    uint16_t version;
+    uint8_t code, required;
+    std::string message;
+    ASSERT_TRUE(reader.U32(&magic) && reader.U16(&version) && reader.U8(&code) &&
+                reader.Str(4096, &message) && reader.Str(64, &replayed_nonce) &&
+                reader.U8(&required) && reader.Str(64, &replayed_proof));
+  }
+  for (int squatter = 0; squatter < 3; ++squatter) {
+    std::string received;
+    std::thread fake([&] {
+      pollfd entry = {listener, POLLIN, 0};
+      if (poll(&entry, 1, 10000) <= 0) return;
+      const int fd = accept(listener, nullptr, nullptr);
+      char buffer[4096];
+      pollfd readable = {fd, POLLIN, 0};
+      if (poll(&readable, 1, 5000) > 0) {
+        const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+        if (n > 0) received.assign(buffer, static_cast<size_t>(n));
+      }
+      protocol::Writer challenge;
+      challenge.U32(protocol::kMagic);
+      challenge.U16(protocol::kVersion);
+      challenge.U8(0);
+      challenge.Str("");
+      challenge.Str(squatter == 2 ? replayed_nonce : store::auth::Nonce());
+      challenge.U8(squatter == 0 ? 0 : 1);
+      challenge.Str(squatter == 0 ? "" : squatter == 1 ? std::string(32, 'p') : replayed_proof);
+      const std::string frame = std::move(challenge).Finish();
+      (void)send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
+      // Whatever else the client sends shows up here.
+      while (poll(&readable, 1, 1000) > 0) {
+        const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+        if (n <= 0) break;
+        received.append(buffer, static_cast<size_t>(n));
+      }
+      close(fd);
+    });
+    auto client = Connect(port, secret, absl::Seconds(10));
+    fake.join();
+    ASSERT_FALSE(client.ok()) << "squatter " << squatter;
+    EXPECT_EQ(client.status().code(), absl::StatusCode::kUnauthenticated) << client.status();
+    EXPECT_TRUE(absl::StrContains(client.status().message(),
+                                  absl::StrCat("the store server at 127.0.0.1:", port)))
+        << client.status();
+    EXPECT_FALSE(absl::StrContains(received, secret)) << "squatter " << squatter;
+    EXPECT_EQ(received.size(), 4u + 4 + 2 + 4 + 32)
+        << "squatter " << squatter << " got more than the hello";
+  }
+  close(listener);
+}
+
+// A store listening beyond loopback without a token says so, once.
+TEST(StoreAttack, AnOpenStoreBeyondLoopbackLogsOneWarning) {
+  for (const bool token : {false, true}) {
+    for (const std::string host : {"127.0.0.1", "0.0.0.0"}) {
+      std::vector<std::string> lines;
+      store::TcpStoreServerOptions options;
+      options.bind_host = host;
+      if (token) options.token = "s";
+      options.log = [&lines](const std::string& line) { lines.push_back(line); };
+      auto server = store::TcpStoreServer::Start(options);
+      ASSERT_TRUE(server.ok()) << server.status();
+      (*server)->Stop();
+      int warnings = 0;
+      for (const std::string& line : lines) {
+        warnings += absl::StrContains(line, "without a token") ? 1 : 0;
+      }
+      EXPECT_EQ(warnings, !token && host == "0.0.0.0" ? 1 : 0) << host << " token " << token;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dist::testing
