@@ -599,6 +599,9 @@ void TcpStoreServer::Loop::Update(Client* client) {
     budget_paused_.push_back(client);
   }
   if (client->output_bytes > 0) events |= UV_WRITABLE;
+  // A client that is not read (parked, or held back) still gets its hang-up
+  // noticed, so a rank killed in a wait frees its connection at once.
+  events |= UV_DISCONNECT;
   if (events != client->events) {
     client->events = events;
     if (events == 0) {
@@ -632,6 +635,11 @@ void TcpStoreServer::Loop::OnClientReady(uv_poll_t* poll, int status, int events
   if (client->closing) return;
   if (status < 0) {
     self->Close(client);  // reset by the peer
+    return;
+  }
+  if ((events & UV_DISCONNECT) && !(events & UV_READABLE)) {
+    self->Close(client);  // gone while we were not reading from it
+    self->DrainResumed();
     return;
   }
   if (events & UV_WRITABLE) {

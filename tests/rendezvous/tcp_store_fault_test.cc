@@ -286,6 +286,26 @@ TEST(TcpStoreFaults, DroppedClientWithParkedGetDoesNotDisturbOthers) {
   get.join();
 }
 
+// A rank killed while its get is parked (not read by the server) frees its
+// connection at once, not at the get's timeout: rank 0's linger counts it.
+TEST(TcpStoreFaults, AClientGoneWhileParkedIsNoticedAtOnce) {
+  auto server = StartServer();
+  {
+    RawSocket raw(server->port());
+    ASSERT_TRUE(raw.Handshake());
+    protocol::Writer w;
+    w.U8(static_cast<uint8_t>(protocol::Op::kGet));
+    w.Str("never");
+    w.I64(600000);
+    raw.Send(std::move(w).Finish());
+    const absl::Time parked = absl::Now() + absl::Seconds(10);
+    while (server->clients() != 1 && absl::Now() < parked) absl::SleepFor(absl::Milliseconds(10));
+    ASSERT_EQ(server->clients(), 1);
+  }
+  EXPECT_TRUE(server->WaitForClientsToLeave(absl::Seconds(10)));
+  ExpectServerStillServes(server->port());
+}
+
 TEST(TcpStoreFaults, WrongTokenIsRefusedClearlyAndOthersAreServed) {
   auto server = StartServer("s3cret");
   auto good = Client(server->port(), "s3cret");
