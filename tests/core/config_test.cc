@@ -118,7 +118,38 @@ TEST_F(ConfigTest, BadConfigFilesNameTheLine) {
       {"timeout = \"forever\"\n", "not a positive duration"},
       {"backend = \"gloo\n", "invalid TOML"},
       {"[gloo]\nifname = [1, 2]\n", "must be a string, number or boolean"},
+      // Found by tests/fuzz/config_fuzz: toml++ asserted on it.
+      {"[)gloo\nyfname  \n", "invalid TOML"},
   };
+  // Found by tests/fuzz/config_fuzz: toml++ reached an assertion (undefined
+  // behaviour without assertions) on a non-ASCII character where it looked
+  // for whitespace; in strings and comments such text is fine.
+  {
+    const std::string path = WriteConfig("greek.toml", "timeout=\xce\xbe cpu \n");
+    setenv("DIST_CONFIG", path.c_str(), 1);
+    absl::StatusOr<ResolvedConfig> config = ResolveConfig(nullptr);
+    ASSERT_FALSE(config.ok());
+    EXPECT_NE(config.status().message().find("line 1: invalid TOML: a non-ASCII character"),
+              std::string::npos)
+        << config.status().message();
+    const std::string fine = WriteConfig(
+        "greek_ok.toml", "# \xce\xbe comment\n[gloo]\nifname = \"\xce\xbe\" # \xce\xbe\n"
+                         "x = \"\"\"a\n\xce\xbe\"\"\"\ny = '\xce\xbe'\n");
+    setenv("DIST_CONFIG", fine.c_str(), 1);
+    absl::StatusOr<ResolvedConfig> ok = ResolveConfig(nullptr);
+    EXPECT_TRUE(ok.ok()) << ok.status();
+  }
+  // Found by tests/fuzz/config_fuzz: toml++ asserted on a NUL after '['.
+  {
+    const std::string path =
+        WriteConfig("nul.toml", std::string("[") + '\0' + "\x04glfon\nomaie = \n");
+    setenv("DIST_CONFIG", path.c_str(), 1);
+    absl::StatusOr<ResolvedConfig> config = ResolveConfig(nullptr);
+    ASSERT_FALSE(config.ok());
+    EXPECT_NE(config.status().message().find("line 1: invalid TOML: control character 0x00"),
+              std::string::npos)
+        << config.status().message();
+  }
   int index = 0;
   for (const Case& c : cases) {
     const std::string path = WriteConfig("bad" + std::to_string(index++) + ".toml", c.text);

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of tests/fuzz with clang++-14 (ASan + UBSan)
+# directly, outside Bazel (whose toolchain is gcc: switching it would
+# rebuild everything), replays every saved crash in tests/fuzz/regressions,
+# then fuzzes each target for FUZZ_SECONDS (default 20) from the seed corpus
+# in tests/fuzz/corpus. New corpus entries go to a scratch directory, not the
+# repository. Exit status 0 only when nothing crashed.
+#
+#   tools/dev/fuzz.sh                 # every target, 20 s each
+#   FUZZ_SECONDS=300 tools/dev/fuzz.sh server_fuzz
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+seconds=${FUZZ_SECONDS:-20}
+out=${DIST_FUZZ_OUT:-${TMPDIR:-/tmp}/dist-fuzz-$(id -u)}
+mkdir -p "$out/obj" "$out/bin"
+cxx=${FUZZ_CXX:-clang++-14}
+command -v "$cxx" >/dev/null || { echo "fuzz: $cxx not found (apt-get install clang-14 libfuzzer-14-dev)" >&2; exit 1; }
+
+flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer -I. -Isdk/include
+       -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+       -Wno-unused-command-line-argument)
+absl_libs=($(grep -o -- '-labsl_[a-z0-9_]*' third_party/system/system.BUILD))
+
+store=(plugins/store/protocol.cc plugins/store/limits.cc plugins/store/kv_table.cc)
+declare -A sources=(
+  [protocol_fuzz]="${store[*]}"
+  [server_fuzz]="${store[*]} plugins/store/tcp_store_server.cc plugins/store/tcp_store_client.cc plugins/store/net.cc plugins/store/auth.cc"
+  [file_store_fuzz]="${store[*]} plugins/store/file_store.cc"
+  [url_fuzz]="plugins/rendezvous/common/url.cc"
+  [config_fuzz]="core/config.cc core/logging.cc"
+)
+declare -A libs=(
+  [server_fuzz]="-luv -lcrypto"
+  [config_fuzz]="-ltomlplusplus"
+)
+
+# One object per source, rebuilt when the source or a header of the tree
+# is newer than it.
+newest_header=$(find plugins core sdk/include -name '*.h' -o -name '*.hpp' | xargs ls -t | head -1)
+compile() {
+  local source=$1 object="$out/obj/${1//\//_}.o"
+  if [[ ! -f $object || $source -nt $object || $newest_header -nt $object ]]; then
+    "$cxx" "${flags[@]}" -c "$source" -o "$object"
+  fi
+  echo "$object"
+}
+
+targets=("$@")
+if ((${#targets[@]} == 0)); then targets=(protocol_fuzz server_fuzz file_store_fuzz url_fuzz config_fuzz); fi
+
+failed=0
+for target in "${targets[@]}"; do
+  objects=("$(compile "tests/fuzz/$target.cc")")
+  for source in ${sources[$target]}; do objects+=("$(compile "$source")"); done
+  "$cxx" "${flags[@]}" -fsanitize=fuzzer "${objects[@]}" ${libs[$target]:-} "${absl_libs[@]}" \
+    -lpthread -o "$out/bin/$target"
+
+  regressions=(tests/fuzz/regressions/$target/*)
+  if [[ -e ${regressions[0]} ]]; then
+    if ! "$out/bin/$target" -runs=1 "${regressions[@]}" >"$out/$target.regressions.log" 2>&1; then
+      echo "fuzz: $target: a saved crash crashes again; see $out/$target.regressions.log" >&2
+      tail -30 "$out/$target.regressions.log" >&2
+      failed=1
+      continue
+    fi
+  fi
+
+  scratch="$out/corpus/$target"
+  mkdir -p "$scratch" "$out/artifacts"
+  if "$out/bin/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+      -artifact_prefix="$out/artifacts/$target-" -print_final_stats=1 \
+      "$scratch" "tests/fuzz/corpus/$target" >"$out/$target.log" 2>&1; then
+    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$out/$target.log" | grep -o '[0-9]*$' || echo '?')
+    echo "fuzz: $target: ${seconds} s, ${runs} runs, no crash"
+  else
+    echo "fuzz: $target: CRASH; input in $out/artifacts/, log $out/$target.log" >&2
+    grep -m1 -A20 'ERROR: \|runtime error\|deadly signal' "$out/$target.log" >&2 || tail -30 "$out/$target.log" >&2
+    failed=1
+  fi
+done
+exit $failed
