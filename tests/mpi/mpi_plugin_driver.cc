@@ -143,7 +143,10 @@ std::vector<double> Pattern(int rank, size_t n, size_t offset = 0) {
 }
 
 void TestAllReduce(dist_backend_comm_t* comm) {
-  const size_t n = 7;
+  // 7 and 1000 elements: both within the recursive-doubling schedule's
+  // size on 2 and 4 ranks (recursive_doubling_all_reduce.h), libnbc's
+  // otherwise.
+  for (size_t n : {size_t{7}, size_t{1000}}) {
   for (dist_dtype_t dtype : kAllDtypes) {
     for (int o = 0; o < DIST_REDUCE_OP_COUNT; ++o) {
       const auto op = static_cast<dist_reduce_op_t>(o);
@@ -165,6 +168,7 @@ void TestAllReduce(dist_backend_comm_t* comm) {
       MT_OK(RunAndWait(P, P->all_reduce, comm, args));
       ExpectBytes(send, want, Name("all_reduce in place", dtype, dist_reduce_op_name(op)));
     }
+  }
   }
 }
 

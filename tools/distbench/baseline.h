@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -31,6 +32,16 @@ class Baseline {
   // Runs the case, blocking until this rank's part is done. Buffers as for
   // RunThroughDist.
   virtual absl::Status Run(const Case& c, void* send, void* recv) = 0;
+
+  // The library's alternative ways to run `c` (Gloo's algorithm classes, for
+  // example), by name; the benchmark times each and compares the plugin with
+  // the fastest, so the ratio is against the best the raw library offers.
+  // Index 0 is what Run does. Same answer on every rank.
+  virtual std::vector<std::string> Variants(const Case& c) const { return {"default"}; }
+  virtual absl::Status RunVariant(const Case& c, int variant, void* send, void* recv) {
+    (void)variant;
+    return Run(c, send, recv);
+  }
 
   // Lines the ranks up before a timed block.
   virtual absl::Status Barrier() = 0;

@@ -9,11 +9,20 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gloo/algorithm.h"
 #include "gloo/allgather.h"
+#include "gloo/allgather_ring.h"
 #include "gloo/allreduce.h"
+#include "gloo/allreduce_bcube.h"
+#include "gloo/allreduce_halving_doubling.h"
+#include "gloo/allreduce_ring.h"
+#include "gloo/allreduce_ring_chunked.h"
 #include "gloo/alltoall.h"
 #include "gloo/barrier.h"
+#include "gloo/barrier_all_to_all.h"
+#include "gloo/barrier_all_to_one.h"
 #include "gloo/broadcast.h"
+#include "gloo/broadcast_one_to_all.h"
 #include "gloo/common/error.h"
 #include "gloo/config.h"
 #include "gloo/gather.h"
@@ -76,6 +85,60 @@ ReduceFn ReduceFunction(dist_reduce_op_t op) {
   return nullptr;
 }
 
+// The same ops in the shape of Gloo's legacy algorithm classes: x = x op y.
+template <typename T>
+void BitAndInto(T* x, const T* y, size_t n) { BitAnd<T>(x, x, y, n); }
+template <typename T>
+void BitOrInto(T* x, const T* y, size_t n) { BitOr<T>(x, x, y, n); }
+template <typename T>
+void BitXorInto(T* x, const T* y, size_t n) { BitXor<T>(x, x, y, n); }
+
+template <typename T>
+const gloo::ReductionFunction<T>* LegacyFunction(dist_reduce_op_t op) {
+  switch (op) {
+    case DIST_SUM:
+    case DIST_AVG: return gloo::ReductionFunction<T>::sum;
+    case DIST_PRODUCT: return gloo::ReductionFunction<T>::product;
+    case DIST_MIN: return gloo::ReductionFunction<T>::min;
+    case DIST_MAX: return gloo::ReductionFunction<T>::max;
+    default: break;
+  }
+  if constexpr (std::is_integral_v<T>) {
+    static const gloo::ReductionFunction<T> band(gloo::CUSTOM, &BitAndInto<T>);
+    static const gloo::ReductionFunction<T> bor(gloo::CUSTOM, &BitOrInto<T>);
+    static const gloo::ReductionFunction<T> bxor(gloo::CUSTOM, &BitXorInto<T>);
+    if (op == DIST_BAND) return &band;
+    if (op == DIST_BOR) return &bor;
+    if (op == DIST_BXOR) return &bxor;
+  }
+  return nullptr;
+}
+
+// Every way Gloo 0.5 offers for an operation, by name (no spaces: the table
+// is split on blanks). The unbound-buffer entry points (gloo::allreduce,
+// ...) come first; the legacy bound-buffer classes register their buffers
+// when constructed, so they are built once per case and then run repeatedly,
+// as their users do.
+std::vector<std::string> VariantsOf(const Case& c) {
+  const int w = c.world_size;
+  switch (c.op->op) {
+    case Op::kAllReduce: {
+      std::vector<std::string> names = {"allreduce_ring", "allreduce_bcube", "AllreduceRing",
+                                        "AllreduceRingChunked", "AllreduceHalvingDoubling"};
+      // The legacy bcube class assumes W is a power of its base (2) and at
+      // least one element per rank.
+      if ((w & (w - 1)) == 0 && c.block >= static_cast<uint64_t>(w)) {
+        names.push_back("AllreduceBcube");
+      }
+      return names;
+    }
+    case Op::kBroadcast: return {"broadcast", "BroadcastOneToAll"};
+    case Op::kAllGather: return {"allgather", "AllgatherRing"};
+    case Op::kBarrier: return {"barrier", "BarrierAllToAll", "BarrierAllToOne"};
+    default: return {"default"};
+  }
+}
+
 template <typename T>
 void Divide(void* data, size_t n, int ranks) {
   T* values = static_cast<T*>(data);
@@ -130,6 +193,27 @@ class GlooBaseline : public Baseline {
     }
   }
 
+  std::vector<std::string> Variants(const Case& c) const override { return VariantsOf(c); }
+
+  absl::Status RunVariant(const Case& c, int variant, void* send, void* recv) override {
+    if (variant == 0) return Run(c, send, recv);
+    if (c.op->op == Op::kAllReduce && variant == 1) {
+      bcube_ = true;
+      absl::Status status = Run(c, send, recv);
+      bcube_ = false;
+      return status;
+    }
+    try {
+      if (c.op->op == Op::kBarrier) return RunLegacy<char>(c, variant, send, recv);
+      return Dispatch(c.dtype, [&](auto tag) {
+        return RunLegacy<decltype(tag)>(c, variant, send, recv);
+      });
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat("raw Gloo ", VariantsOf(c)[variant], ": ",
+                                                 e.what()));
+    }
+  }
+
   absl::Status Barrier() override {
     try {
       gloo::BarrierOptions opts(context_);
@@ -157,6 +241,93 @@ class GlooBaseline : public Baseline {
     }
   }
 
+  // A legacy algorithm instance stays built while the case and buffers stay
+  // the same (its constructor registers the buffers with every peer).
+  struct LegacyKey {
+    Op op;
+    int variant;
+    dist_dtype_t dtype;
+    dist_reduce_op_t redop;
+    int root;
+    uint64_t block;
+    void* send;
+    void* recv;
+    bool operator==(const LegacyKey& o) const {
+      return op == o.op && variant == o.variant && dtype == o.dtype && redop == o.redop &&
+             root == o.root && block == o.block && send == o.send && recv == o.recv;
+    }
+  };
+
+  template <typename T>
+  absl::Status RunLegacy(const Case& c, int variant, void* send_raw, void* recv_raw) {
+    T* send = static_cast<T*>(send_raw);
+    T* recv = static_cast<T*>(recv_raw);
+    const int n = static_cast<int>(c.block);
+    const LegacyKey key{c.op->op, variant, c.dtype, c.redop, c.root, c.block, send_raw, recv_raw};
+    std::unique_ptr<gloo::Algorithm>* slot = nullptr;
+    for (auto& [k, algorithm] : legacy_) {
+      if (k == key) slot = &algorithm;
+    }
+    if (slot == nullptr) {
+      // A new case: drop the previous case's instances (same order on every
+      // rank, so the context's slots stay in step).
+      if (!legacy_.empty() && !(legacy_.front().first.op == key.op &&
+                                legacy_.front().first.block == key.block &&
+                                legacy_.front().first.send == key.send &&
+                                legacy_.front().first.recv == key.recv &&
+                                legacy_.front().first.dtype == key.dtype)) {
+        legacy_.clear();
+      }
+      legacy_.emplace_back(key, MakeLegacy<T>(c, variant, send, recv, n));
+      slot = &legacy_.back().second;
+    }
+    switch (c.op->op) {
+      case Op::kAllReduce:
+        // The classes reduce in place; out of place is a copy first.
+        if (send != recv) std::memcpy(static_cast<void*>(recv), send, c.block * sizeof(T));
+        (*slot)->run();
+        if (c.redop == DIST_AVG) Divide<T>(recv, c.block, c.world_size);
+        break;
+      case Op::kBroadcast:
+        if (c.rank == c.root && send != recv) {
+          std::memcpy(static_cast<void*>(recv), send, c.block * sizeof(T));
+        }
+        (*slot)->run();
+        break;
+      default: (*slot)->run(); break;
+    }
+    return absl::OkStatus();
+  }
+
+  template <typename T>
+  std::unique_ptr<gloo::Algorithm> MakeLegacy(const Case& c, int variant, T* send, T* recv, int n) {
+    const std::vector<T*> ptrs = {recv};
+    const std::string name = VariantsOf(c)[variant];
+    const gloo::ReductionFunction<T>* fn = LegacyFunction<T>(c.redop);
+    if (name == "AllreduceRing") {
+      return std::make_unique<gloo::AllreduceRing<T>>(context_, ptrs, n, fn);
+    }
+    if (name == "AllreduceRingChunked") {
+      return std::make_unique<gloo::AllreduceRingChunked<T>>(context_, ptrs, n, fn);
+    }
+    if (name == "AllreduceHalvingDoubling") {
+      return std::make_unique<gloo::AllreduceHalvingDoubling<T>>(context_, ptrs, n, fn);
+    }
+    if (name == "AllreduceBcube") {
+      return std::make_unique<gloo::AllreduceBcube<T>>(context_, ptrs, n, fn);
+    }
+    if (name == "BroadcastOneToAll") {
+      return std::make_unique<gloo::BroadcastOneToAll<T>>(context_, ptrs, n, c.root);
+    }
+    if (name == "AllgatherRing") {
+      const std::vector<const T*> in = {send};
+      return std::make_unique<gloo::AllgatherRing<T>>(context_, in, recv, n);
+    }
+    if (name == "BarrierAllToAll") return std::make_unique<gloo::BarrierAllToAll>(context_);
+    if (name == "BarrierAllToOne") return std::make_unique<gloo::BarrierAllToOne>(context_, 0);
+    throw std::runtime_error("no legacy Gloo algorithm named " + name);
+  }
+
   template <typename T>
   absl::Status RunTyped(const Case& c, void* send_raw, void* recv_raw) {
     T* send = static_cast<T*>(send_raw);
@@ -170,6 +341,8 @@ class GlooBaseline : public Baseline {
         opts.setOutput(recv, n);
         opts.setReduceFunction(ReduceFunction<T>(c.redop));
         opts.setTimeout(timeout_);
+        opts.setAlgorithm(bcube_ ? gloo::AllreduceOptions::Algorithm::BCUBE
+                                 : gloo::AllreduceOptions::Algorithm::RING);
         gloo::allreduce(opts);
         if (c.redop == DIST_AVG) Divide<T>(recv, n, w);
         break;
@@ -269,6 +442,8 @@ class GlooBaseline : public Baseline {
   std::string address_;
   std::chrono::milliseconds timeout_;
   std::vector<char> scratch_;
+  std::vector<std::pair<LegacyKey, std::unique_ptr<gloo::Algorithm>>> legacy_;
+  bool bcube_ = false;  // gloo::allreduce's bcube instead of its ring
 };
 
 }  // namespace

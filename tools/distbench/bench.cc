@@ -72,53 +72,68 @@ absl::StatusOr<Row> Bench::Run(const Case& c) {
       row.raw_skipped = std::string(supported.message());
     }
   }
-  const RunFn raw = [&] { return raw_side->Run(c, s, r); };
+  std::vector<std::string> variant_names;
+  std::vector<RunFn> raws;
+  if (raw_side != nullptr) {
+    variant_names = raw_side->Variants(c);
+    for (size_t v = 0; v < variant_names.size(); ++v) {
+      const int index = static_cast<int>(v);
+      raws.push_back([&, index] { return raw_side->RunVariant(c, index, s, r); });
+    }
+  }
   const RunFn raw_barrier = [&] { return raw_side->Barrier(); };
+  const size_t variants = raws.size();
 
-  // Correctness, on both sides, before anything is timed.
+  // Correctness, on both sides (every raw variant), before anything is timed.
   if (options_.check) {
     absl::StatusOr<int64_t> wrong = CheckOnce(c, **recv, plugin, device);
     if (!wrong.ok()) return wrong.status();
     absl::StatusOr<double> total = AllReduceDouble(pg_, device, *wrong, DIST_SUM);
     if (!total.ok()) return total.status();
     row.plugin.wrong = static_cast<int64_t>(*total);
-    if (raw_side != nullptr) {
+    int64_t raw_wrong_total = 0;
+    for (const RunFn& raw : raws) {
       absl::StatusOr<int64_t> raw_wrong = CheckOnce(c, **recv, raw, device);
       if (!raw_wrong.ok()) return raw_wrong.status();
       absl::StatusOr<double> raw_total = AllReduceDouble(pg_, device, *raw_wrong, DIST_SUM);
       if (!raw_total.ok()) return raw_total.status();
-      row.raw.emplace().wrong = static_cast<int64_t>(*raw_total);
+      raw_wrong_total += static_cast<int64_t>(*raw_total);
     }
+    if (variants > 0) row.raw.emplace().wrong = raw_wrong_total;
   }
 
   for (int i = 0; i < options_.warmup; ++i) {
     DIST_RETURN_IF_ERROR(plugin());
-    if (raw_side != nullptr) DIST_RETURN_IF_ERROR(raw());
+    for (const RunFn& raw : raws) DIST_RETURN_IF_ERROR(raw());
   }
-  std::vector<double> plugin_times;
-  std::vector<double> raw_times;
-  // A B, B A, A B, ...: alternating which side goes first also cancels
-  // order effects (caches, CPU frequency, the other side's leftovers).
+  // sides[0] is the plugin, sides[1 + v] raw variant v. Each round times
+  // every side once, starting at a different side each round (A B C, B C A,
+  // ...), so slow phases of a shared machine and order effects hit all.
+  const size_t sides = 1 + variants;
+  std::vector<std::vector<double>> side_times(sides);
   for (int round = 0; round < options_.rounds; ++round) {
-    const bool raw_first = raw_side != nullptr && round % 2 == 1;
-    for (int turn = 0; turn < (raw_side != nullptr ? 2 : 1); ++turn) {
-      const bool raw_turn = (turn == 0) == raw_first;
-      absl::StatusOr<double> t = raw_turn
-                                     ? TimeBlock(options_.iters, raw, raw_barrier, device)
-                                     : TimeBlock(options_.iters, plugin, plugin_barrier, device);
+    for (size_t turn = 0; turn < sides; ++turn) {
+      const size_t side = (turn + static_cast<size_t>(round)) % sides;
+      absl::StatusOr<double> t =
+          side == 0 ? TimeBlock(options_.iters, plugin, plugin_barrier, device)
+                    : TimeBlock(options_.iters, raws[side - 1], raw_barrier, device);
       if (!t.ok()) return t.status();
-      (raw_turn ? raw_times : plugin_times).push_back(*t);
+      side_times[side].push_back(*t);
     }
   }
 
   // The slowest rank's time is a round's time: one reduction for all rounds
-  // of both sides.
-  std::vector<double> times = plugin_times;
-  times.insert(times.end(), raw_times.begin(), raw_times.end());
+  // of every side.
+  std::vector<double> times;
+  for (const std::vector<double>& t : side_times) times.insert(times.end(), t.begin(), t.end());
   absl::StatusOr<std::vector<double>> slowest = AllReduceDoubles(pg_, device, times, DIST_MAX);
   if (!slowest.ok()) return slowest.status();
-  const size_t rounds = plugin_times.size();
-  const std::vector<double> plugin_rounds(slowest->begin(), slowest->begin() + rounds);
+  const size_t rounds = static_cast<size_t>(options_.rounds);
+  auto rounds_of = [&](size_t side) {
+    return std::vector<double>(slowest->begin() + side * rounds,
+                               slowest->begin() + (side + 1) * rounds);
+  };
+  const std::vector<double> plugin_rounds = rounds_of(0);
   const double factor = BusBandwidthFactor(*c.op, c.world_size);
   auto fill = [&](const std::vector<double>& round_seconds, Measurement& m) {
     const double seconds = Median(round_seconds);
@@ -127,8 +142,20 @@ absl::StatusOr<Row> Bench::Run(const Case& c) {
     m.busbw = m.algbw * factor;
   };
   fill(plugin_rounds, row.plugin);
-  if (raw_side != nullptr) {
-    const std::vector<double> raw_rounds(slowest->begin() + rounds, slowest->end());
+  if (variants > 0) {
+    // The fastest raw variant by median time is the baseline of this row.
+    size_t best = 0;
+    double best_median = 0;
+    for (size_t v = 0; v < variants; ++v) {
+      const double median = Median(rounds_of(1 + v));
+      row.raw_variant_us.emplace_back(variant_names[v], median * 1e6);
+      if (v == 0 || median < best_median) {
+        best = v;
+        best_median = median;
+      }
+    }
+    row.raw_variant = variant_names[best];
+    const std::vector<double> raw_rounds = rounds_of(1 + best);
     if (!row.raw.has_value()) row.raw.emplace();
     fill(raw_rounds, *row.raw);
     std::vector<double> ratios;

@@ -7,6 +7,8 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "dist/dist.h"
@@ -35,6 +37,10 @@ struct Row {
   Measurement plugin;
   std::optional<Measurement> raw;  // set when the baseline ran
   std::string raw_skipped;         // why not, when a baseline was asked for
+  // Which of the raw library's variants `raw` is (the fastest one, by median
+  // time), and every variant's median time, in Baseline::Variants order.
+  std::string raw_variant;
+  std::vector<std::pair<std::string, double>> raw_variant_us;
   // plugin / raw, each the median over rounds of the ratio within a round
   // (A and B measured back to back), so slow phases of the machine cancel.
   double time_ratio = 0;

@@ -33,12 +33,17 @@ void TablePrinter::PrintHeader() {
   }
   absl::FPrintF(out_, "\n# world size %d, host %s, device %s, init %s\n", info_.world_size,
                 info_.host, info_.device, info_.init_method);
+  if (info_.init_ms_max >= 0) {
+    absl::FPrintF(out_, "# dist_init %.1f ms (slowest rank), %.1f ms (fastest)\n",
+                  info_.init_ms_max, info_.init_ms_min);
+  }
   absl::FPrintF(out_, "# warmup %d, iters %d x %d rounds (median round, slowest rank), check %s\n",
                 info_.warmup, info_.iters, info_.rounds, info_.check ? "on" : "off");
   if (!info_.baseline.empty()) {
     absl::FPrintF(out_,
-                  "# baseline: %s, same processes, rounds alternate (A B, B A, ...); "
-                  "ratio = plugin / raw, median of per-round ratios\n",
+                  "# baseline: %s, same processes; each round times the plugin and every "
+                  "raw variant, starting one later each round; raw = the fastest variant by "
+                  "median (raw_fastest); ratio = plugin / raw, median of per-round ratios\n",
                   info_.baseline_library);
   } else if (info_.baseline_requested) {
     absl::FPrintF(out_, "# baseline: skipped: %s\n", info_.baseline_skipped);
@@ -52,7 +57,8 @@ void TablePrinter::BeginOp(const OpInfo& op) {
   absl::FPrintF(out_, "# %12s %12s %9s %7s %5s %11s %11s %11s %7s", "size(B)", "count", "type",
                 "redop", "root", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
   if (with_raw()) {
-    absl::FPrintF(out_, " %11s %11s %10s %11s", "raw_us", "raw_busbw", "time_ratio", "busbw_ratio");
+    absl::FPrintF(out_, " %11s %11s %10s %11s  %s", "raw_us", "raw_busbw", "time_ratio",
+                  "busbw_ratio", "raw_fastest");
   }
   absl::FPrintF(out_, "\n");
   std::fflush(out_);
@@ -66,8 +72,9 @@ void TablePrinter::PrintRow(const Row& row) {
   if (with_raw()) {
     if (row.raw.has_value()) {
       const Measurement& raw = *row.raw;
-      absl::FPrintF(out_, " %11.2f %11.3f %10s %11s", raw.time_us, raw.busbw,
-                    RatioText(row.time_ratio), RatioText(row.busbw_ratio));
+      absl::FPrintF(out_, " %11.2f %11.3f %10s %11s  %s", raw.time_us, raw.busbw,
+                    RatioText(row.time_ratio), RatioText(row.busbw_ratio),
+                    row.raw_variant.empty() ? "-" : row.raw_variant);
       if (raw.wrong > 0) absl::FPrintF(out_, "  (raw #wrong %d)", raw.wrong);
     } else {
       absl::FPrintF(out_, "  raw skipped: %s", row.raw_skipped);
@@ -127,7 +134,11 @@ nlohmann::json ToJson(const RunInfo& info, const std::vector<Row>& rows) {
           {"wrong", row.raw->wrong < 0 ? nlohmann::json(nullptr) : nlohmann::json(row.raw->wrong)},
           {"time_ratio", RatioJson(row.time_ratio)},
           {"busbw_ratio", RatioJson(row.busbw_ratio)},
+          {"variant", row.raw_variant},
       };
+      nlohmann::json variants = nlohmann::json::object();
+      for (const auto& [name, us] : row.raw_variant_us) variants[name] = us;
+      r["raw"]["variants_us"] = variants;
     } else if (!row.raw_skipped.empty()) {
       r["raw_skipped"] = row.raw_skipped;
     }
@@ -155,6 +166,7 @@ nlohmann::json ToJson(const RunInfo& info, const std::vector<Row>& rows) {
       {"check", info.check},
       {"baseline", baseline},
       {"date", info.date},
+      {"init_ms", info.init_ms_max},
       {"results", results},
   };
 }
@@ -170,7 +182,7 @@ absl::Status WriteJson(const std::string& path, const RunInfo& info, const std::
 absl::Status WriteCsv(const std::string& path, const RunInfo& info, const std::vector<Row>& rows) {
   std::ofstream out(path);
   out << "backend,world_size,op,size_bytes,count,dtype,redop,root,time_us,algbw_gbps,busbw_gbps,"
-         "wrong,raw_time_us,raw_busbw_gbps,time_ratio,busbw_ratio\n";
+         "wrong,raw_time_us,raw_busbw_gbps,time_ratio,busbw_ratio,raw_variant\n";
   for (const Row& row : rows) {
     const Case& c = row.c;
     out << absl::StrFormat("%s,%d,%s,%d,%d,%s,%s,%s,%.3f,%.4f,%.4f,%s", info.backend,
@@ -182,8 +194,9 @@ absl::Status WriteCsv(const std::string& path, const RunInfo& info, const std::v
       out << absl::StrFormat(",%.3f,%.4f,%s,%s", row.raw->time_us, row.raw->busbw,
                              row.time_ratio > 0 ? absl::StrFormat("%.4f", row.time_ratio) : "",
                              row.busbw_ratio > 0 ? absl::StrFormat("%.4f", row.busbw_ratio) : "");
+      out << "," << row.raw_variant;
     } else {
-      out << ",,,,";
+      out << ",,,,,";
     }
     out << "\n";
   }

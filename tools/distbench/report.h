@@ -32,6 +32,8 @@ struct RunInfo {
   std::string baseline_library;  // "Gloo 0.5.0 (tcp transport ...)"
   std::string baseline_skipped;  // why not, when requested and not run
   std::string date;              // ISO 8601, UTC
+  double init_ms_max = -1;       // dist_init, slowest rank (-1: unknown)
+  double init_ms_min = -1;       // dist_init, fastest rank
 };
 
 // Streams the table: the header once, a column header per operation, a line

@@ -18,6 +18,7 @@
 #include "dist/registry.h"
 #include "tools/distbench/baseline.h"
 #include "tools/distbench/byte_size.h"
+#include "tools/distbench/group_util.h"
 #include "tools/distbench/plot.h"
 #include "tools/distbench/report.h"
 
@@ -108,7 +109,10 @@ int RunRank(const RunConfig& config) {
   init.options = kvs.empty() ? nullptr : kvs.data();
   init.num_options = kvs.size();
   dist_process_group_t* pg = nullptr;
-  if (dist_error_t* error = dist_init(&init, &pg)) {
+  const absl::Time init_start = absl::Now();
+  dist_error_t* init_error = dist_init(&init, &pg);
+  const double init_ms = absl::ToDoubleMilliseconds(absl::Now() - init_start);
+  if (dist_error_t* error = init_error) {
     const std::string message = dist_error_message(error);
     dist_error_destroy(error);
     Fail(1, absl::StrCat(who, message));
@@ -150,6 +154,16 @@ int RunRank(const RunConfig& config) {
   info.check = config.bench.check;
   info.baseline_requested = config.baseline;
   info.date = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
+  {
+    // Start-up cost: dist_init on the slowest rank, and the fastest rank's
+    // (the difference is mostly when each process started).
+    absl::StatusOr<double> slowest = AllReduceDouble(pg, config.bench.device, init_ms, DIST_MAX);
+    absl::StatusOr<double> fastest = AllReduceDouble(pg, config.bench.device, init_ms, DIST_MIN);
+    if (slowest.ok() && fastest.ok()) {
+      info.init_ms_max = *slowest;
+      info.init_ms_min = *fastest;
+    }
+  }
 
   std::unique_ptr<Baseline> baseline;
   if (info.baseline_requested) {

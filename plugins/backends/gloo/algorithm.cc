@@ -1,40 +1,107 @@
 #include "plugins/backends/gloo/algorithm.h"
 
-#include <cstring>
-
 #include "absl/strings/str_cat.h"
 
 namespace dist_gloo {
 namespace {
 
-// On more than two ranks, bcube (log2(W) exchange steps) beat ring
-// (2*(W-1) steps) up to 2 MiB in our measurements (0.41-0.87x the time)
-// and lost at 16 MiB (1.34x); see README.md, "Algorithm choice".
-constexpr size_t kBcubeBelowBytes = 4 * 1024 * 1024;
+// Up to this size the bound-buffer classes run all_reduce (a copy into the
+// cached instance's buffer and out again costs far less than the round trip
+// per message that the unbound-buffer entry point adds); above it
+// gloo::allreduce works on the caller's buffers directly. README.md,
+// "Algorithm choice", has the figures.
+constexpr size_t kBoundMaxBytes = 1 << 20;
+// On 3 and 4 ranks AllreduceRing's W-1 full-size steps lose to
+// AllreduceHalvingDoubling's log2(W) halving steps above this size; on 8
+// ranks they lost at every size (2-7x), so from 5 ranks on it is never
+// chosen.
+constexpr size_t kRingMaxBytesAbove2 = 32 << 10;
+constexpr int kRingMaxRanks = 4;
+// Above kBoundMaxBytes on more than two ranks: gloo::allreduce's bcube
+// below this, its ring from it (measured before the bound classes came).
+constexpr size_t kGlooBcubeBelowBytes = 4 << 20;
+constexpr size_t kBoundBroadcastMaxBytes = 1 << 20;
+constexpr size_t kBoundAllGatherMaxBytes = 1 << 20;
+
+constexpr AllReduceAlgorithm kAll[] = {
+    AllReduceAlgorithm::kGlooRing,        AllReduceAlgorithm::kGlooBcube,
+    AllReduceAlgorithm::kRing,            AllReduceAlgorithm::kRingChunked,
+    AllReduceAlgorithm::kHalvingDoubling, AllReduceAlgorithm::kBcube,
+};
 
 }  // namespace
 
-absl::StatusOr<AlgorithmPolicy> AlgorithmPolicy::Parse(const std::string& setting) {
-  AlgorithmPolicy policy;
-  if (setting.empty() || setting == "auto") {
-    policy.name_ = "auto";
-  } else if (setting == "ring") {
-    policy.name_ = "ring";
-  } else if (setting == "bcube") {
-    policy.name_ = "bcube";
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gloo backend: unknown all_reduce algorithm '", setting,
-        "' (option gloo.allreduce_algorithm or DIST_GLOO_ALLREDUCE_ALGORITHM); use auto, ring or bcube"));
+const char* AlgorithmName(AllReduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllReduceAlgorithm::kGlooRing: return "allreduce_ring";
+    case AllReduceAlgorithm::kGlooBcube: return "allreduce_bcube";
+    case AllReduceAlgorithm::kRing: return "AllreduceRing";
+    case AllReduceAlgorithm::kRingChunked: return "AllreduceRingChunked";
+    case AllReduceAlgorithm::kHalvingDoubling: return "AllreduceHalvingDoubling";
+    case AllReduceAlgorithm::kBcube: return "AllreduceBcube";
   }
-  return policy;
+  return "?";
 }
 
-gloo::AllreduceOptions::Algorithm AlgorithmPolicy::ForAllReduce(size_t bytes, int world_size) const {
-  if (std::strcmp(name_, "ring") == 0) return gloo::AllreduceOptions::Algorithm::RING;
-  if (std::strcmp(name_, "bcube") == 0) return gloo::AllreduceOptions::Algorithm::BCUBE;
-  if (world_size > 2 && bytes < kBcubeBelowBytes) return gloo::AllreduceOptions::Algorithm::BCUBE;
-  return gloo::AllreduceOptions::Algorithm::RING;
+absl::StatusOr<AlgorithmPolicy> AlgorithmPolicy::Parse(const std::string& setting) {
+  AlgorithmPolicy policy;
+  if (setting.empty() || setting == "auto") return policy;
+  policy.is_auto_ = false;
+  policy.name_ = setting;
+  if (setting == "ring") {
+    policy.forced_ = AllReduceAlgorithm::kGlooRing;
+    return policy;
+  }
+  if (setting == "bcube") {
+    policy.forced_ = AllReduceAlgorithm::kGlooBcube;
+    return policy;
+  }
+  if (setting == AlgorithmName(AllReduceAlgorithm::kBcube)) {
+    // Its all-gather phase writes into the peers' result buffers with no
+    // go-ahead, so a peer that starts the next run early overwrites a result
+    // before it is copied out: wrong sums in tests/gloo at 4 ranks.
+    return absl::InvalidArgumentError(
+        "gloo backend: all_reduce algorithm AllreduceBcube is not offered: Gloo 0.5's class "
+        "returns wrong results when it runs again before every peer copied the last one out; "
+        "use bcube (gloo::allreduce's) or AllreduceHalvingDoubling");
+  }
+  for (AllReduceAlgorithm algorithm : kAll) {
+    if (setting == AlgorithmName(algorithm)) {
+      policy.forced_ = algorithm;
+      return policy;
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "gloo backend: unknown all_reduce algorithm '", setting,
+      "' (option gloo.allreduce_algorithm or DIST_GLOO_ALLREDUCE_ALGORITHM); use auto, ring, "
+      "bcube, AllreduceRing, AllreduceRingChunked, AllreduceHalvingDoubling or AllreduceBcube"));
 }
+
+AllReduceAlgorithm AlgorithmPolicy::ForAllReduce(size_t bytes, size_t count, int world_size) const {
+  (void)count;
+  if (!is_auto_) return forced_;
+  if (bytes > kBoundMaxBytes) {
+    return world_size > 2 && bytes < kGlooBcubeBelowBytes ? AllReduceAlgorithm::kGlooBcube
+                                                           : AllReduceAlgorithm::kGlooRing;
+  }
+  if (world_size <= 2 || (world_size <= kRingMaxRanks && bytes <= kRingMaxBytesAbove2)) {
+    return AllReduceAlgorithm::kRing;
+  }
+  return AllReduceAlgorithm::kHalvingDoubling;
+}
+
+bool AlgorithmPolicy::BoundBroadcast(size_t bytes, int /*world_size*/) const {
+  return bytes <= kBoundBroadcastMaxBytes;
+}
+
+bool AlgorithmPolicy::BoundAllGather(size_t bytes, int world_size) const {
+  // On 4 ranks AllgatherRing took 130-145 ms per 256 KiB call (instead of
+  // ~1.5 ms) once broadcast and all_reduce instances were cached, also
+  // with a single instance; the cause is not found yet, so more than two
+  // ranks keep gloo::allgather (README.md, "Algorithm choice").
+  return world_size == 2 && bytes <= kBoundAllGatherMaxBytes;
+}
+
+bool AlgorithmPolicy::BoundBarrier(int /*world_size*/) const { return true; }
 
 }  // namespace dist_gloo

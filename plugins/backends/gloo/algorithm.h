@@ -1,6 +1,13 @@
-// Which Gloo algorithm runs an all_reduce of a given size. Gloo 0.5's
-// allreduce entry point offers ring (segmented, pipelined) and bcube;
-// README.md has the measurements behind the default threshold.
+// Which Gloo algorithm runs an all_reduce (broadcast, all_gather, barrier)
+// of a given size on a given number of ranks. Gloo 0.5 offers two kinds:
+// the entry points on unbound buffers (gloo::allreduce with ring or bcube,
+// gloo::broadcast, ...), which post a receive per message, and the legacy
+// algorithm classes on bound buffers (AllreduceRing, AllreduceRingChunked,
+// AllreduceHalvingDoubling, AllreduceBcube, BroadcastOneToAll,
+// AllgatherRing, BarrierAllToAll, BarrierAllToOne), which register their
+// buffers with the peers once and then write straight into them: several
+// times faster for small messages. README.md, "Algorithm choice", has the
+// measurements behind the rule.
 #ifndef DIST_PLUGINS_BACKENDS_GLOO_ALGORITHM_H_
 #define DIST_PLUGINS_BACKENDS_GLOO_ALGORITHM_H_
 
@@ -8,22 +15,49 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "gloo/allreduce.h"
 
 namespace dist_gloo {
 
+enum class AllReduceAlgorithm {
+  kGlooRing,         // gloo::allreduce, ring (unbound buffers)
+  kGlooBcube,        // gloo::allreduce, bcube (unbound buffers)
+  kRing,             // AllreduceRing (bound buffers, cached)
+  kRingChunked,      // AllreduceRingChunked
+  kHalvingDoubling,  // AllreduceHalvingDoubling
+  kBcube,            // AllreduceBcube: never chosen (wrong results on reuse; algorithm.cc)
+};
+
+// The name distbench prints for the same raw Gloo variant.
+const char* AlgorithmName(AllReduceAlgorithm algorithm);
+
+// True for the legacy classes on bound buffers (bound_algorithms.h).
+inline bool IsBound(AllReduceAlgorithm algorithm) {
+  return algorithm != AllReduceAlgorithm::kGlooRing && algorithm != AllReduceAlgorithm::kGlooBcube;
+}
+
 class AlgorithmPolicy {
  public:
-  // `setting` is "auto" (or empty), "ring" or "bcube": option
+  // `setting` is "auto" (or empty), "ring" or "bcube" (gloo::allreduce's),
+  // or a class name as AlgorithmName gives it: option
   // gloo.allreduce_algorithm, else env DIST_GLOO_ALLREDUCE_ALGORITHM.
   static absl::StatusOr<AlgorithmPolicy> Parse(const std::string& setting);
 
-  gloo::AllreduceOptions::Algorithm ForAllReduce(size_t bytes, int world_size) const;
+  // The algorithm for an all_reduce of `bytes` (as reduced: float16 and
+  // bfloat16 count as float32) over `world_size` ranks of `count` elements.
+  AllReduceAlgorithm ForAllReduce(size_t bytes, size_t count, int world_size) const;
 
-  const char* name() const { return name_; }
+  // Whether broadcast / all_gather (bytes of the whole result) and barrier
+  // run on the legacy bound-buffer classes.
+  bool BoundBroadcast(size_t bytes, int world_size) const;
+  bool BoundAllGather(size_t bytes, int world_size) const;
+  bool BoundBarrier(int world_size) const;
+
+  const char* name() const { return name_.c_str(); }
 
  private:
-  const char* name_ = "auto";
+  std::string name_ = "auto";
+  bool is_auto_ = true;
+  AllReduceAlgorithm forced_ = AllReduceAlgorithm::kGlooRing;
 };
 
 }  // namespace dist_gloo

@@ -7,10 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "dist/cpp/store.hpp"
+#include "gloo/barrier.h"
 #include "gloo/common/error.h"
 #include "gloo/rendezvous/context.h"
 #include "plugins/backends/gloo/device.h"
 #include "plugins/backends/gloo/failure.h"
+#include "plugins/backends/gloo/full_mesh.h"
 #include "plugins/backends/gloo/gloo_store.h"
 #include "dist/cpp/host_log.hpp"
 #include "plugins/backends/gloo/pair_access.h"
@@ -24,6 +26,25 @@ constexpr absl::Duration kPollWindow = absl::Milliseconds(20);
 constexpr absl::Duration kPollInterval = absl::Microseconds(200);
 // ... and how often while callers run their own operations (TryRunInline).
 constexpr absl::Duration kSlowPollInterval = absl::Milliseconds(2);
+// The barrier that settles the legacy classes' last messages at destroy
+// (Shutdown): its tag (above every MatchTag, which is < 2^31) and its bound.
+constexpr uint32_t kShutdownTag = 0x80000001u;
+constexpr std::chrono::milliseconds kShutdownFlushBound{5000};
+
+// Time left to compare notes after a Gloo timeout (see Fail): a tenth of
+// the operation's timeout, from 1 ms to 1 s.
+absl::Duration GraceOf(std::chrono::milliseconds timeout) {
+  const absl::Duration tenth = absl::FromChrono(timeout) / 10;
+  return std::min(std::max(tenth, absl::Milliseconds(1)), absl::Seconds(1));
+}
+
+// How long Gloo itself may wait in an operation with `timeout`: what is
+// left after the grace period (comparing notes takes up to 0.8 of it) and
+// half a grace period of slack for a loaded host, so that the whole error
+// still arrives within the timeout.
+std::chrono::milliseconds GlooWaitOf(std::chrono::milliseconds timeout) {
+  return timeout - absl::ToChronoMilliseconds(GraceOf(timeout) * 1.5);
+}
 
 std::string Setting(const dist_comm_config_t& config, const char* option, const char* env) {
   std::string value = FindOption(config, option);
@@ -66,6 +87,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
   if (!policy.ok()) return policy.status();
   const bool inline_wait = Setting(config, "gloo.inline_wait", "DIST_GLOO_INLINE_WAIT") != "0";
 
+  const absl::Time start = absl::Now();
   if (device == nullptr) {
     std::string description;
     absl::StatusOr<std::shared_ptr<gloo::transport::Device>> created = CreateDevice(config, &description);
@@ -76,22 +98,45 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
 
   const std::chrono::milliseconds timeout(config.timeout_ms);
   auto context = std::make_shared<gloo::rendezvous::Context>(config.rank, config.world_size);
-  context->setTimeout(timeout);
+  // The connections keep this timeout for their bound-buffer waits (the
+  // legacy algorithm classes, bound_algorithms.h): the Gloo timeout of an
+  // operation with the communicator's timeout. Connecting waits 5x it.
+  context->setTimeout(GlooWaitOf(timeout));
+  const absl::Time connect_start = absl::Now();
+  const std::string group = config.group_name ? config.group_name : "";
+  auto creating = [&](absl::string_view what) {
+    return absl::StrCat("gloo backend: creating group '", group, "' (rank ", config.rank, " of ",
+                        config.world_size, "): ", what);
+  };
+  // Gloo's own connectFullMesh stays available ("gloo") for comparison.
+  const bool gloo_connect = Setting(config, "gloo.connect", "DIST_GLOO_CONNECT") == "gloo";
   GlooStore store(config.store, absl::FromChrono(timeout));
+  absl::Status connected;
   try {
-    context->connectFullMesh(store, device);
+    if (gloo_connect) {
+      context->connectFullMesh(store, device);
+    } else {
+      connected = ConnectFullMesh(*context, dist::StoreView(config.store), device, absl::FromChrono(timeout));
+    }
   } catch (const std::exception& e) {
     absl::Status store_error = store.first_error();
-    const std::string group = config.group_name ? config.group_name : "";
-    if (!store_error.ok()) {
-      return absl::Status(store_error.code(), absl::StrCat("gloo backend: creating group '", group,
-                                                           "' (rank ", config.rank, " of ", config.world_size,
-                                                           "): ", store_error.message()));
+    connected = store_error.ok() ? absl::UnavailableError(e.what()) : store_error;
+  }
+  if (!connected.ok()) {
+    if (absl::IsUnavailable(connected)) {
+      return absl::UnavailableError(creating(absl::StrCat(
+          "Gloo could not connect to every rank: ", connected.message(),
+          "; check that all ranks run and can reach each other (DIST_GLOO_IFNAME picks the "
+          "interface)")));
     }
-    return absl::UnavailableError(absl::StrCat(
-        "gloo backend: creating group '", group, "' (rank ", config.rank, " of ", config.world_size,
-        "): Gloo could not connect to every rank: ", e.what(),
-        "; check that all ranks run and can reach each other (DIST_GLOO_IFNAME picks the interface)"));
+    return absl::Status(connected.code(), creating(connected.message()));
+  }
+  if (dist::LogEnabled(DIST_LOG_DEBUG)) {
+    // Where start-up time goes (README.md, "Start-up").
+    dist::Log(DIST_LOG_DEBUG,
+        absl::StrCat("connected to ", config.world_size - 1, " ranks in ",
+                     absl::FormatDuration(absl::Now() - connect_start), " (device ",
+                     absl::FormatDuration(connect_start - start), ")"));
   }
   return std::shared_ptr<Communicator>(
       new Communicator(config, std::move(device), std::move(context), *policy, inline_wait));
@@ -107,7 +152,9 @@ Communicator::Communicator(const dist_comm_config_t& config, std::shared_ptr<glo
       device_(std::move(device)),
       context_(std::move(context)),
       policy_(policy),
-      inline_wait_(inline_wait) {
+      inline_wait_(inline_wait),
+      pair_timeout_(GlooWaitOf(timeout_)),
+      bound_(std::make_unique<BoundAlgorithms>(context_)) {
   peer_addresses_.resize(size_);
   for (int r = 0; r < size_; ++r) peer_addresses_[r] = PeerAddress(*context_, r);
   worker_ = std::thread([this] { WorkerLoop(); });
@@ -123,13 +170,10 @@ absl::Status Communicator::AbortedStatus() const {
 std::chrono::milliseconds Communicator::GlooTimeout(const Op& op) const {
   // Leave room to compare notes after a timeout, so that the whole error
   // still arrives within the operation's timeout.
-  return op.timeout - absl::ToChronoMilliseconds(Grace(op));
+  return GlooWaitOf(op.timeout);
 }
 
-absl::Duration Communicator::Grace(const Op& op) const {
-  const absl::Duration tenth = absl::FromChrono(op.timeout) / 10;
-  return std::min(std::max(tenth, absl::Milliseconds(1)), absl::Seconds(1));
-}
+absl::Duration Communicator::Grace(const Op& op) const { return GraceOf(op.timeout); }
 
 absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t kind, const dist_op_args_t& args) {
   absl::Status valid = ValidateOp(kind, args, rank_);
@@ -230,7 +274,8 @@ void Communicator::Execute(Task task) {
     task.work->Complete(absl::OkStatus());  // nothing to move, on every rank alike
     return;
   }
-  const OpEnv env{context_, GlooTimeout(op), &policy_, MatchTag(op, size_)};
+  OpEnv env{context_, GlooTimeout(op), &policy_, MatchTag(op, size_)};
+  if (env.timeout == pair_timeout_ && bound_->usable()) env.bound = bound_.get();
   // Some of Gloo 0.5's algorithms wait with the transport's timeout instead
   // of the one in their options; operations run one at a time, so setting
   // it per operation is safe.
@@ -340,6 +385,25 @@ void Communicator::Shutdown() {
   }
   if (worker_.joinable()) worker_.join();
   if (p2p_thread_.joinable()) p2p_thread_.join();
+  bool healthy;
+  {
+    absl::MutexLock lock(&mu_);
+    healthy = abort_reason_.empty();
+  }
+  // The legacy classes return before their last notifications are
+  // written (bound_algorithms.h); closing the connections right away can
+  // lose them (and reset the peers' connections while those still wait).
+  // One unbound barrier, which waits for its own sends, settles them.
+  if (healthy && bound_ != nullptr && bound_->used()) {
+    try {
+      gloo::BarrierOptions opts(context_);
+      opts.setTag(kShutdownTag);
+      opts.setTimeout(std::min(pair_timeout_, kShutdownFlushBound));
+      gloo::barrier(opts);
+    } catch (...) {
+      // A peer that is gone already has nothing left to lose.
+    }
+  }
 }
 
 }  // namespace dist_gloo

@@ -25,6 +25,7 @@
 #include "gloo/context.h"
 #include "gloo/transport/device.h"
 #include "plugins/backends/gloo/algorithm.h"
+#include "plugins/backends/gloo/bound_algorithms.h"
 #include "plugins/backends/gloo/op.h"
 #include "plugins/backends/gloo/work.h"
 
@@ -98,6 +99,11 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   std::vector<std::string> peer_addresses_;
   const AlgorithmPolicy policy_;
   const bool inline_wait_;
+  // The timeout every connection waits with (set when they were made): the
+  // Gloo timeout of an operation with the communicator's timeout.
+  const std::chrono::milliseconds pair_timeout_;
+  // Only the thread running an operation (one at a time) touches it.
+  std::unique_ptr<BoundAlgorithms> bound_;
 
   mutable absl::Mutex mu_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);

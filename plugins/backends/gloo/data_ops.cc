@@ -17,6 +17,10 @@ namespace dist_gloo {
 absl::Status RunBroadcast(const Op& op, const OpEnv& env) {
   const dist_op_args_t& a = op.args;
   const size_t bytes = Bytes(a.recv.dtype, a.recv.count);
+  if (env.bound != nullptr && env.algorithms->BoundBroadcast(bytes, env.context->size)) {
+    env.bound->Broadcast(env.tag, a.send.data, a.recv.data, bytes, a.root);
+    return absl::OkStatus();
+  }
   gloo::BroadcastOptions opts(env.context);
   // On the root Gloo sends from the input and copies it to the output;
   // without an input (in place) it sends from the output.
@@ -43,6 +47,10 @@ absl::Status RunAllGather(const Op& op, const OpEnv& env) {
   const size_t w = static_cast<size_t>(env.context->size);
   char* out = static_cast<char*>(a.recv.data);
   char* mine = out + block * env.context->rank;
+  if (env.bound != nullptr && env.algorithms->BoundAllGather(block * w, env.context->size)) {
+    env.bound->AllGather(env.tag, a.send.data, out, block);
+    return absl::OkStatus();
+  }
   gloo::AllgatherOptions opts(env.context);
   // In place (NCCL's convention): the input already sits in this rank's
   // block, which Gloo then uses as is.
@@ -130,6 +138,10 @@ absl::Status RunAllToAll(const Op& op, const OpEnv& env) {
 }
 
 absl::Status RunBarrier(const Op& op, const OpEnv& env) {
+  if (env.bound != nullptr && env.algorithms->BoundBarrier(env.context->size)) {
+    env.bound->Barrier(env.tag);
+    return absl::OkStatus();
+  }
   gloo::BarrierOptions opts(env.context);
   opts.setTag(env.tag);
   opts.setTimeout(env.timeout);

@@ -48,6 +48,11 @@ GlooFailure ClassifyGlooError(const std::string& what, const std::vector<std::st
   }
   const std::string lower = absl::AsciiStrToLower(failure.what);
   failure.timed_out = absl::StrContains(lower, "timed out") || absl::StrContains(lower, "timeout");
+  // A bound buffer's wait that runs out says "Read timeout [peer]": the
+  // peer it waited on, which may itself be waiting on the rank that is
+  // really stuck (a ring passes the wait along). So a timeout names no one
+  // here; comparing notes finds the ranks that never reported.
+  if (failure.timed_out) failure.peer = -1;
   // UNAVAILABLE even for a timeout: work_wait answers DEADLINE_EXCEEDED
   // for "still pending", and a finished operation must not look pending.
   failure.code = absl::StatusCode::kUnavailable;

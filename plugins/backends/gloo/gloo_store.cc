@@ -24,24 +24,33 @@ void GlooStore::set(const std::string& key, const std::vector<char>& data) {
   if (!status.ok()) Fail(status);
 }
 
+absl::Status GlooStore::Explain(absl::Status status, const std::vector<std::string>& keys,
+                               absl::Duration timeout) const {
+  if (!absl::IsDeadlineExceeded(status)) return status;
+  return absl::DeadlineExceededError(absl::StrCat(
+      "Gloo rendezvous timed out after ", absl::FormatDuration(timeout),
+      " waiting for the address of rank(s) ", absl::StrJoin(keys, ", "),
+      "; check that every rank creates this communicator (", status.message(), ")"));
+}
+
 std::vector<char> GlooStore::get(const std::string& key) {
-  absl::StatusOr<std::string> value = store_.Get(key, timeout_);
-  if (!value.ok()) Fail(value.status());
+  const absl::Duration timeout = key == deferred_key_ ? deferred_timeout_ : timeout_;
+  deferred_key_.clear();
+  absl::StatusOr<std::string> value = store_.Get(key, timeout);
+  if (!value.ok()) Fail(Explain(value.status(), {key}, timeout));
   return std::vector<char>(value->begin(), value->end());
 }
 
 void GlooStore::wait(const std::vector<std::string>& keys) { wait(keys, absl::ToChronoMilliseconds(timeout_)); }
 
 void GlooStore::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
-  absl::Status status = store_.Wait(keys, absl::FromChrono(timeout));
-  if (status.ok()) return;
-  if (absl::IsDeadlineExceeded(status)) {
-    status = absl::DeadlineExceededError(absl::StrCat(
-        "Gloo rendezvous timed out after ", absl::FormatDuration(absl::FromChrono(timeout)),
-        " waiting for the address of rank(s) ", absl::StrJoin(keys, ", "),
-        "; check that every rank creates this communicator (", status.message(), ")"));
+  if (keys.size() == 1) {
+    deferred_key_ = keys[0];
+    deferred_timeout_ = absl::FromChrono(timeout);
+    return;
   }
-  Fail(status);
+  absl::Status status = store_.Wait(keys, absl::FromChrono(timeout));
+  if (!status.ok()) Fail(Explain(status, keys, absl::FromChrono(timeout)));
 }
 
 }  // namespace dist_gloo

@@ -31,9 +31,17 @@ class GlooStore : public gloo::rendezvous::Store {
 
  private:
   void Fail(absl::Status status);
+  // "Gloo rendezvous timed out ... waiting for the address of rank(s) ..."
+  absl::Status Explain(absl::Status status, const std::vector<std::string>& keys,
+                       absl::Duration timeout) const;
 
   dist::StoreView store_;
   absl::Duration timeout_;
+  // A one-key wait is left to the get that Gloo always sends next (the
+  // store's get itself waits for the key): one round trip per peer instead
+  // of two at start-up (README.md, "Start-up").
+  std::string deferred_key_;
+  absl::Duration deferred_timeout_;
   mutable absl::Mutex mu_;
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
 };

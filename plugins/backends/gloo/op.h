@@ -12,6 +12,7 @@
 #include "gloo/context.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "plugins/backends/gloo/algorithm.h"
+#include "plugins/backends/gloo/bound_algorithms.h"
 
 namespace dist_gloo {
 
@@ -28,6 +29,9 @@ struct OpEnv {
   std::chrono::milliseconds timeout;  // Gloo's timeout for this operation
   const AlgorithmPolicy* algorithms;
   uint32_t tag;  // Gloo tag; see MatchTag
+  // The cached legacy algorithms, or null where this operation may not use
+  // them (its timeout is not the one the connections wait with).
+  BoundAlgorithms* bound = nullptr;
 };
 
 // A Gloo tag derived from what must agree between ranks (kind, count,

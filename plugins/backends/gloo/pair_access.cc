@@ -25,6 +25,10 @@ class ContextAccess : public gloo::Context {
   static std::shared_ptr<gloo::transport::Context>& Transport(gloo::Context& context) {
     return context.*(&ContextAccess::transportContext_);
   }
+  static int& Slot(gloo::Context& context) { return context.*(&ContextAccess::slot_); }
+  static std::shared_ptr<gloo::transport::Device>& Device(gloo::Context& context) {
+    return context.*(&ContextAccess::device_);
+  }
 };
 
 tcp::Pair* TcpPair(gloo::Context& context, int rank) {
@@ -53,6 +57,26 @@ void FailAllPairs(gloo::Context& context, const std::string& reason) {
     }
   }
 }
+
+void FailTransportPairs(gloo::transport::Context& transport, int rank, int size,
+                        const std::string& reason) {
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    try {
+      auto* pair = dynamic_cast<tcp::Pair*>(transport.getPair(peer).get());
+      if (pair != nullptr) PairAccess::Fail(*pair, reason);
+    } catch (...) {
+    }
+  }
+}
+
+void AdoptTransport(gloo::Context& context, std::shared_ptr<gloo::transport::Context> transport,
+                    std::shared_ptr<gloo::transport::Device> device) {
+  ContextAccess::Device(context) = std::move(device);
+  ContextAccess::Transport(context) = std::move(transport);
+}
+
+void SetNextSlot(gloo::Context& context, int slot) { ContextAccess::Slot(context) = slot; }
 
 void SetTransportTimeout(gloo::Context& context, std::chrono::milliseconds timeout) {
   try {

@@ -20,6 +20,8 @@
 #include <string>
 
 #include "gloo/context.h"
+#include "gloo/transport/context.h"
+#include "gloo/transport/device.h"
 
 namespace dist_gloo {
 
@@ -30,6 +32,21 @@ std::string PeerAddress(gloo::Context& context, int rank);
 // Fails every pending and future operation on every pair of `context` with
 // `reason` and closes the connections. Never throws.
 void FailAllPairs(gloo::Context& context, const std::string& reason);
+
+// Makes the next Context::nextSlot() return `slot`. Gloo's legacy algorithm
+// classes take their slots from that counter when constructed; the plugin
+// builds them at slots it derives from the operation (bound_algorithms.cc).
+void SetNextSlot(gloo::Context& context, int slot);
+
+// FailAllPairs on a transport context not yet given to a gloo::Context
+// (wakes threads blocked connecting its pairs). Never throws.
+void FailTransportPairs(gloo::transport::Context& transport, int rank, int size,
+                        const std::string& reason);
+
+// Gives `context` its connected transport context and device, as Gloo's
+// connectFullMesh does at its end (full_mesh.cc connects the pairs itself).
+void AdoptTransport(gloo::Context& context, std::shared_ptr<gloo::transport::Context> transport,
+                    std::shared_ptr<gloo::transport::Device> device);
 
 // Sets the timeout the transport uses for waits that pass none (Gloo's
 // ring allreduce, among others). Never throws.

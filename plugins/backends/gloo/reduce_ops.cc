@@ -16,6 +16,9 @@
 namespace dist_gloo {
 namespace {
 
+// The legacy classes count elements in an int.
+constexpr size_t kMaxBoundCount = (size_t{1} << 31) - 1;
+
 // Gloo allreduce of n elements; in == nullptr means in place on out.
 void GlooAllReduce(const OpEnv& env, const void* in, void* out, size_t n, dist_dtype_t dtype,
                    dist_reduce_op_t op) {
@@ -26,7 +29,10 @@ void GlooAllReduce(const OpEnv& env, const void* in, void* out, size_t n, dist_d
     opts.setOutput<T>(static_cast<T*>(out), n);
   });
   opts.setReduceFunction(ReductionFor(dtype, op));
-  opts.setAlgorithm(env.algorithms->ForAllReduce(Bytes(dtype, n), env.context->size));
+  opts.setAlgorithm(env.algorithms->ForAllReduce(Bytes(dtype, n), n, env.context->size) ==
+                            AllReduceAlgorithm::kGlooBcube
+                        ? gloo::AllreduceOptions::Algorithm::BCUBE
+                        : gloo::AllreduceOptions::Algorithm::RING);
   opts.setTag(env.tag);
   opts.setTimeout(env.timeout);
   gloo::allreduce(opts);
@@ -74,6 +80,14 @@ void AllReduceInto(const OpEnv& env, const void* send, void* recv, size_t n, dis
 
 absl::Status RunAllReduce(const Op& op, const OpEnv& env) {
   const dist_op_args_t& a = op.args;
+  const size_t n = a.send.count;
+  // Reduced bytes: float16/bfloat16 travel as float32.
+  const size_t bytes = Bytes(IsHalf(a.send.dtype) ? DIST_FLOAT32 : a.send.dtype, n);
+  const AllReduceAlgorithm algorithm = env.algorithms->ForAllReduce(bytes, n, env.context->size);
+  if (env.bound != nullptr && IsBound(algorithm) && n <= kMaxBoundCount) {
+    env.bound->AllReduce(algorithm, env.tag, a.send.data, a.recv.data, n, a.send.dtype, a.op);
+    return absl::OkStatus();
+  }
   AllReduceInto(env, a.send.data, a.recv.data, a.send.count, a.send.dtype, a.op);
   return absl::OkStatus();
 }

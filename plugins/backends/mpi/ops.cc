@@ -9,6 +9,7 @@
 #include "dist/cpp/reduce.hpp"
 #include "dist/cpp/status.hpp"
 #include "nbc_tuning.h"
+#include "recursive_doubling_all_reduce.h"
 #include "ring_all_gather.h"
 #include "runtime.h"
 
@@ -141,6 +142,12 @@ OpResult IssueAllReduce(Comm& comm, const dist_op_args_t& args) {
   const MPI_Op mpi_op = MpiReduceOp(send.dtype, args.op);
   const MPI_Comm mpi_comm = comm.mpi_comm();
   const int size = comm.size();
+  if (!OnCuda(send, recv) && RecursiveDoublingAllReduce::Serves(bytes, size)) {
+    // See recursive_doubling_all_reduce.h for why not MPI_Iallreduce here.
+    op->schedule = std::make_unique<RecursiveDoublingAllReduce>(
+        send.data, recv.data, count, type, mpi_op, bytes, comm.rank(), size, comm.p2p_comm());
+    return IssueOp(comm, std::move(op));
+  }
   op->start = [=](MPI_Request* request) {
     return NbcTuning::Get().Iallreduce(send_data, recv_data, count, type, mpi_op, mpi_comm, size,
                                        bytes, request);

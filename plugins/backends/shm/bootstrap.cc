@@ -1,5 +1,6 @@
 #include "bootstrap.h"
 
+#include <sched.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -125,6 +126,11 @@ absl::Status Register(Segment& segment, const dist_comm_config_t& config,
 
 absl::StatusOr<Tuning> ParseTuning(const dist_comm_config_t& config) {
   Tuning tuning;
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && config.world_size > CPU_COUNT(&cpus)) {
+    tuning.spin = absl::ZeroDuration();
+  }
   for (size_t i = 0; i < config.num_options; ++i) {
     const dist_kv_t& kv = config.options[i];
     if (kv.key == nullptr || kv.value == nullptr || !absl::StartsWith(kv.key, "shm.")) continue;
@@ -142,9 +148,11 @@ absl::StatusOr<Tuning> ParseTuning(const dist_comm_config_t& config) {
       (key == "shm.slot_bytes" ? tuning.slot_bytes : tuning.ring_bytes) = value;
     } else if (key == "shm.spin_us") {
       tuning.spin = absl::Microseconds(static_cast<int64_t>(value));
+    } else if (key == "shm.inline_wait") {
+      tuning.inline_wait = value != 0;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
-          "shm: unknown option ", key, "; known: shm.slot_bytes, shm.ring_bytes, shm.spin_us"));
+          "shm: unknown option ", key, "; known: shm.slot_bytes, shm.ring_bytes, shm.spin_us, shm.inline_wait"));
     }
   }
   return tuning;

@@ -18,7 +18,12 @@ namespace dist_shm {
 struct Tuning {
   uint64_t slot_bytes = 0;  // 0: by world size
   uint64_t ring_bytes = 0;  // 0: by world size
+  // Spin before sleeping on the futex; by default 50 us, or none when the
+  // ranks outnumber the CPUs this process may run on (a spinning rank would
+  // then hold the CPU the peer it waits for needs). shm.spin_us overrides.
   absl::Duration spin = absl::Microseconds(50);
+  // shm.inline_wait=0: every operation runs on the worker thread.
+  bool inline_wait = true;
 };
 
 // Reads "shm.slot_bytes", "shm.ring_bytes" and "shm.spin_us" from the options.

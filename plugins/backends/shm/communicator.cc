@@ -12,6 +12,16 @@
 #include "validate.h"
 
 namespace dist_shm {
+namespace {
+
+// How long an operation issued on an idle communicator waits for its
+// caller to run it (TryRunInline) before the worker takes it, and how long
+// after the last issue the worker keeps looking for such operations.
+constexpr absl::Duration kDeferral = absl::Microseconds(500);
+constexpr absl::Duration kPollWindow = absl::Milliseconds(20);
+constexpr absl::Duration kBusyPoll = absl::Milliseconds(2);
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     const dist_comm_config_t& config) {
@@ -29,7 +39,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   absl::StatusOr<std::unique_ptr<Segment>> segment = JoinSegment(config, *tuning, group);
   if (!segment.ok()) return segment.status();
   std::unique_ptr<Communicator> comm(
-      new Communicator(config, *std::move(segment), tuning->spin));
+      new Communicator(config, *std::move(segment), tuning->spin, tuning->inline_wait));
   comm->Log(DIST_LOG_DEBUG,
             absl::StrCat("group '", group, "' rank ", config.rank, "/", config.world_size,
                          " on segment ", comm->segment_->name(), " (slots ",
@@ -39,7 +49,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
 }
 
 Communicator::Communicator(const dist_comm_config_t& config, std::unique_ptr<Segment> segment,
-                           absl::Duration spin)
+                           absl::Duration spin, bool inline_wait)
     : rank_(config.rank),
       world_size_(config.world_size),
       group_(config.group_name ? config.group_name : "default"),
@@ -47,16 +57,21 @@ Communicator::Communicator(const dist_comm_config_t& config, std::unique_ptr<Seg
       segment_(std::move(segment)),
       waiter_(segment_.get(), rank_, group_, &abort_, spin),
       collectives_(segment_.get(), &waiter_, rank_),
-      p2p_(segment_.get(), &waiter_, rank_) {
+      p2p_(segment_.get(), &waiter_, rank_),
+      inline_wait_(inline_wait),
+      gate_(std::make_shared<InlineGate>(
+          [this](const void* work, absl::Duration timeout) { return TryRunInline(work, timeout); })) {
   waiter_.set_progress([this] { return p2p_.Progress(); });
   worker_ = std::thread([this] { Run(); });
 }
 
 Communicator::~Communicator() {
+  gate_->Close();  // work handles may outlive this communicator
   bool idle = false;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    wake_ = true;  // a deferred operation runs now
     auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return outstanding_ == 0; };
     idle = mu_.AwaitWithTimeout(absl::Condition(&drained), absl::Milliseconds(timeout_ms_));
   }
@@ -102,7 +117,7 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t coll
   const char* what = dist_collective_name(collective);
   if (abort_.aborted()) return waiter_.AbortedError(what);
   DIST_RETURN_IF_ERROR(ValidateOp(collective, args, rank_));
-  auto work = std::make_shared<Work>(what, group_);
+  auto work = std::make_shared<Work>(what, group_, inline_wait_ ? gate_ : nullptr);
   absl::MutexLock lock(&mu_);
   if (!broken_.ok()) {
     return absl::Status(broken_.code(),
@@ -114,10 +129,18 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t coll
     return absl::FailedPreconditionError(
         absl::StrCat("shm: ", what, " on group '", group_, "' issued during comm_destroy"));
   }
+  // Deferred for the caller's wait only on an idle communicator: anything
+  // in flight, and send/recv (which the worker streams), go to the worker.
+  const bool defer = inline_wait_ && outstanding_ == 0 && collective != DIST_COLL_SEND &&
+                     collective != DIST_COLL_RECV;
   queue_.push_back(Task{collective, args, work});
   ++outstanding_;
   queued_.fetch_add(1, std::memory_order_release);
-  waiter_.NotifySelf();  // the worker may sleep on its bell with send/recv pending
+  last_issue_ = absl::Now();
+  if (!defer) {
+    wake_ = true;
+    waiter_.NotifySelf();  // the worker may sleep on its bell with send/recv pending
+  }
   return work;
 }
 
@@ -127,20 +150,46 @@ void Communicator::Run() {
     bool have = false;
     {
       absl::MutexLock lock(&mu_);
-      if (queue_.empty() && p2p_.idle()) {
-        auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return !queue_.empty() || stopping_;
+      worker_busy_ = false;
+      for (;;) {
+        if (inline_running_) {
+          // A caller runs an operation (only when nothing else was in flight).
+          auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !inline_running_; };
+          mu_.Await(absl::Condition(&done));
+          continue;
+        }
+        if (!queue_.empty() && wake_) break;
+        if (queue_.empty() && !p2p_.idle()) break;  // move send/recv
+        if (queue_.empty() && stopping_) return;
+        auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return wake_ || stopping_ || inline_running_;
         };
-        mu_.Await(absl::Condition(&has_work));
+        if (!queue_.empty()) {
+          // Deferred: most likely its caller is about to wait and run it
+          // itself. If not, take it after kDeferral.
+          if (!mu_.AwaitWithTimeout(absl::Condition(&woken), kDeferral)) wake_ = true;
+        } else if (absl::Now() - last_issue_ < kPollWindow) {
+          // Busy phase: look for deferred operations every kDeferral
+          // without being woken by each issue (a wake-up costs the issuing
+          // thread more than the rest of a small call).
+          mu_.AwaitWithTimeout(absl::Condition(&woken), kBusyPoll);
+        } else {
+          wake_ = false;
+          auto any = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            return !queue_.empty() || stopping_ || inline_running_;
+          };
+          mu_.Await(absl::Condition(&any));
+          if (!queue_.empty()) wake_ = true;
+        }
       }
       if (!queue_.empty()) {
         task = std::move(queue_.front());
         queue_.pop_front();
         queued_.fetch_sub(1, std::memory_order_relaxed);
         have = true;
-      } else if (stopping_ && p2p_.idle()) {
-        return;
       }
+      if (queue_.empty()) wake_ = false;
+      worker_busy_ = true;
     }
     if (have) {
       Execute(task);
@@ -150,6 +199,35 @@ void Communicator::Run() {
       waiter_.Idle([this] { return queued_.load(std::memory_order_acquire) > 0; });
     }
   }
+}
+
+bool Communicator::TryRunInline(const void* work, absl::Duration wait_timeout) {
+  Task task;
+  {
+    absl::MutexLock lock(&mu_);
+    if (queue_.empty() || queue_.front().work.get() != work) return false;
+    const Task& front = queue_.front();
+    const int64_t timeout_ms = front.args.timeout_ms > 0 ? front.args.timeout_ms : timeout_ms_;
+    // Only the one operation in flight, on an idle worker, for a caller
+    // willing to wait as long as it may take: then it runs here, in order.
+    // send/recv only post here; their progress is the worker's, which
+    // must not sleep through them, so they always go to the worker.
+    const bool p2p = front.collective == DIST_COLL_SEND || front.collective == DIST_COLL_RECV;
+    if (p2p || outstanding_ != 1 || worker_busy_ || inline_running_ || stopping_ ||
+        wait_timeout < absl::Milliseconds(timeout_ms)) {
+      wake_ = true;
+      waiter_.NotifySelf();
+      return false;
+    }
+    task = std::move(queue_.front());
+    queue_.pop_front();
+    queued_.fetch_sub(1, std::memory_order_relaxed);
+    inline_running_ = true;
+  }
+  Execute(task);
+  absl::MutexLock lock(&mu_);
+  inline_running_ = false;
+  return true;
 }
 
 void Communicator::Finish(const std::shared_ptr<Started>& started, absl::Status status) {

@@ -35,6 +35,12 @@ class Communicator {
                                               const dist_op_args_t& args);
   void Abort(const std::string& reason);
 
+  // Runs `work` on the calling thread if it is the only operation in
+  // flight, the worker is idle, and the caller waits at least as long as
+  // the operation may take; else makes sure the worker will run it.
+  // Returns whether it ran here.
+  bool TryRunInline(const void* work, absl::Duration wait_timeout);
+
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
 
@@ -53,7 +59,7 @@ class Communicator {
   };
 
   Communicator(const dist_comm_config_t& config, std::unique_ptr<Segment> segment,
-               absl::Duration spin);
+               absl::Duration spin, bool inline_wait);
   void Run();
   void Execute(const Task& task);
   void Finish(const std::shared_ptr<Started>& started, absl::Status status);
@@ -77,6 +83,18 @@ class Communicator {
 
   absl::Mutex mu_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
+  // Blocking calls (issue, then wait at once) run on the caller's thread:
+  // an operation issued on an idle communicator is not handed to the
+  // worker at once (wake_ stays false) but left for the caller's wait
+  // (TryRunInline). The worker takes it after kDeferral if nobody does, or
+  // at once when woken (a second operation, send/recv, work_test, a wait
+  // that cannot run it, destroy). README.md, "Asynchrony".
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  bool inline_running_ ABSL_GUARDED_BY(mu_) = false;  // a caller runs an op
+  bool worker_busy_ ABSL_GUARDED_BY(mu_) = false;     // the worker runs one or moves send/recv
+  absl::Time last_issue_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  const bool inline_wait_;
+  std::shared_ptr<InlineGate> gate_;
   int64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // issued, not completed
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);

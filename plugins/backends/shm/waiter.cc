@@ -94,8 +94,11 @@ absl::Status Waiter::Wait(absl::FunctionRef<bool()> ready,
   if (ready()) return absl::OkStatus();
   // Spin briefly: a peer that is a few microseconds behind is cheaper to
   // wait for here than through a sleep and a wake-up.
-  if (spin_ > absl::ZeroDuration()) {
-    const absl::Time spin_end = absl::Now() + spin_;
+  // Adaptive: a spin that ends empty-handed halves the next one (down to a
+  // sixteenth), one that succeeds doubles it back (up to spin_), so ranks
+  // that keep missing each other stop burning the CPU.
+  if (spin_now_ > absl::ZeroDuration()) {
+    const absl::Time spin_end = absl::Now() + spin_now_;
     for (int i = 1;; ++i) {
       // Mostly pause; yield now and then, so a peer waiting for this CPU on
       // an oversubscribed host gets it.
@@ -105,9 +108,13 @@ absl::Status Waiter::Wait(absl::FunctionRef<bool()> ready,
         _mm_pause();
       }
       if (progress_) progress_();
-      if (ready()) return absl::OkStatus();
+      if (ready()) {
+        spin_now_ = std::min(spin_, spin_now_ * 2);
+        return absl::OkStatus();
+      }
       if ((i & 63) == 0 && absl::Now() >= spin_end) break;
     }
+    spin_now_ = std::max(spin_ / 16, spin_now_ / 2);
   }
   RankControl& me = segment_->rank(rank_);
   std::vector<int> ranks;

@@ -28,7 +28,7 @@ class Waiter {
   Waiter(Segment* segment, int rank, std::string group, const AbortState* abort,
          absl::Duration spin)
       : segment_(segment), rank_(rank), group_(std::move(group)), abort_(abort),
-        spin_(spin) {}
+        spin_(spin), spin_now_(spin) {}
 
   // Returns OK once ready() holds. pending(out) lists the ranks it still
   // waits for; they are the ones checked for failure and named in errors.
@@ -66,7 +66,9 @@ class Waiter {
   int rank_;
   std::string group_;
   const AbortState* abort_;
-  absl::Duration spin_;
+  absl::Duration spin_;      // the most a wait spins
+  absl::Duration spin_now_;  // what it spins now: halves after a spin that
+                             // found nothing, doubles after one that did
   std::function<bool()> progress_;
 };
 

@@ -3,6 +3,8 @@
 #ifndef DIST_PLUGINS_BACKENDS_SHM_WORK_H_
 #define DIST_PLUGINS_BACKENDS_SHM_WORK_H_
 
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -13,9 +15,35 @@
 
 namespace dist_shm {
 
+// Lets a caller that waits run its operation itself (Communicator::
+// TryRunInline), and outlives the communicator: Close() (from its
+// destructor) makes later calls no-ops.
+class InlineGate {
+ public:
+  explicit InlineGate(std::function<bool(const void* work, absl::Duration timeout)> run)
+      : run_(std::move(run)) {}
+  // Never blocks behind another caller's inline run (that one may take
+  // as long as its timeout): then the worker runs this one.
+  bool TryRun(const void* work, absl::Duration timeout) {
+    if (!mu_.TryLock()) return false;
+    const bool ran = run_ ? run_(work, timeout) : false;
+    mu_.Unlock();
+    return ran;
+  }
+  void Close() {
+    absl::MutexLock lock(&mu_);
+    run_ = nullptr;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::function<bool(const void*, absl::Duration)> run_ ABSL_GUARDED_BY(mu_);
+};
+
 class Work {
  public:
-  Work(std::string what, std::string group) : what_(std::move(what)), group_(std::move(group)) {}
+  Work(std::string what, std::string group, std::shared_ptr<InlineGate> gate = nullptr)
+      : what_(std::move(what)), group_(std::move(group)), gate_(std::move(gate)) {}
 
   void Complete(absl::Status status) {
     absl::MutexLock lock(&mu_);
@@ -26,6 +54,9 @@ class Work {
   // The operation's status once done; DEADLINE_EXCEEDED while it still runs
   // after `timeout` (the work stays pending).
   absl::Status Wait(absl::Duration timeout) {
+    // A blocking call: run the operation on this thread if the
+    // communicator lets us (no thread hand-off), else wait for the worker.
+    if (gate_ != nullptr && !Done()) gate_->TryRun(this, timeout);
     absl::MutexLock lock(&mu_);
     if (!mu_.AwaitWithTimeout(absl::Condition(&done_), timeout)) {
       return absl::DeadlineExceededError(absl::StrCat(
@@ -36,7 +67,21 @@ class Work {
     return status_;
   }
 
+  bool Done() {
+    absl::MutexLock lock(&mu_);
+    return done_;
+  }
+
   bool Test(absl::Status* status) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (done_) {
+        *status = status_;
+        return true;
+      }
+    }
+    // Never runs it here (a zero wait bound), but starts a deferred one.
+    if (gate_ != nullptr) gate_->TryRun(this, absl::ZeroDuration());
     absl::MutexLock lock(&mu_);
     if (done_) *status = status_;
     return done_;
@@ -45,6 +90,7 @@ class Work {
  private:
   const std::string what_;
   const std::string group_;
+  const std::shared_ptr<InlineGate> gate_;
   absl::Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);

@@ -66,8 +66,8 @@ grep -q '^# baseline: Gloo' "$TMP/base.out" || fail "header does not name the Gl
 for column in raw_us raw_busbw time_ratio busbw_ratio; do
   grep -qF -- "$column" "$TMP/base.out" || fail "baseline table lacks column $column"
 done
-# 13 columns per row, ratios positive numbers.
-bad=$(rows "$TMP/base.out" | awk 'NF != 13 || $12 <= 0 || $13 <= 0 || $9 != "0"' | wc -l)
+# 14 columns per row, ratios positive numbers, the fastest raw variant named.
+bad=$(rows "$TMP/base.out" | awk 'NF != 14 || $12 <= 0 || $13 <= 0 || $9 != "0" || $14 == "-"' | wc -l)
 [ "$(rows "$TMP/base.out" | wc -l)" = 10 ] || fail "expected 10 baseline rows"
 [ "$bad" = 0 ] && pass "baseline rows carry positive ratios" || fail "$bad baseline rows malformed"
 "$CHECK" baseline "$TMP/base.json" && pass "baseline JSON has raw results" || fail "baseline JSON"
@@ -202,7 +202,7 @@ if command -v mpirun >/dev/null; then
       --check --baseline --json "$TMP/mpi.json" --progress=false >"$TMP/mpi.out" 2>"$TMP/mpi.err"
   rc=$?
   cat "$TMP/mpi.out"
-  bad=$(rows "$TMP/mpi.out" | awk 'NF != 13 || $12 <= 0 || $9 != "0"' | wc -l)
+  bad=$(rows "$TMP/mpi.out" | awk 'NF != 14 || $12 <= 0 || $9 != "0"' | wc -l)
   if [ $rc = 0 ] && grep -q '^# baseline: Open MPI' "$TMP/mpi.out" && [ "$bad" = 0 ] &&
      [ "$(rows "$TMP/mpi.out" | wc -l)" = 8 ]; then
     pass "mpirun -np 2 --backend mpi --baseline: raw MPI ratios, #wrong 0"

@@ -105,8 +105,8 @@ int CheckAll(const std::string& json_path, const std::string& csv_path, int tabl
   size_t row = 0;
   while (std::getline(csv, line)) {
     const std::vector<std::string> cells = absl::StrSplit(line, ',');
-    Expect(cells.size() == 16, "CSV line without 16 cells: " + line);
-    if (cells.size() != 16 || row >= results.size()) break;
+    Expect(cells.size() == 17, "CSV line without 17 cells: " + line);
+    if (cells.size() != 17 || row >= results.size()) break;
     uint64_t size = 0;
     Expect(cells[2] == results[row]["op"].get<std::string>(), "CSV op differs: " + line);
     Expect(absl::SimpleAtoi(cells[3], &size) && size == results[row]["size"], "CSV size: " + line);
@@ -129,6 +129,22 @@ int CheckBaseline(const std::string& json_path) {
     const double time_ratio = raw["time_ratio"];
     Expect(time_ratio > 0, "time_ratio: " + r.dump());
     Expect(std::fabs(raw["busbw_ratio"].get<double>() * time_ratio - 1) < 1e-9, "busbw_ratio");
+    // Every raw variant was timed and the row's baseline is the fastest.
+    const nlohmann::json& variants = raw["variants_us"];
+    Expect(variants.is_object() && !variants.empty(), "no raw variants: " + r.dump());
+    if (r["op"] == "all_reduce") {
+      Expect(variants.size() >= 6, "all_reduce is not compared with every Gloo algorithm");
+    }
+    double fastest = 0;
+    std::string fastest_name;
+    for (const auto& [name, us] : variants.items()) {
+      if (fastest_name.empty() || us.get<double>() < fastest) {
+        fastest = us.get<double>();
+        fastest_name = name;
+      }
+    }
+    Expect(raw["variant"] == fastest_name, "raw variant is not the fastest: " + r.dump());
+    Expect(std::fabs(raw["time_us"].get<double>() - fastest) < 1e-6 * fastest, "raw time_us");
   }
   return failures == 0 ? 0 : 1;
 }

@@ -1,0 +1,235 @@
+#include "plugins/backends/gloo/bound_algorithms.h"
+
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "dist/cpp/reduce.hpp"
+#include "gloo/allgather_ring.h"
+#include "gloo/allreduce_bcube.h"
+#include "gloo/allreduce_halving_doubling.h"
+#include "gloo/allreduce_ring.h"
+#include "gloo/allreduce_ring_chunked.h"
+#include "gloo/barrier_all_to_all.h"
+#include "gloo/barrier_all_to_one.h"
+#include "gloo/broadcast_one_to_all.h"
+#include "gloo/math.h"
+#include "plugins/backends/gloo/pair_access.h"
+#include "plugins/backends/gloo/reduction.h"
+
+namespace dist_gloo {
+namespace {
+
+// At most this many instances and this many bytes of their buffers stay
+// cached; the least recently used go first.
+constexpr size_t kMaxEntries = 64;
+constexpr int kIndexBits = 6;  // log2(kMaxEntries)
+constexpr size_t kMaxCachedBytes = size_t{64} << 20;
+
+// x = x (op) y for the bitwise ops, in the shape of Gloo's
+// ReductionFunction (the arithmetic ones are Gloo's own).
+template <typename T, dist_reduce_op_t kOp>
+void BitwiseInto(T* x, const T* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if constexpr (kOp == DIST_BAND) x[i] = static_cast<T>(x[i] & y[i]);
+    if constexpr (kOp == DIST_BOR) x[i] = static_cast<T>(x[i] | y[i]);
+    if constexpr (kOp == DIST_BXOR) x[i] = static_cast<T>(x[i] ^ y[i]);
+  }
+}
+
+template <typename T>
+const gloo::ReductionFunction<T>* Function(dist_reduce_op_t op) {
+  switch (op) {
+    case DIST_SUM:
+    case DIST_AVG: return gloo::ReductionFunction<T>::sum;  // divided at the end
+    case DIST_PRODUCT: return gloo::ReductionFunction<T>::product;
+    case DIST_MIN: return gloo::ReductionFunction<T>::min;
+    case DIST_MAX: return gloo::ReductionFunction<T>::max;
+    default: break;
+  }
+  if constexpr (std::is_integral_v<T>) {
+    static const gloo::ReductionFunction<T> band(gloo::CUSTOM, &BitwiseInto<T, DIST_BAND>);
+    static const gloo::ReductionFunction<T> bor(gloo::CUSTOM, &BitwiseInto<T, DIST_BOR>);
+    static const gloo::ReductionFunction<T> bxor(gloo::CUSTOM, &BitwiseInto<T, DIST_BXOR>);
+    if (op == DIST_BAND) return &band;
+    if (op == DIST_BOR) return &bor;
+    if (op == DIST_BXOR) return &bxor;
+  }
+  return nullptr;  // ValidateReduceOp rejected it at issue
+}
+
+// Runs `f(T{})` with the element type the reduction works in.
+template <typename F>
+void WithReduceType(dist_dtype_t dtype, F&& f) {
+  switch (dtype) {
+    case DIST_INT8: f(int8_t{}); break;
+    case DIST_UINT8: f(uint8_t{}); break;
+    case DIST_INT32: f(int32_t{}); break;
+    case DIST_INT64: f(int64_t{}); break;
+    case DIST_FLOAT64: f(double{}); break;
+    default: f(float{}); break;  // float32; float16/bfloat16 widened
+  }
+}
+
+template <typename T>
+std::unique_ptr<gloo::Algorithm> MakeAllReduce(const std::shared_ptr<gloo::Context>& context,
+                                               AllReduceAlgorithm algorithm, T* data, int count,
+                                               dist_reduce_op_t op) {
+  const std::vector<T*> ptrs = {data};
+  const gloo::ReductionFunction<T>* fn = Function<T>(op);
+  switch (algorithm) {
+    case AllReduceAlgorithm::kRingChunked:
+      return std::make_unique<gloo::AllreduceRingChunked<T>>(context, ptrs, count, fn);
+    case AllReduceAlgorithm::kHalvingDoubling:
+      return std::make_unique<gloo::AllreduceHalvingDoubling<T>>(context, ptrs, count, fn);
+    case AllReduceAlgorithm::kBcube:
+      return std::make_unique<gloo::AllreduceBcube<T>>(context, ptrs, count, fn);
+    default:
+      return std::make_unique<gloo::AllreduceRing<T>>(context, ptrs, count, fn);
+  }
+}
+
+int Log2Ceil(size_t value) {
+  int bits = 0;
+  while ((size_t{1} << bits) < value) ++bits;
+  return bits;
+}
+
+}  // namespace
+
+BoundAlgorithms::BoundAlgorithms(std::shared_ptr<gloo::Context> context)
+    : context_(std::move(context)) {
+  const size_t w = static_cast<size_t>(context_->size);
+  // AllreduceHalvingDoubling and AllreduceBcube reserve 2*W*(W-1) slots.
+  slot_bits_ = Log2Ceil(2 * w * (w - 1) + 2);
+  hash_bits_ = 31 - slot_bits_ - kIndexBits;
+  // With fewer than 8 bits of the tag left (W > ~700) a mismatch would too
+  // often land on the same slot; such groups use the unbound path.
+  usable_ = context_->size > 1 && hash_bits_ >= 8;
+  if (hash_bits_ > 20) hash_bits_ = 20;
+}
+
+void BoundAlgorithms::EvictFor(size_t bytes) {
+  while (!entries_.empty() &&
+         (entries_.size() >= kMaxEntries || cached_bytes_ + bytes > kMaxCachedBytes)) {
+    size_t oldest = 0;
+    for (size_t i = 1; i < entries_.size(); ++i) {
+      if (entries_[i]->last_use < entries_[oldest]->last_use) oldest = i;
+    }
+    cached_bytes_ -= (entries_[oldest]->in.size() + entries_[oldest]->out.size()) * 8;
+    entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(oldest));
+  }
+}
+
+template <typename Make>
+BoundAlgorithms::Entry& BoundAlgorithms::Find(const Key& key, uint32_t tag, size_t in_bytes,
+                                              size_t out_bytes, Make&& make) {
+  ++uses_;
+  for (const std::unique_ptr<Entry>& entry : entries_) {
+    if (entry->key == key) {
+      entry->last_use = uses_;
+      return *entry;
+    }
+  }
+  const size_t in_words = (in_bytes + 7) / 8;
+  const size_t out_words = (out_bytes + 7) / 8;
+  EvictFor((in_words + out_words) * 8);
+  auto entry = std::make_unique<Entry>();
+  entry->key = key;
+  entry->last_use = uses_;
+  // The lowest index no live entry has: the same on every rank.
+  std::vector<bool> taken(kMaxEntries, false);
+  for (const std::unique_ptr<Entry>& other : entries_) taken[other->index] = true;
+  while (taken[entry->index]) ++entry->index;
+  entry->in.resize(in_words == 0 ? 1 : in_words);
+  if (out_words > 0) entry->out.resize(out_words);
+  const uint32_t hash = tag & ((1u << hash_bits_) - 1);
+  const int slot = static_cast<int>((hash << (slot_bits_ + kIndexBits)) |
+                                    (static_cast<uint32_t>(entry->index) << slot_bits_));
+  SetNextSlot(*context_, slot);
+  entry->algorithm = make(*entry);
+  cached_bytes_ += (entry->in.size() + entry->out.size()) * 8;
+  entries_.push_back(std::move(entry));
+  return *entries_.back();
+}
+
+void BoundAlgorithms::AllReduce(AllReduceAlgorithm algorithm, uint32_t tag, const void* send,
+                                void* recv, size_t count, dist_dtype_t dtype,
+                                dist_reduce_op_t op) {
+  const bool half = IsHalf(dtype);
+  const int size = context_->size;
+  WithReduceType(dtype, [&](auto type) {
+    using T = decltype(type);
+    const size_t bytes = count * sizeof(T);
+    const Key key{DIST_COLL_ALL_REDUCE, static_cast<int>(algorithm), dtype, op, 0, count};
+    Entry& entry = Find(key, tag, bytes, 0, [&](Entry& e) {
+      return MakeAllReduce<T>(context_, algorithm, reinterpret_cast<T*>(e.in.data()),
+                              static_cast<int>(count), op);
+    });
+    T* data = reinterpret_cast<T*>(entry.in.data());
+    if (half) {
+      dist::WidenToFloat(dtype, send, reinterpret_cast<float*>(data), count);
+    } else {
+      std::memcpy(data, send, bytes);
+    }
+    entry.algorithm->run();
+    const dist_dtype_t reduced = half ? DIST_FLOAT32 : dtype;
+    if (op == DIST_AVG) dist::FinishAverage(reduced, data, count, size);
+    if (half) {
+      dist::NarrowFromFloat(dtype, reinterpret_cast<float*>(data), recv, count);
+    } else {
+      std::memcpy(recv, data, bytes);
+    }
+  });
+}
+
+void BoundAlgorithms::Broadcast(uint32_t tag, const void* send, void* recv, size_t bytes,
+                                int root) {
+  const Key key{DIST_COLL_BROADCAST, 0, 0, 0, root, bytes};
+  Entry& entry = Find(key, tag, bytes, 0, [&](Entry& e) {
+    const std::vector<uint8_t*> ptrs = {reinterpret_cast<uint8_t*>(e.in.data())};
+    return std::make_unique<gloo::BroadcastOneToAll<uint8_t>>(context_, ptrs, bytes, root);
+  });
+  char* data = reinterpret_cast<char*>(entry.in.data());
+  if (context_->rank == root) {
+    std::memcpy(data, send, bytes);
+    entry.algorithm->run();
+    if (recv != send) std::memmove(recv, data, bytes);
+    return;
+  }
+  entry.algorithm->run();
+  std::memcpy(recv, data, bytes);
+}
+
+void BoundAlgorithms::AllGather(uint32_t tag, const void* send, void* recv, size_t block) {
+  const size_t w = static_cast<size_t>(context_->size);
+  // AllgatherRing's peers write straight into its output buffer, and the
+  // first write of a run waits for nothing: a neighbour that has finished
+  // run k may start run k+1 and overwrite this rank's block before this
+  // rank has copied run k's result out. It cannot get further ahead (its
+  // next write needs this rank's data of run k+1), so two instances used in
+  // turn keep every result intact.
+  auto make = [&](Entry& e) {
+    const std::vector<const uint8_t*> in = {reinterpret_cast<const uint8_t*>(e.in.data())};
+    return std::make_unique<gloo::AllgatherRing<uint8_t>>(
+        context_, in, reinterpret_cast<uint8_t*>(e.out.data()), static_cast<int>(block));
+  };
+  Key key{DIST_COLL_ALL_GATHER, 0, 0, 0, 0, block};
+  Entry& even = Find(key, tag, block, block * w, make);
+  // `even` was just used, so finding the odd one never evicts it.
+  key.phase = 1;
+  Entry& entry = even.runs++ % 2 == 0 ? even : Find(key, tag, block, block * w, make);
+  std::memcpy(entry.in.data(), send, block);
+  entry.algorithm->run();
+  std::memcpy(recv, entry.out.data(), block * w);
+}
+
+void BoundAlgorithms::Barrier(uint32_t tag) {
+  const Key key{DIST_COLL_BARRIER, 0, 0, 0, 0, 0};
+  Entry& entry = Find(key, tag, 0, 0, [&](Entry&) -> std::unique_ptr<gloo::Algorithm> {
+    return std::make_unique<gloo::BarrierAllToOne>(context_, 0);
+  });
+  entry.algorithm->run();
+}
+
+}  // namespace dist_gloo

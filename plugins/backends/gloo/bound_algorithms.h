@@ -1,0 +1,109 @@
+// Gloo's legacy algorithm classes (AllreduceRing, AllreduceHalvingDoubling,
+// BroadcastOneToAll, AllgatherRing, BarrierAllToOne, ...) on buffers they
+// own, cached per operation shape.
+//
+// Why: these classes register their buffers with the peers when they are
+// constructed, after which a message is one write straight into the peer's
+// buffer; Gloo's unbound-buffer entry points (gloo::allreduce, ...) instead
+// post a receive and wait for the peer's go-ahead for every message, which
+// made them 2-6x slower below ~1 MiB here (README.md, "Algorithm choice").
+// Construction costs a round of buffer registration, so an instance is
+// built once per (operation, dtype, count, reduce op, root, algorithm) and
+// reused; the caller's data is copied into its buffer and out again (well
+// under a microsecond at small sizes, ~2% of the operation at 1 MiB).
+//
+// Slots: each class takes its Gloo slots from Context::nextSlot() when
+// built. The cache sets that counter first to a slot derived from the
+// operation's match tag (validate.cc: kind, count, dtype, op, root) and
+// the entry's index, so that ranks that disagree about an operation wait on
+// different slots and time out with an error, as on the unbound path; the
+// index keeps live instances apart. Every rank builds and evicts in the
+// same order (eviction is by least recent use in issue order), so the
+// slots agree.
+//
+// Timeouts: bound buffers wait with the pair's timeout, fixed when the
+// connections were made (the communicator's Gloo timeout); the
+// communicator uses this path only for operations with that timeout.
+#ifndef DIST_PLUGINS_BACKENDS_GLOO_BOUND_ALGORITHMS_H_
+#define DIST_PLUGINS_BACKENDS_GLOO_BOUND_ALGORITHMS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "dist/types.h"
+#include "gloo/algorithm.h"
+#include "gloo/context.h"
+#include "plugins/backends/gloo/algorithm.h"
+
+namespace dist_gloo {
+
+class BoundAlgorithms {
+ public:
+  explicit BoundAlgorithms(std::shared_ptr<gloo::Context> context);
+
+  // False where the slot space is too small for this world size (the
+  // classes reserve 2*W*(W-1) slots each); callers then use the unbound
+  // path.
+  bool usable() const { return usable_; }
+
+  // Each runs one operation to completion on the calling thread; Gloo
+  // exceptions propagate. Buffers may alias in any way (they are copied).
+  // all_reduce: float16/bfloat16 are reduced as float32 and narrowed once;
+  // avg divides once at the end. `algorithm` must be a bound one.
+  void AllReduce(AllReduceAlgorithm algorithm, uint32_t tag, const void* send, void* recv,
+                 size_t count, dist_dtype_t dtype, dist_reduce_op_t op);
+  // `bytes` on every rank; the root's send is broadcast into every recv.
+  void Broadcast(uint32_t tag, const void* send, void* recv, size_t bytes, int root);
+  // `block` bytes from every rank into recv (W blocks, rank order).
+  void AllGather(uint32_t tag, const void* send, void* recv, size_t block);
+  void Barrier(uint32_t tag);
+
+  // Whether any instance ever ran (the communicator then settles their
+  // last messages before closing the connections).
+  bool used() const { return uses_ > 0; }
+
+ private:
+  struct Key {
+    int kind;  // dist_collective_t
+    int algorithm;
+    int dtype;
+    int op;
+    int root;
+    size_t count;
+    int phase = 0;  // all_gather alternates between two instances (see AllGather)
+    bool operator==(const Key& other) const {
+      return kind == other.kind && algorithm == other.algorithm && dtype == other.dtype &&
+             op == other.op && root == other.root && count == other.count &&
+             phase == other.phase;
+    }
+  };
+  struct Entry {
+    Key key;
+    int index = 0;  // distinct among live entries; part of the slot
+    uint64_t last_use = 0;
+    uint64_t runs = 0;
+    std::vector<uint64_t> in;   // 8-byte aligned for every dtype
+    std::vector<uint64_t> out;  // all_gather's result; unused otherwise
+    std::unique_ptr<gloo::Algorithm> algorithm;
+  };
+
+  // The entry for `key`, building it with `make` (after reserving
+  // `in_bytes`/`out_bytes` of buffer and setting the slot counter) if new.
+  template <typename Make>
+  Entry& Find(const Key& key, uint32_t tag, size_t in_bytes, size_t out_bytes, Make&& make);
+  void EvictFor(size_t bytes);
+
+  std::shared_ptr<gloo::Context> context_;
+  bool usable_ = false;
+  int slot_bits_ = 0;  // log2 of the slots reserved per instance
+  int hash_bits_ = 0;  // bits of the match tag in the slot
+  uint64_t uses_ = 0;
+  size_t cached_bytes_ = 0;
+  std::vector<std::unique_ptr<Entry>> entries_;
+};
+
+}  // namespace dist_gloo
+
+#endif  // DIST_PLUGINS_BACKENDS_GLOO_BOUND_ALGORITHMS_H_

@@ -1,0 +1,240 @@
+// The Gloo backend's cached legacy algorithm classes (bound_algorithms.cc):
+// every all_reduce class it offers forced in turn (and the automatic choice) at 2, 3
+// and 4 real ranks, every dtype and every reduce op it serves, in place and
+// out of place, several counts (more shapes than the cache holds, so
+// instances are also evicted and rebuilt); broadcast from every root and
+// all_gather in place and out of place; barrier. Each result is checked
+// against values computed here from the inputs' formula, with plain
+// arithmetic (not the SDK's reduction kernels the plugin uses).
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/gloo/gloo_suite.h"
+
+namespace dist_test {
+namespace {
+
+// Inputs: rank r's element k is (3k + 7r) mod 5 + 1 (product: 1 or 2), small
+// integers that every dtype holds exactly, and whose sums and products do
+// too (float16/bfloat16 included).
+int64_t Value(int rank, size_t k, dist_reduce_op_t op) {
+  if (op == DIST_PRODUCT) return static_cast<int64_t>((k + rank) % 2 + 1);
+  return static_cast<int64_t>((3 * k + 7 * static_cast<size_t>(rank)) % 5 + 1);
+}
+
+// Exact for the normal values used here (integers below 2048).
+uint16_t ToHalf(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  if (v == 0) return 0;
+  const uint32_t exponent = ((bits >> 23) & 0xff) - 127 + 15;
+  return static_cast<uint16_t>((exponent << 10) | ((bits >> 13) & 0x3ff));
+}
+float FromHalf(uint16_t h) {
+  if ((h & 0x7fff) == 0) return 0;
+  const uint32_t exponent = (h >> 10) & 0x1f;
+  const uint32_t bits = ((h & 0x8000u) << 16) | ((exponent - 15 + 127) << 23) | ((h & 0x3ffu) << 13);
+  float v;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+uint16_t ToBFloat(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  return static_cast<uint16_t>(bits >> 16);
+}
+float FromBFloat(uint16_t b) {
+  const uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float v;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+bool IsFloat(dist_dtype_t t) {
+  return t == DIST_FLOAT16 || t == DIST_BFLOAT16 || t == DIST_FLOAT32 || t == DIST_FLOAT64;
+}
+
+void Store(dist_dtype_t t, void* data, size_t k, double v) {
+  switch (t) {
+    case DIST_INT8: static_cast<int8_t*>(data)[k] = static_cast<int8_t>(v); break;
+    case DIST_UINT8: static_cast<uint8_t*>(data)[k] = static_cast<uint8_t>(v); break;
+    case DIST_INT32: static_cast<int32_t*>(data)[k] = static_cast<int32_t>(v); break;
+    case DIST_INT64: static_cast<int64_t*>(data)[k] = static_cast<int64_t>(v); break;
+    case DIST_FLOAT16: static_cast<uint16_t*>(data)[k] = ToHalf(static_cast<float>(v)); break;
+    case DIST_BFLOAT16: static_cast<uint16_t*>(data)[k] = ToBFloat(static_cast<float>(v)); break;
+    case DIST_FLOAT32: static_cast<float*>(data)[k] = static_cast<float>(v); break;
+    default: static_cast<double*>(data)[k] = v; break;
+  }
+}
+
+double Load(dist_dtype_t t, const void* data, size_t k) {
+  switch (t) {
+    case DIST_INT8: return static_cast<const int8_t*>(data)[k];
+    case DIST_UINT8: return static_cast<const uint8_t*>(data)[k];
+    case DIST_INT32: return static_cast<const int32_t*>(data)[k];
+    case DIST_INT64: return static_cast<double>(static_cast<const int64_t*>(data)[k]);
+    case DIST_FLOAT16: return FromHalf(static_cast<const uint16_t*>(data)[k]);
+    case DIST_BFLOAT16: return FromBFloat(static_cast<const uint16_t*>(data)[k]);
+    case DIST_FLOAT32: return static_cast<const float*>(data)[k];
+    default: return static_cast<const double*>(data)[k];
+  }
+}
+
+// The expected all_reduce result at element k, from Value alone.
+double Expected(dist_dtype_t t, dist_reduce_op_t op, int world, size_t k) {
+  int64_t acc = Value(0, k, op);
+  for (int r = 1; r < world; ++r) {
+    const int64_t v = Value(r, k, op);
+    switch (op) {
+      case DIST_SUM:
+      case DIST_AVG: acc += v; break;
+      case DIST_PRODUCT: acc *= v; break;
+      case DIST_MIN: acc = v < acc ? v : acc; break;
+      case DIST_MAX: acc = v > acc ? v : acc; break;
+      case DIST_BAND: acc &= v; break;
+      case DIST_BOR: acc |= v; break;
+      case DIST_BXOR: acc ^= v; break;
+      default: break;
+    }
+  }
+  if (op == DIST_AVG) {
+    if (IsFloat(t)) return static_cast<double>(acc) / world;
+    return static_cast<double>(acc / world);  // integers truncate
+  }
+  return static_cast<double>(acc);
+}
+
+bool Matches(dist_dtype_t t, double got, double want) {
+  if (!IsFloat(t)) return got == want;
+  // One rounding of the dtype (float16 has 11 significant bits, bfloat16 8).
+  const double tolerance = t == DIST_BFLOAT16 ? 1.0 / 128 : t == DIST_FLOAT16 ? 1.0 / 1024 : 1e-6;
+  return std::fabs(got - want) <= tolerance * std::fabs(want);
+}
+
+constexpr dist_dtype_t kDtypes[] = {DIST_INT8,    DIST_UINT8,    DIST_INT32,   DIST_INT64,
+                                    DIST_FLOAT16, DIST_BFLOAT16, DIST_FLOAT32, DIST_FLOAT64};
+constexpr dist_reduce_op_t kOps[] = {DIST_SUM, DIST_PRODUCT, DIST_MIN,  DIST_MAX,
+                                     DIST_AVG, DIST_BAND,    DIST_BOR, DIST_BXOR};
+constexpr size_t kCounts[] = {1, 7, 1000};
+
+void CheckAllReduces(int rank, int world, dist_backend_comm_t* comm, const std::string& what) {
+  const dist_backend_plugin_t* p = Plugin();
+  for (dist_dtype_t t : kDtypes) {
+    const size_t e = dist_dtype_size(t);
+    for (dist_reduce_op_t op : kOps) {
+      const bool bitwise = op == DIST_BAND || op == DIST_BOR || op == DIST_BXOR;
+      if (bitwise && IsFloat(t)) continue;
+      for (size_t n : kCounts) {
+        for (bool in_place : {false, true}) {
+          std::vector<char> send(n * e), recv(n * e, 0x5a);
+          for (size_t k = 0; k < n; ++k) Store(t, send.data(), k, Value(rank, k, op));
+          dist_op_args_t a = Args();
+          a.send = Buffer(send.data(), n, t);
+          a.recv = in_place ? a.send : Buffer(recv.data(), n, t);
+          a.op = op;
+          RANK_OK(rank, RunOp(p->all_reduce, comm, a));
+          const void* out = in_place ? send.data() : recv.data();
+          for (size_t k = 0; k < n; ++k) {
+            const double got = Load(t, out, k);
+            const double want = Expected(t, op, world, k);
+            if (!Matches(t, got, want)) {
+              std::fprintf(stderr, "rank %d: %s %s %s n=%zu %s: element %zu is %g, want %g\n",
+                           rank, what.c_str(), dist_dtype_name(t), dist_reduce_op_name(op), n,
+                           in_place ? "in place" : "out of place", k, got, want);
+              std::_Exit(1);
+            }
+          }
+          if (!in_place) {  // the input is left alone
+            for (size_t k = 0; k < n; ++k) {
+              RANK_CHECK(rank, Load(t, send.data(), k) == static_cast<double>(Value(rank, k, op)));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+void CheckDataOps(int rank, int world, dist_backend_comm_t* comm) {
+  const dist_backend_plugin_t* p = Plugin();
+  for (size_t bytes : {size_t{1}, size_t{13}, size_t{5000}}) {
+    for (int root = 0; root < world; ++root) {
+      for (bool in_place : {false, true}) {
+        std::vector<uint8_t> send(bytes), recv(bytes, 0xee);
+        for (size_t k = 0; k < bytes; ++k) send[k] = static_cast<uint8_t>(k * 7 + root * 31 + 1);
+        std::vector<uint8_t> want = send;
+        if (rank != root) std::fill(send.begin(), send.end(), 0);  // only the root's counts
+        dist_op_args_t a = Args();
+        a.send = Buffer(send.data(), bytes, DIST_UINT8);
+        a.recv = in_place ? a.send : Buffer(recv.data(), bytes, DIST_UINT8);
+        a.root = root;
+        RANK_OK(rank, RunOp(p->broadcast, comm, a));
+        RANK_CHECK(rank, (in_place ? send : recv) == want);
+      }
+    }
+    for (bool in_place : {false, true}) {
+      const size_t n = bytes / 8 + 1;  // float64 elements per rank
+      std::vector<double> send(n), recv(n * world, -1.0);
+      for (size_t k = 0; k < n; ++k) send[k] = static_cast<double>(rank * 1000 + k) + 0.25;
+      if (in_place) std::copy(send.begin(), send.end(), recv.begin() + rank * n);
+      dist_op_args_t a = Args();
+      a.send = in_place ? Buffer(recv.data() + rank * n, n, DIST_FLOAT64)
+                        : Buffer(send.data(), n, DIST_FLOAT64);
+      a.recv = Buffer(recv.data(), n * world, DIST_FLOAT64);
+      RANK_OK(rank, RunOp(p->all_gather, comm, a));
+      for (int r = 0; r < world; ++r) {
+        for (size_t k = 0; k < n; ++k) {
+          RANK_CHECK(rank, recv[r * n + k] == static_cast<double>(r * 1000 + k) + 0.25);
+        }
+      }
+    }
+  }
+  for (int i = 0; i < 3; ++i) RANK_OK(rank, RunOp(p->barrier, comm, Args()));
+}
+
+void RunWorld(int world, const std::string& dir_name) {
+  const std::string dir = TempDir(dir_name);
+  auto results = RunRanks(world, absl::Seconds(240), [&](int rank) {
+    for (const char* algorithm :
+         {"auto", "AllreduceRing", "AllreduceRingChunked", "AllreduceHalvingDoubling"}) {
+      // A store per communicator: Gloo's rendezvous keys are bare ranks.
+      dist_store_t* store = OpenStore(absl::StrCat(dir, "/store_", algorithm));
+      CommOptions options;
+      options.options = {{"gloo.allreduce_algorithm", algorithm}};
+      options.group = algorithm;
+      dist_backend_comm_t* comm = nullptr;
+      RANK_OK(rank, CreateComm(store, rank, world, options, &comm));
+      CheckAllReduces(rank, world, comm, algorithm);
+      if (std::string(algorithm) == "auto") CheckDataOps(rank, world, comm);
+      Plugin()->comm_destroy(comm);
+    }
+    return 0;
+  });
+  for (const RankResult& r : results) EXPECT_TRUE(r.ok()) << r.Describe();
+}
+
+TEST(GlooBoundAlgorithms, BcubeClassIsRefusedWithTheReason) {
+  const std::string dir = TempDir("bcube");
+  dist_store_t* store = OpenStore(dir + "/store");
+  CommOptions options;
+  options.options = {{"gloo.allreduce_algorithm", "AllreduceBcube"}};
+  dist_backend_comm_t* comm = nullptr;
+  dist_error_t* e = CreateComm(store, 0, 1, options, &comm);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(dist_error_code(e), DIST_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(dist_error_message(e)).find("wrong results"), std::string::npos)
+      << dist_error_message(e);
+  dist_error_destroy(e);
+}
+
+TEST(GlooBoundAlgorithms, TwoRanks) { RunWorld(2, "bound2"); }
+TEST(GlooBoundAlgorithms, ThreeRanks) { RunWorld(3, "bound3"); }
+TEST(GlooBoundAlgorithms, FourRanks) { RunWorld(4, "bound4"); }
+
+}  // namespace
+}  // namespace dist_test
