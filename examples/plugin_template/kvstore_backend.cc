@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <cstdarg>
 #include <cstdint>
+#include <cstddef>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -279,10 +280,11 @@ Status CheckRank(const char* role, int32_t value, int32_t world) {
   return Status{};
 }
 
+// Counts are exact (backend_plugin.h): a larger buffer is an error too.
 Status NeedCount(const char* what, uint64_t have, uint64_t need) {
-  if (have < need) {
+  if (have != need) {
     return Error(DIST_INVALID_ARGUMENT, std::string(what) + " holds " + std::to_string(have) +
-                                            " elements but needs " + std::to_string(need));
+                                            " elements but must hold " + std::to_string(need));
   }
   return Status{};
 }
@@ -493,6 +495,7 @@ Status Validate(dist_collective_t coll, const dist_backend_comm* comm, const dis
   const dist_dtype_t dtype = uses_send ? a.send.dtype : a.recv.dtype;
   if (reduces) KV_RETURN_IF_ERROR(CheckOp(dtype, a.op));
   switch (coll) {
+    case DIST_COLL_ALL_REDUCE: return NeedCount("recv", a.recv.count, a.send.count);
     case DIST_COLL_REDUCE:
       if (me == a.root) return NeedCount("recv", a.recv.count, a.send.count);
       break;
@@ -526,9 +529,16 @@ dist_error_t* Issue(dist_collective_t coll, dist_backend_comm* comm, const dist_
     return dist_error_new(DIST_INVALID_ARGUMENT, "kvstore: %s called with a NULL argument",
                           dist_collective_name(coll));
   }
+  // sdk/ABI.md: read what the caller's struct_size covers (it may be older or
+  // newer); only a size below ABI 1.0's (which ends with timeout_ms) is wrong.
+  if (args->struct_size < offsetof(dist_op_args_t, timeout_ms) + sizeof(int64_t)) {
+    return dist_error_new(DIST_INVALID_ARGUMENT, "kvstore: %s: args->struct_size %zu is below "
+                          "ABI 1.0's; set it to sizeof(dist_op_args_t)",
+                          dist_collective_name(coll), args->struct_size);
+  }
   dist_op_args_t a;
   std::memset(&a, 0, sizeof(a));
-  std::memcpy(&a, args, std::min(args->struct_size, sizeof(a)));  // the caller may be older
+  std::memcpy(&a, args, std::min(args->struct_size, sizeof(a)));
   Status status = Validate(coll, comm, a);
   if (!status.ok()) {
     status.message += std::string(" (") + dist_collective_name(coll) + " on group " +
@@ -607,6 +617,10 @@ dist_error_t* Probe(void) { return nullptr; }  // runs anywhere
 dist_error_t* CommCreate(const dist_comm_config_t* config, dist_backend_comm** out) {
   if (config == nullptr || out == nullptr || config->store == nullptr) {
     return dist_error_new(DIST_INVALID_ARGUMENT, "kvstore: comm_create needs a config and a store");
+  }
+  if (config->struct_size < offsetof(dist_comm_config_t, device_index) + sizeof(int32_t)) {
+    return dist_error_new(DIST_INVALID_ARGUMENT, "kvstore: config->struct_size %zu is below "
+                          "ABI 1.0's; set it to sizeof(dist_comm_config_t)", config->struct_size);
   }
   if (config->world_size < 1 || config->rank < 0 || config->rank >= config->world_size) {
     return dist_error_new(DIST_INVALID_ARGUMENT, "kvstore: rank %d is out of range for world size %d",

@@ -103,6 +103,17 @@ dist_comm_config_t MakeConfig(int32_t rank, int32_t world, dist_store_t* store, 
   return config;
 }
 
+// `value` as a caller of another 1.x SDK would pass it: struct_size says
+// `struct_size`, and what lies past the fields (to the end of the block) is
+// garbage the callee must not read.
+template <typename T>
+std::vector<unsigned char> SizedBlock(const T& value, size_t struct_size) {
+  std::vector<unsigned char> block(std::max(struct_size, sizeof(T)), 0x7f);
+  std::memcpy(block.data(), &value, std::min(struct_size, sizeof(T)));
+  std::memcpy(block.data(), &struct_size, sizeof(struct_size));
+  return block;
+}
+
 class AbiComm : public Comm {
  public:
   AbiComm(std::shared_ptr<AbiShared> shared, StoreRef store, dist_backend_comm_t* comm,
@@ -177,6 +188,39 @@ class AbiComm : public Comm {
     DIST_RETURN_IF_ERROR(TakeError(table().comm_create(&config, &comm)));
     return std::unique_ptr<Comm>(
         new AbiComm(shared_, std::move(*store), comm, rank_, world_, timeout_ms));
+  }
+
+  absl::StatusOr<std::unique_ptr<Comm>> DuplicateSized(const std::string& name,
+                                                       int64_t timeout_ms,
+                                                       size_t struct_size) override {
+    absl::StatusOr<StoreRef> store = PrefixedStore(*shared_, name);
+    if (!store.ok()) return store.status();
+    const std::vector<unsigned char> block =
+        SizedBlock(MakeConfig(rank_, world_, store->get(), timeout_ms, name), struct_size);
+    dist_backend_comm_t* comm = nullptr;
+    DIST_RETURN_IF_ERROR(TakeError(table().comm_create(
+        reinterpret_cast<const dist_comm_config_t*>(block.data()), &comm)));
+    return std::unique_ptr<Comm>(
+        new AbiComm(shared_, std::move(*store), comm, rank_, world_, timeout_ms));
+  }
+
+  absl::StatusOr<std::unique_ptr<Work>> StartSized(dist_collective_t coll,
+                                                   const dist_op_args_t& args,
+                                                   size_t struct_size) override {
+    dist_backend_op_fn fn = OpFn(table(), coll);
+    if (fn == nullptr) {
+      return absl::UnimplementedError(
+          absl::StrCat("the plugin's table has no ", dist_collective_name(coll)));
+    }
+    const std::vector<unsigned char> block = SizedBlock(args, struct_size);
+    dist_backend_work_t* work = nullptr;
+    DIST_RETURN_IF_ERROR(
+        TakeError(fn(comm_, reinterpret_cast<const dist_op_args_t*>(block.data()), &work)));
+    if (work == nullptr) {
+      return absl::InternalError(absl::StrCat(dist_collective_name(coll),
+                                              " returned success but no work handle"));
+    }
+    return std::unique_ptr<Work>(new AbiWork(&table(), work));
   }
 
   void Abort(const std::string& reason) override { table().comm_abort(comm_, reason.c_str()); }

@@ -49,6 +49,23 @@ class Comm {
   virtual absl::StatusOr<std::unique_ptr<Comm>> Duplicate(const std::string& name,
                                                           int64_t timeout_ms) = 0;
 
+  // Raw ABI only (UNIMPLEMENTED through the core, which fills its own
+  // structs): like Duplicate and Start, but the config or argument block the
+  // plugin gets says `struct_size` and every byte past the struct's own
+  // fields, up to max(struct_size, sizeof), is garbage, as from an older
+  // (smaller) or newer (larger) 1.x caller. For the struct_size rule of
+  // sdk/ABI.md.
+  virtual absl::StatusOr<std::unique_ptr<Comm>> DuplicateSized(const std::string& name,
+                                                               int64_t timeout_ms,
+                                                               size_t struct_size) {
+    return absl::UnimplementedError("struct sizes are checked on the raw ABI only");
+  }
+  virtual absl::StatusOr<std::unique_ptr<Work>> StartSized(dist_collective_t coll,
+                                                           const dist_op_args_t& args,
+                                                           size_t struct_size) {
+    return absl::UnimplementedError("struct sizes are checked on the raw ABI only");
+  }
+
   virtual void Abort(const std::string& reason) = 0;
 
   // True when the driver can call an operation the backend left NULL (the

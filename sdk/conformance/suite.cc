@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "dist/cpp/validate.hpp"
 #include "sdk/conformance/reference.h"
 
 namespace dist::conformance {
@@ -27,18 +29,6 @@ constexpr dist_collective_t kMoving[] = {DIST_COLL_BROADCAST, DIST_COLL_ALL_GATH
 // Extra time a wait gets beyond the operation's own timeout, so that the
 // backend's timeout error (which names the culprit) arrives first.
 constexpr int64_t kWaitSlackMs = 10000;
-
-bool IsReducing(dist_collective_t coll) {
-  return coll == DIST_COLL_ALL_REDUCE || coll == DIST_COLL_REDUCE ||
-         coll == DIST_COLL_REDUCE_SCATTER;
-}
-
-bool IsRooted(dist_collective_t coll) {
-  return coll == DIST_COLL_BROADCAST || coll == DIST_COLL_REDUCE || coll == DIST_COLL_GATHER ||
-         coll == DIST_COLL_SCATTER;
-}
-
-bool IsBitwise(dist_reduce_op_t op) { return op == DIST_BAND || op == DIST_BOR || op == DIST_BXOR; }
 
 bool HasInPlace(dist_collective_t coll) {
   return coll == DIST_COLL_ALL_REDUCE || coll == DIST_COLL_BROADCAST ||
@@ -127,8 +117,8 @@ absl::Status RunCase(Comm& comm, dist_device_t device, const Case& c, int64_t ti
   const uint64_t n = c.n;
   uint64_t send_count = 0, recv_count = 0;
   Shapes(c.coll, n, world, &send_count, &recv_count);
-  const ValueDomain domain{c.dtype, IsReducing(c.coll) ? c.op : std::nullopt, world};
-  const bool reducing = IsReducing(c.coll);
+  const ValueDomain domain{c.dtype, dist::IsReducing(c.coll) ? c.op : std::nullopt, world};
+  const bool reducing = dist::IsReducing(c.coll);
 
   // Buffers: one shared buffer in place, or send + recv (recv pre-filled with
   // a sentinel so that an untouched result shows).
@@ -326,7 +316,7 @@ absl::Status Suite::ExpectFailure(Comm& comm, dist_collective_t coll, const dist
 const std::vector<std::string>& SectionNames() {
   static const auto* names = new std::vector<std::string>{
       "declared", "matrix",  "p2p",   "barrier",    "async",     "work",
-      "subgroups", "errors", "abort", "mismatched", "peer_death"};
+      "subgroups", "errors", "rules", "abort", "mismatched", "peer_death"};
   return *names;
 }
 
@@ -336,7 +326,7 @@ void Suite::Run() {
       {"p2p", &Suite::PointToPoint},         {"barrier", &Suite::Barrier},
       {"async", &Suite::AsyncOrdering},      {"work", &Suite::WorkSemantics},
       {"subgroups", &Suite::Subgroups},      {"errors", &Suite::ErrorPaths},
-      {"abort", &Suite::AbortCheck},         {"mismatched", &Suite::MismatchedCounts},
+      {"rules", &Suite::SharedRules},        {"abort", &Suite::AbortCheck},         {"mismatched", &Suite::MismatchedCounts},
       {"peer_death", &Suite::PeerDeath},  // last: a rank exits in it
   };
   for (const auto& [name, run] : sections) {
@@ -376,17 +366,17 @@ void Suite::CollectiveMatrix() {
     if (!Declared(coll)) continue;
     for (dist_dtype_t dtype : DeclaredDtypes()) {
       std::vector<std::optional<dist_reduce_op_t>> ops;
-      if (IsReducing(coll)) {
+      if (dist::IsReducing(coll)) {
         for (int o = 0; o < DIST_REDUCE_OP_COUNT; ++o) {
           const auto op = static_cast<dist_reduce_op_t>(o);
           if ((OpsOf(coll) & (1u << op)) == 0) continue;
-          if (IsBitwise(op) && dist_dtype_is_floating(dtype)) continue;  // an error path
+          if (dist::IsBitwise(op) && dist_dtype_is_floating(dtype)) continue;  // an error path
           ops.push_back(op);
         }
       } else {
         ops.push_back(std::nullopt);
       }
-      const std::vector<int32_t> roots = IsRooted(coll) ? Roots() : std::vector<int32_t>{0};
+      const std::vector<int32_t> roots = dist::IsRooted(coll) ? Roots() : std::vector<int32_t>{0};
       for (const auto& op : ops) {
         for (uint64_t n : Sizes(coll, dtype)) {
           for (int32_t root : roots) {
@@ -394,7 +384,7 @@ void Suite::CollectiveMatrix() {
               if (in_place && !HasInPlace(coll)) continue;
               Case c{coll, dtype, op, n, root, in_place, NextSeed()};
               std::string check = dist_collective_name(coll);
-              if (IsRooted(coll)) absl::StrAppend(&check, " root=", root);
+              if (dist::IsRooted(coll)) absl::StrAppend(&check, " root=", root);
               absl::StrAppend(&check, in_place ? " in-place" : " out-of-place");
               absl::Status status =
                   stuck_.empty() ? RunCase(comm_, device_, c, options_.op_timeout_ms)
@@ -886,12 +876,12 @@ void Suite::ErrorPaths() {
   // Bad roots and peers.
   for (int c = 0; c < DIST_COLLECTIVE_COUNT; ++c) {
     const auto coll = static_cast<dist_collective_t>(c);
-    if (!Declared(coll) || !IsRooted(coll)) continue;
+    if (!Declared(coll) || !dist::IsRooted(coll)) continue;
     for (int32_t root : {world, -1}) {
       dist_op_args_t a = args_for(coll, dtype);
       a.root = root;
       check(absl::StrCat(dist_collective_name(coll), ": bad root ", root), dist_dtype_name(dtype),
-            IsReducing(coll) ? "sum" : "-", coll, a, kBadIndex);
+            dist::IsReducing(coll) ? "sum" : "-", coll, a, kBadIndex);
     }
   }
   for (dist_collective_t coll : {DIST_COLL_SEND, DIST_COLL_RECV}) {
@@ -917,6 +907,134 @@ void Suite::ErrorPaths() {
           DIST_COLL_ALL_REDUCE, a, {});
   }
   (void)es;
+}
+
+absl::Status Suite::GatherCheck(Comm& comm, size_t args_size) {
+  const int32_t world = comm.world_size();
+  if (!Declared(DIST_COLL_ALL_GATHER)) {
+    dist_op_args_t a = MakeArgs(dist_make_buffer(nullptr, 0, PreferredDtype(), device_),
+                                dist_make_buffer(nullptr, 0, PreferredDtype(), device_),
+                                options_.op_timeout_ms);
+    CONFORMANCE_ASSIGN(work, comm.StartSized(DIST_COLL_BARRIER, a, args_size));
+    return work->Wait(options_.op_timeout_ms + kWaitSlackMs);
+  }
+  const dist_dtype_t dtype = PreferredDtype();
+  constexpr uint64_t kN = 4;
+  const size_t block = kN * dist_dtype_size(dtype);
+  CONFORMANCE_ASSIGN(send, Filled(device_, block, static_cast<unsigned char>(comm.rank() + 1)));
+  CONFORMANCE_ASSIGN(recv, Filled(device_, block * world, 0));
+  CONFORMANCE_RETURN_IF_ERROR(send->Upload());
+  CONFORMANCE_RETURN_IF_ERROR(recv->Upload());
+  dist_op_args_t a = MakeArgs(dist_make_buffer(send->data(), kN, dtype, device_),
+                              dist_make_buffer(recv->data(), kN * world, dtype, device_),
+                              options_.op_timeout_ms);
+  CONFORMANCE_ASSIGN(work, comm.StartSized(DIST_COLL_ALL_GATHER, a, args_size));
+  CONFORMANCE_RETURN_IF_ERROR(work->Wait(options_.op_timeout_ms + kWaitSlackMs));
+  CONFORMANCE_RETURN_IF_ERROR(recv->Download());
+  for (size_t i = 0; i < block * world; ++i) {
+    const unsigned char want = static_cast<unsigned char>(i / block + 1);
+    if (recv->host()[i] != want) {
+      return absl::InternalError(absl::StrCat("all_gather byte ", i, " is ",
+                                              static_cast<int>(recv->host()[i]), ", want ",
+                                              static_cast<int>(want)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The rules every backend shares, whatever its library: the buffer rule of
+// dist/backend_plugin.h (counts are exact) and the struct_size rule of
+// sdk/ABI.md for the config and the argument block.
+void Suite::SharedRules() {
+  const int32_t world = comm_.world_size();
+  const dist_dtype_t dtype = PreferredDtype();
+  constexpr uint64_t kN = 4;
+  std::vector<std::unique_ptr<DeviceBuffer>> keep;
+  auto buffer = [&](uint64_t count) {
+    absl::StatusOr<std::unique_ptr<DeviceBuffer>> b =
+        Filled(device_, (kN * world + 64) * 8, 0);
+    if (!b.ok()) return dist_make_buffer(nullptr, 0, dtype, device_);
+    (void)(*b)->Upload();
+    keep.push_back(std::move(*b));
+    return dist_make_buffer(keep.back()->data(), count, dtype, device_);
+  };
+  // The buffer rule: one element more or less than the table says fails on
+  // every rank (only the unrooted collectives: off the root, a rooted one
+  // has no second buffer to compare with).
+  for (dist_collective_t coll : {DIST_COLL_ALL_REDUCE, DIST_COLL_ALL_GATHER,
+                                 DIST_COLL_REDUCE_SCATTER, DIST_COLL_ALL_TO_ALL}) {
+    if (!Declared(coll)) continue;
+    for (int64_t delta : {1, -1}) {
+      uint64_t s = 0, r = 0;
+      Shapes(coll, kN, world, &s, &r);
+      // The buffer whose count the rule derives from the other one.
+      const bool grow_send = coll == DIST_COLL_REDUCE_SCATTER;
+      (grow_send ? s : r) += delta;
+      dist_op_args_t a = MakeArgs(buffer(s), buffer(r), options_.op_timeout_ms);
+      const std::string name =
+          absl::StrCat(dist_collective_name(coll), ": ", grow_send ? "send" : "recv",
+                       delta > 0 ? " one element larger" : " one element smaller",
+                       " than the buffer rule fails");
+      if (!stuck_.empty()) {
+        Record(name, dist_dtype_name(dtype), "-", absl::StrCat(kN),
+               absl::AbortedError("not run: " + stuck_));
+        continue;
+      }
+      Record(name, dist_dtype_name(dtype), "-", absl::StrCat(kN),
+             ExpectFailure(comm_, coll, a, {absl::StatusCode::kInvalidArgument}));
+    }
+  }
+  if (options_.through_core) {
+    Skip("struct_size rule", "the core fills the config and the argument block itself");
+    return;
+  }
+  // struct_size: a larger block from a newer core (trailing garbage) and the
+  // smallest a 1.0 caller passes are read; one below the 1.0 size is refused.
+  const size_t args_v1_0 = offsetof(dist_op_args_t, timeout_ms) + sizeof(int64_t);
+  const size_t config_v1_0 = offsetof(dist_comm_config_t, device_index) + sizeof(int32_t);
+  for (size_t size : {sizeof(dist_op_args_t) + 16, args_v1_0}) {
+    Record(absl::StrCat("args with struct_size ", size, " (this SDK: ", sizeof(dist_op_args_t),
+                        ") are read"),
+           dist_dtype_name(dtype), "-", "-", GatherCheck(comm_, size));
+  }
+  {
+    dist_op_args_t a = MakeArgs(buffer(kN), buffer(kN), options_.op_timeout_ms);
+    const dist_collective_t coll =
+        Declared(DIST_COLL_ALL_REDUCE) ? DIST_COLL_ALL_REDUCE : DIST_COLL_BARRIER;
+    const size_t size = offsetof(dist_op_args_t, timeout_ms);
+    absl::StatusOr<std::unique_ptr<Work>> work = comm_.StartSized(coll, a, size);
+    Record(absl::StrCat("args with struct_size ", size, " (below ABI 1.0) are refused"),
+           dist_dtype_name(dtype), "-", "-",
+           work.ok() ? absl::InternalError("accepted")
+           : absl::IsInvalidArgument(work.status())
+               ? absl::OkStatus()
+               : absl::InternalError(absl::StrCat("failed with ", work.status().ToString(),
+                                                  "; want INVALID_ARGUMENT")));
+    if (work.ok()) {
+      stuck_ = "an argument block below the ABI 1.0 size was accepted";
+      return;
+    }
+  }
+  for (size_t size : {sizeof(dist_comm_config_t) + 16, config_v1_0}) {
+    const std::string name = absl::StrCat("config with struct_size ", size, " (this SDK: ",
+                                          sizeof(dist_comm_config_t), ") is read");
+    absl::StatusOr<std::unique_ptr<Comm>> comm =
+        comm_.DuplicateSized(absl::StrCat("sized", size), options_.op_timeout_ms, size);
+    Record(name, dist_dtype_name(dtype), "-", "-",
+           comm.ok() ? GatherCheck(**comm, sizeof(dist_op_args_t)) : comm.status());
+  }
+  {
+    const size_t size = offsetof(dist_comm_config_t, device_index);
+    absl::StatusOr<std::unique_ptr<Comm>> comm =
+        comm_.DuplicateSized("sized_small", options_.op_timeout_ms, size);
+    Record(absl::StrCat("config with struct_size ", size, " (below ABI 1.0) is refused"), "-",
+           "-", "-",
+           comm.ok() ? absl::InternalError("accepted")
+           : absl::IsInvalidArgument(comm.status())
+               ? absl::OkStatus()
+               : absl::InternalError(absl::StrCat("failed with ", comm.status().ToString(),
+                                                  "; want INVALID_ARGUMENT")));
+  }
 }
 
 void Suite::AbortCheck() {

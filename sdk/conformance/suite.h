@@ -66,6 +66,10 @@ class Suite {
   void WorkSemantics();
   void Subgroups();
   void ErrorPaths();
+  void SharedRules();
+  // An all_gather (or barrier, when all_gather is undeclared) on `comm`
+  // whose argument block says `args_size`; checks the gathered bytes.
+  absl::Status GatherCheck(Comm& comm, size_t args_size);
   void AbortCheck();
   void MismatchedCounts();
   void PeerDeath();
