@@ -1,9 +1,6 @@
 #include "sdk/conformance/launcher.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,28 +14,10 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "sdk/conformance/report.h"
+#include "tools/common/free_port.h"
 
 namespace dist::conformance {
 namespace {
-
-// A loopback port that was free a moment ago (rank 0's store binds it).
-absl::StatusOr<int> FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const std::string error = std::strerror(errno);
-    close(fd);
-    return absl::InternalError(absl::StrCat("binding a loopback port: ", error));
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 absl::StatusOr<std::string> TempDir() {
   const char* base = std::getenv("TEST_TMPDIR");
@@ -93,7 +72,7 @@ int Launch(const LaunchOptions& options) {
   if (options.init == "file") {
     url = absl::StrCat("file://", *dir, "/rendezvous");
   } else {
-    absl::StatusOr<int> port = FreePort();
+    absl::StatusOr<int> port = PickFreePort();
     if (!port.ok()) {
       std::fprintf(stderr, "dist_conformance: %s\n", port.status().ToString().c_str());
       return 2;

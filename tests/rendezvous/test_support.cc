@@ -18,6 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "tools/common/free_port.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 
@@ -89,17 +90,8 @@ absl::StatusOr<const dist_rendezvous_plugin_t*> LoadPlugin(const std::string& na
 }
 
 int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address;
-  memset(&address, 0, sizeof(address));
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
+  absl::StatusOr<int> port = PickFreePort();
+  return port.ok() ? *port : 0;
 }
 
 std::string TempPath(const std::string& name) {

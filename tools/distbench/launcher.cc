@@ -1,10 +1,7 @@
 #include "tools/distbench/launcher.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,9 +10,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "tools/common/free_port.h"
 
 namespace distbench {
 namespace {
@@ -23,22 +22,6 @@ namespace {
 volatile sig_atomic_t g_signal = 0;
 
 void OnSignal(int signal) { g_signal = signal; }
-
-int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(addr);
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
 
 struct Child {
   pid_t pid = -1;
@@ -63,11 +46,13 @@ std::string Describe(int status) {
 }  // namespace
 
 int LaunchLocalRanks(const LaunchOptions& options) {
-  const int port = FreeLoopbackPort();
-  if (port < 0) {
-    std::fprintf(stderr, "distbench: cannot find a free loopback port for MASTER_PORT\n");
+  const absl::StatusOr<int> free_port = dist::PickFreePort();
+  if (!free_port.ok()) {
+    std::fprintf(stderr, "distbench: no free loopback port for MASTER_PORT: %s\n",
+                 std::string(free_port.status().message()).c_str());
     return 1;
   }
+  const int port = *free_port;
   struct sigaction action {};
   action.sa_handler = OnSignal;
   sigemptyset(&action.sa_mask);

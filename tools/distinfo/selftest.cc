@@ -14,7 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/distinfo/device_memory.h"
 #include "tools/distinfo/process_group.h"
-#include "tools/distrun/free_port.h"
+#include "tools/common/free_port.h"
 #include "tools/distrun/job.h"
 
 extern char** environ;
@@ -137,7 +137,7 @@ SelftestResult RunOne(const Report& report, const PluginEntry& backend,
     result.detail = "no env:// or tcp:// rendezvous plugin to start the ranks with";
     return result;
   }
-  absl::StatusOr<int> port = distrun::PickFreePort("127.0.0.1");
+  absl::StatusOr<int> port = PickFreePort("127.0.0.1");
   if (!port.ok()) {
     result.skipped = true;
     result.detail = std::string(port.status().message());

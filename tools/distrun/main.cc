@@ -16,9 +16,9 @@
 #include "absl/time/time.h"
 #include "dist/dist.h"
 #include "plugins/store/auth.h"
+#include "tools/common/free_port.h"
 #include "tools/common/help.h"
 #include "tools/distrun/command_line.h"
-#include "tools/distrun/free_port.h"
 #include "tools/distrun/job.h"
 #include "tools/distrun/launcher.h"
 
@@ -114,9 +114,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "distrun: warning: %s\n", warning->c_str());
   }
   if (job.master_port == 0) {
-    absl::StatusOr<int> port = dist::distrun::PickFreePort(job.master_addr);
+    absl::StatusOr<int> port = dist::PickFreePort(job.master_addr);
     if (!port.ok()) {
-      std::fprintf(stderr, "distrun: %s\n",
+      std::fprintf(stderr, "distrun: %s; check --master_addr or pass --master_port\n",
                    std::string(port.status().message()).c_str());
       return 2;
     }

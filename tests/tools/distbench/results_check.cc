@@ -6,11 +6,6 @@
 //   results_check baseline RUN.json
 //
 // Prints what is wrong and exits 1, or exits 0.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "tools/common/free_port.h"
 
 namespace {
 
@@ -44,17 +40,9 @@ nlohmann::json Load(const std::string& path) {
 }
 
 int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(addr);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
-    return 1;
-  }
-  close(fd);
-  std::printf("%d\n", ntohs(addr.sin_port));
+  absl::StatusOr<int> port = dist::PickFreePort();
+  if (!port.ok()) return 1;
+  std::printf("%d\n", *port);
   return 0;
 }
 

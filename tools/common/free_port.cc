@@ -1,4 +1,4 @@
-#include "tools/distrun/free_port.h"
+#include "tools/common/free_port.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace dist::distrun {
+namespace dist {
 
 absl::StatusOr<int> PickFreePort(const std::string& address) {
   sockaddr_storage storage{};
@@ -31,7 +31,7 @@ absl::StatusOr<int> PickFreePort(const std::string& address) {
   if (fd < 0) {
     return absl::InternalError(
         absl::StrCat("cannot create a socket to find a free port: ",
-                     strerror(errno), "; pass --master_port"));
+                     strerror(errno)));
   }
   int port = 0;
   if (bind(fd, reinterpret_cast<sockaddr*>(&storage), length) == 0 &&
@@ -44,10 +44,9 @@ absl::StatusOr<int> PickFreePort(const std::string& address) {
     return absl::UnavailableError(
         absl::StrCat("cannot bind a free port on ", address, ": ",
                      strerror(saved),
-                     "; check --master_addr is an address of this host or "
-                     "pass --master_port"));
+                     "; check that it is an address of this host"));
   }
   return port;
 }
 
-}  // namespace dist::distrun
+}  // namespace dist
