@@ -13,7 +13,7 @@
 
 #include "absl/strings/numbers.h"
 #include "dist/rendezvous_plugin.h"
-#include "tests/common/memory_store.h"
+#include "tools/common/memory_store.h"
 
 #ifdef STORE_RELEASE_FROZEN
 static_assert(DIST_RENDEZVOUS_ABI_MINOR == 0, "this fixture must see the frozen 1.0 headers");
@@ -36,13 +36,13 @@ static_assert(offsetof(Head, after_table) == sizeof(dist_store_t), "no padding a
 
 // The shared in-memory store, plus the table it hands out and the file it
 // logs into.
-struct LoggedStore : dist_test::MemoryStore {
+struct LoggedStore : dist::MemoryStore {
   LoggedStore() : MemoryStore("fixture store") {}
   Head head;
   std::string log;
 };
 
-LoggedStore* Self(void* ctx) { return static_cast<LoggedStore*>(dist_test::MemoryStore::Of(ctx)); }
+LoggedStore* Self(void* ctx) { return static_cast<LoggedStore*>(dist::MemoryStore::Of(ctx)); }
 
 void Log(const std::string& path, const std::string& line) {
   if (FILE* f = std::fopen(path.c_str(), "a")) {
@@ -84,7 +84,7 @@ dist_error_t* Resolve(const char* url, const dist_rendezvous_hints_t*, int64_t,
   auto* store = new LoggedStore();
   store->log = text.substr(start + 3, query - start - 3);
   dist_store_t& t = store->head.table;
-  dist_test::FillMemoryStoreTable(store, &t);
+  dist::FillMemoryStoreTable(store, &t);
   t.release = Release;
 #ifdef STORE_RELEASE_FROZEN
   store->head.after_table = Poison;

@@ -25,7 +25,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "plugins/backends/nccl/testing/loaded_plugin.h"
-#include "plugins/backends/nccl/testing/memory_store.h"
+#include "tools/common/memory_store.h"
 #include "tests/nccl/host_reference.h"
 
 namespace dist_nccl {
@@ -61,7 +61,7 @@ struct Rank {
 std::vector<absl::Status> RunRanks(const dist_backend_plugin_t* plugin, int world,
                                    const std::function<int(int)>& device_of,
                                    const std::function<void(Rank&)>& body) {
-  dist_store_t* store = testing::NewMemoryStore();
+  dist_store_t* store = dist::NewMemoryStore();
   std::vector<absl::Status> created(static_cast<size_t>(world));
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
@@ -701,7 +701,7 @@ TEST_F(NcclGpuTest, SplitMakesAWorkingSubgroupAndNullForNonMembers) {
   for (int r = 0; r < world_; r += 2) members.push_back(r);
   RunRanks(plugin_, world_, IdentityDevice, [&](Rank& r) {
     const bool member = r.rank % 2 == 0;
-    dist_store_t* unused_store = testing::NewMemoryStore();
+    dist_store_t* unused_store = dist::NewMemoryStore();
     dist_comm_config_t config{};
     config.struct_size = sizeof(config);
     config.rank = member ? r.rank / 2 : -1;

@@ -15,7 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "plugins/backends/nccl/testing/loaded_plugin.h"
-#include "plugins/backends/nccl/testing/memory_store.h"
+#include "tools/common/memory_store.h"
 
 namespace dist_nccl {
 namespace {
@@ -109,7 +109,7 @@ TEST(NcclPlugin, CommCreateWithoutAGpuFailsCleanlyWithTheProbeReason) {
   if (expected.empty()) GTEST_SKIP() << "this machine has a CUDA device (see gpu_collectives_test)";
   const dist_backend_plugin_t* table = Plugin();
   ASSERT_NE(table, nullptr);
-  dist_store_t* store = testing::NewMemoryStore();
+  dist_store_t* store = dist::NewMemoryStore();
   dist_comm_config_t config{};
   config.struct_size = sizeof(config);
   config.rank = 0;

@@ -33,7 +33,7 @@
 #include "dist/backend_plugin.h"
 #include "dist/cpp/status.hpp"
 #include "plugins/backends/nccl/testing/loaded_plugin.h"
-#include "plugins/backends/nccl/testing/memory_store.h"
+#include "tools/common/memory_store.h"
 
 ABSL_FLAG(std::string, plugin, "", "path of libdist-backend-nccl.so (default: next to the bench)");
 ABSL_FLAG(int, world_size, 0, "ranks (one GPU each); 0: every GPU of the machine");
@@ -231,7 +231,7 @@ int Main(int argc, char** argv) {
   Check(shared.world <= gpus, absl::StrCat("--world_size=", shared.world, " but this machine has ",
                                            gpus, " GPUs (NCCL runs one rank per GPU)"));
   shared.plugin = *plugin;
-  shared.store = testing::NewMemoryStore();
+  shared.store = dist::NewMemoryStore();
   CheckNccl(ncclGetUniqueId(&shared.raw_id), "ncclGetUniqueId");
   for (int64_t bytes = absl::GetFlag(FLAGS_min_bytes); bytes <= absl::GetFlag(FLAGS_max_bytes);
        bytes *= 4) {

@@ -1,14 +1,15 @@
-// An in-memory key-value store behind dist_store_t, for the fixture
-// rendezvous plugins that serve a whole world in one process
-// (//tests/core/fixtures:memory, //tests/abi:frozenstore and :currentstore).
+// An in-memory key-value store behind dist_store_t, for ranks that are
+// threads of one process: the fixture rendezvous plugins
+// (//tests/core/fixtures:memory, //tests/abi:frozenstore and :currentstore),
+// the nccl tests and the nccl benchmark. The one copy.
 //
 // Header-only on purpose: it compiles against whichever dist headers the
 // including target sees, so a fixture built against the frozen ABI 1.0
 // headers (tests/abi/v1_0) gets a 1.0 table, struct_size 96, and never
 // touches a field that 1.0 does not have. That is also why the library
 // names no dist headers in its deps: the including target brings them.
-#ifndef DIST_TESTS_COMMON_MEMORY_STORE_H_
-#define DIST_TESTS_COMMON_MEMORY_STORE_H_
+#ifndef DIST_TOOLS_COMMON_MEMORY_STORE_H_
+#define DIST_TOOLS_COMMON_MEMORY_STORE_H_
 
 #include <cstdint>
 #include <cstdlib>
@@ -25,7 +26,7 @@
 #include "absl/time/time.h"
 #include "dist/store.h"
 
-namespace dist_test {
+namespace dist {
 
 // The store's state: a map under a mutex. It is the table's ctx. A fixture
 // that keeps more per store derives from it and installs its own release.
@@ -207,6 +208,18 @@ inline void FillMemoryStoreTable(MemoryStore* store, dist_store_t* table) {
   table->release = ops::Release;
 }
 
-}  // namespace dist_test
+// A new empty store that owns its table: release it with
+// store->release(store->ctx).
+inline dist_store_t* NewMemoryStore(std::string name = "memory store") {
+  struct Owned : MemoryStore {
+    using MemoryStore::MemoryStore;
+    dist_store_t table;
+  };
+  auto* store = new Owned(std::move(name));
+  FillMemoryStoreTable(store, &store->table);
+  return &store->table;
+}
 
-#endif  // DIST_TESTS_COMMON_MEMORY_STORE_H_
+}  // namespace dist
+
+#endif  // DIST_TOOLS_COMMON_MEMORY_STORE_H_

@@ -1,6 +1,6 @@
 // The shared fixture store (memory_store.h) through its dist_store_t table,
 // as the core sees it; expected results follow store.h.
-#include "tests/common/memory_store.h"
+#include "tools/common/memory_store.h"
 
 #include <string>
 #include <thread>
@@ -20,7 +20,7 @@ namespace {
 class MemoryStoreTest : public ::testing::Test {
  protected:
   MemoryStoreTest() {
-    dist_test::FillMemoryStoreTable(new dist_test::MemoryStore("test store"), &table_);
+    dist::FillMemoryStoreTable(new dist::MemoryStore("test store"), &table_);
   }
   ~MemoryStoreTest() override { table_.release(table_.ctx); }
 
