@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "gloo/algorithm.h"
 #include "gloo/allgather.h"
 #include "gloo/allgather_ring.h"
@@ -33,9 +34,9 @@
 #include "gloo/scatter.h"
 #include "gloo/transport/tcp/device.h"
 #include "gloo/types.h"
+#include "plugins/backends/gloo/gloo_store.h"
 #include "tools/distbench/baseline.h"
 #include "tools/distbench/baseline_store.h"
-#include "tools/distbench/gloo_store.h"
 
 namespace distbench {
 namespace {
@@ -479,7 +480,8 @@ absl::StatusOr<std::unique_ptr<Baseline>> MakeGlooBaseline(const BaselineSetup& 
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(setup.rank, setup.world_size);
     context->setTimeout(std::chrono::milliseconds(setup.timeout_ms));
-    GlooStore adapter((*store)->get(), "distbench/gloo/", setup.timeout_ms);
+    dist_gloo::GlooStore adapter((*store)->get(), absl::Milliseconds(setup.timeout_ms),
+                                 "distbench/gloo/");
     context->connectFullMesh(adapter, device);
     auto baseline = std::make_unique<GlooBaseline>(context, address, setup.timeout_ms);
     // Everyone is connected: after this nobody reads the store again, so

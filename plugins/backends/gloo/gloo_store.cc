@@ -20,7 +20,7 @@ absl::Status GlooStore::first_error() const {
 }
 
 void GlooStore::set(const std::string& key, const std::vector<char>& data) {
-  absl::Status status = store_.Set(key, std::string(data.begin(), data.end()));
+  absl::Status status = store_.Set(prefix_ + key, std::string(data.begin(), data.end()));
   if (!status.ok()) Fail(status);
 }
 
@@ -36,7 +36,7 @@ absl::Status GlooStore::Explain(absl::Status status, const std::vector<std::stri
 std::vector<char> GlooStore::get(const std::string& key) {
   const absl::Duration timeout = key == deferred_key_ ? deferred_timeout_ : timeout_;
   deferred_key_.clear();
-  absl::StatusOr<std::string> value = store_.Get(key, timeout);
+  absl::StatusOr<std::string> value = store_.Get(prefix_ + key, timeout);
   if (!value.ok()) Fail(Explain(value.status(), {key}, timeout));
   return std::vector<char>(value->begin(), value->end());
 }
@@ -49,7 +49,9 @@ void GlooStore::wait(const std::vector<std::string>& keys, const std::chrono::mi
     deferred_timeout_ = absl::FromChrono(timeout);
     return;
   }
-  absl::Status status = store_.Wait(keys, absl::FromChrono(timeout));
+  std::vector<std::string> full;
+  for (const std::string& key : keys) full.push_back(prefix_ + key);
+  absl::Status status = store_.Wait(full, absl::FromChrono(timeout));
   if (!status.ok()) Fail(Explain(status, keys, absl::FromChrono(timeout)));
 }
 

@@ -1,11 +1,13 @@
-// Gloo's rendezvous store (gloo::rendezvous::Store) on top of the dist
-// store that the rendezvous plugin made, so that Gloo's own address
-// exchange (connectFullMesh) runs over it.
+// Gloo's rendezvous store (gloo::rendezvous::Store) on top of a dist store,
+// so that Gloo's own address exchange (connectFullMesh) runs over it: the
+// plugin's over the store the rendezvous plugin made, distbench's raw-Gloo
+// baseline over its own. The one copy (//plugins/backends/gloo:gloo_store).
 #ifndef DIST_PLUGINS_BACKENDS_GLOO_GLOO_STORE_H_
 #define DIST_PLUGINS_BACKENDS_GLOO_GLOO_STORE_H_
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -18,7 +20,10 @@ namespace dist_gloo {
 
 class GlooStore : public gloo::rendezvous::Store {
  public:
-  GlooStore(const dist_store_t* store, absl::Duration timeout) : store_(store), timeout_(timeout) {}
+  // Borrows `store`; every key gets `prefix`. A failed call throws
+  // gloo::IoException with the store's message.
+  GlooStore(const dist_store_t* store, absl::Duration timeout, std::string prefix = "")
+      : store_(store), timeout_(timeout), prefix_(std::move(prefix)) {}
 
   void set(const std::string& key, const std::vector<char>& data) override;
   std::vector<char> get(const std::string& key) override;
@@ -37,6 +42,7 @@ class GlooStore : public gloo::rendezvous::Store {
 
   dist::StoreView store_;
   absl::Duration timeout_;
+  const std::string prefix_;
   // A one-key wait is left to the get that Gloo always sends next (the
   // store's get itself waits for the key): one round trip per peer instead
   // of two at start-up (README.md, "Start-up").
