@@ -11,6 +11,7 @@ packages=(
   libuv1-dev libtomlplusplus-dev nlohmann-json3-dev libssl-dev clang-14 libfuzzer-14-dev
   gnuplot-nox procps iproute2 file patchelf python3
   slurm-wlm munge util-linux
+  clang-format-14
 )
 
 missing=()
