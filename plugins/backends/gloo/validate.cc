@@ -51,14 +51,9 @@ uint32_t MatchTag(const Op& op, int size) {
 }
 
 absl::Status ValidateOp(dist_collective_t kind, const dist_op_args_t& args, int rank) {
-  const char* which = nullptr;
-  const dist_buffer_t* off = dist::BufferOffDevice(kind, args, rank, DIST_DEVICE_CPU, &which);
-  if (off == nullptr) return absl::OkStatus();
-  return absl::UnimplementedError(absl::StrCat(
-      "gloo backend: ", dist_collective_name(kind), " got a ",
-      dist_device_type_name(off->device.type), ":", off->device.index, " ", which,
-      " buffer, but Gloo takes CPU memory only; use the nccl backend for CUDA buffers, or copy "
-      "to CPU"));
+  return dist::RequireDevice(kind, args, rank, DIST_DEVICE_CPU, "gloo backend",
+                             "Gloo takes CPU memory only",
+                             "use the nccl backend for CUDA buffers, or copy to CPU");
 }
 
 }  // namespace dist_gloo

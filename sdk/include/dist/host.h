@@ -23,7 +23,8 @@ typedef struct dist_host_api {
   /* Writes one log line through the core, so every line of the process looks
    * the same ("[dist r3 gloo] warn: ..."). `component` is the plugin name.
    * Lines above the configured level are dropped; check `log_enabled` first
-   * to skip formatting. Thread-safe. */
+   * to skip formatting (a NULL `log_enabled` means no pre-check: format and
+   * call `log`, which still filters). Thread-safe. */
   void (*log)(dist_log_level_t level, const char* component,
               const char* message);
   int (*log_enabled)(dist_log_level_t level);

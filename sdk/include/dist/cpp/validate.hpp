@@ -61,6 +61,19 @@ inline const dist_buffer_t* BufferOffDevice(dist_collective_t kind, const dist_o
   return nullptr;
 }
 
+// UNIMPLEMENTED when a buffer `kind` uses on `rank` is not on `device`, as
+// "<plugin>: <op> got a cuda:0 send buffer, but <takes>; <fix>".
+inline absl::Status RequireDevice(dist_collective_t kind, const dist_op_args_t& args, int rank,
+                                  dist_device_type_t device, const char* plugin,
+                                  const char* takes, const char* fix) {
+  const char* which = nullptr;
+  const dist_buffer_t* off = BufferOffDevice(kind, args, rank, device, &which);
+  if (off == nullptr) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(
+      plugin, ": ", dist_collective_name(kind), " got a ", dist_device_type_name(off->device.type),
+      ":", off->device.index, " ", which, " buffer, but ", takes, "; ", fix));
+}
+
 namespace internal {
 
 inline absl::Status CheckBuffer(const char* op, const char* which, const dist_buffer_t& buffer) {
