@@ -47,6 +47,14 @@ dist_error_t* Dispatch(const char* function, dist_process_group_t* group, dist_c
   }
 }
 
+// Completes the work's flight recorder entry; a failure also dumps it.
+void TraceWorkEnd(dist_work_t* work, const dist_error_t* error) {
+  if (work->recorder == nullptr || work->trace_id == 0) return;
+  const absl::Status status = dist::ErrorToStatus(error);
+  work->recorder->End(work->trace_id, status);
+  if (!status.ok()) work->recorder->DumpAfterFailure(std::string(status.message()));
+}
+
 dist_op_args_t MakeArgs(const dist_buffer_t* send, const dist_buffer_t* recv) {
   dist_op_args_t args{};
   args.struct_size = sizeof(args);
@@ -183,7 +191,10 @@ DIST_EXPORT dist_error_t* dist_recv(dist_process_group_t* group, const dist_buff
 
 DIST_EXPORT dist_error_t* dist_work_wait(dist_work_t* work, int64_t timeout_ms) {
   if (work == nullptr) return NullArgument("dist_work_wait", "work");
-  return work->plugin->work_wait(work->work, timeout_ms < 0 ? work->default_timeout_ms : timeout_ms);
+  dist_error_t* error =
+      work->plugin->work_wait(work->work, timeout_ms < 0 ? work->default_timeout_ms : timeout_ms);
+  TraceWorkEnd(work, error);
+  return error;
 }
 
 DIST_EXPORT dist_error_t* dist_work_test(dist_work_t* work, int* done) {
@@ -192,7 +203,9 @@ DIST_EXPORT dist_error_t* dist_work_test(dist_work_t* work, int* done) {
   if (work->plugin->work_test == nullptr) {
     return dist_error_new(DIST_UNIMPLEMENTED, "dist_work_test: the backend has no work_test");
   }
-  return work->plugin->work_test(work->work, done);
+  dist_error_t* error = work->plugin->work_test(work->work, done);
+  if (error != nullptr || *done) TraceWorkEnd(work, error);
+  return error;
 }
 
 DIST_EXPORT dist_error_t* dist_work_wait_stream(dist_work_t* work, void* stream) {
@@ -234,6 +247,17 @@ DIST_EXPORT void dist_abort(dist_process_group_t* group, const char* reason) {
 }
 
 DIST_EXPORT const char* dist_version(void) { return dist::kCoreVersion; }
+
+DIST_EXPORT dist_error_t* dist_trace_dump(const dist_process_group_t* group, const char* path) {
+  if (group == nullptr || !group->group) return NullArgument("dist_trace_dump", "group");
+  try {
+    absl::StatusOr<std::string> written = group->group->recorder().Dump(
+        path != nullptr ? path : "", "requested by the application (dist_trace_dump)");
+    return ToError(written.status());
+  } catch (const std::exception& e) {
+    return dist_error_new(DIST_INTERNAL, "dist_trace_dump: %s", e.what());
+  }
+}
 
 // ---- registry.h ---------------------------------------------------------
 

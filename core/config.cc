@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/logging.h"
+#include "dist/cpp/status.hpp"
 // toml++ 3.3 asserts on some malformed documents (e.g. "[)" as a table
 // header) instead of reporting them; without the assertion it reports them,
 // as release builds (NDEBUG) of it do. Found by tests/fuzz/config_fuzz.
@@ -127,21 +128,24 @@ absl::StatusOr<FileConfig> LoadConfigFile(const std::string& path) {
                                                    ": invalid TOML: ", description));
   }
   const std::string usage =
-      "known keys: backend, init_method, timeout, log_level, and tables [options] or "
+      "known keys: backend, init_method, timeout, log_level, debug, trace_dir, trace_entries, "
+      "and tables [options] or "
       "[<plugin>] for backend and rendezvous options";
   for (const auto& [key, node] : table) {
     const std::string name(key.str());
     const auto line = node.source().begin.line;
-    if (name == "backend" || name == "init_method" || name == "log_level" || name == "timeout") {
+    const bool numeric = name == "timeout" || name == "trace_entries";
+    if (name == "backend" || name == "init_method" || name == "log_level" || name == "timeout" ||
+        name == "debug" || name == "trace_dir" || name == "trace_entries") {
       if (!node.is_value() || node.is_array()) {
         return absl::InvalidArgumentError(
             absl::StrCat("config file ", path, " line ", line, ": '", name, "' must be a value"));
       }
-      const bool ok = node.is_string() || (name == "timeout" && node.is_number());
+      const bool ok = node.is_string() || (numeric && node.is_number());
       if (!ok) {
         return absl::InvalidArgumentError(absl::StrCat(
             "config file ", path, " line ", line, ": '", name, "' must be a string",
-            name == "timeout" ? " or a number of seconds" : ""));
+            name == "timeout" ? " or a number of seconds" : numeric ? " or a number" : ""));
       }
       file.values[name] = TomlScalarToString(node);
     } else if (const toml::table* section = node.as_table()) {
@@ -171,6 +175,31 @@ ConfigValue Pick(const char* argument, const char* env_name, const FileConfig& f
   auto it = file.values.find(file_key);
   if (it != file.values.end()) return {it->second, absl::StrCat("config file (", file.path, ")")};
   return {fallback, "default"};
+}
+
+// DIST_DEBUG, DIST_TRACE_ENTRIES and DIST_TRACE_DIR (docs: README "When a job hangs").
+absl::Status ResolveTraceOptions(const FileConfig& file, ResolvedConfig& config) {
+  config.debug = Pick(nullptr, "DIST_DEBUG", file, "debug", "off");
+  const std::string debug = absl::AsciiStrToLower(config.debug.value);
+  if (debug == "detail") {
+    config.debug_detail = true;
+  } else if (debug != "off") {
+    return absl::InvalidArgumentError(absl::StrCat(config.debug.source, ": debug mode '",
+                                                   config.debug.value,
+                                                   "' is unknown; use off or detail"));
+  }
+  config.trace_entries = Pick(nullptr, "DIST_TRACE_ENTRIES", file, "trace_entries",
+                              absl::StrCat(kDefaultTraceEntries));
+  int64_t entries = 0;
+  if (!absl::SimpleAtoi(config.trace_entries.value, &entries) || entries < 0 ||
+      entries > kMaxTraceEntries) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        config.trace_entries.source, ": trace entries '", config.trace_entries.value,
+        "' is not a number in [0, ", kMaxTraceEntries, "]; 0 turns the flight recorder off"));
+  }
+  config.trace_entries_value = entries;
+  config.trace_dir = Pick(nullptr, "DIST_TRACE_DIR", file, "trace_dir", "");
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -302,6 +331,8 @@ absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options)
   }
   config.log_level_value = *level;
 
+  DIST_RETURN_IF_ERROR(ResolveTraceOptions(file, config));
+
   absl::StatusOr<std::vector<DeviceAssignment>> map =
       ParseDeviceMap(config.backend.value, config.backend.source);
   if (!map.ok()) return map.status();
@@ -356,6 +387,10 @@ std::vector<ConfigOption> ConfigRows(const ResolvedConfig& config) {
       {"log_level", config.log_level.value, config.log_level.source},
       {"config_file", config.config_file.value.empty() ? "(none)" : config.config_file.value,
        config.config_file.source},
+      {"debug", config.debug.value, config.debug.source},
+      {"trace_entries", config.trace_entries.value, config.trace_entries.source},
+      {"trace_dir", config.trace_dir.value.empty() ? "(none)" : config.trace_dir.value,
+       config.trace_dir.source},
   };
   for (const ConfigOption& option : config.options) {
     rows.push_back({absl::StrCat("option.", option.key), option.value, option.source});

@@ -44,12 +44,17 @@ struct ResolvedConfig {
   ConfigValue timeout;  // value in milliseconds, as text
   ConfigValue log_level;
   ConfigValue config_file;  // value empty when none
+  ConfigValue debug;          // "off" or "detail" (DIST_DEBUG)
+  ConfigValue trace_entries;  // flight recorder ring size (DIST_TRACE_ENTRIES)
+  ConfigValue trace_dir;      // where dumps go (DIST_TRACE_DIR); value empty: none
   std::vector<ConfigOption> options;
 
   // Parsed forms.
   std::vector<DeviceAssignment> device_map;
   absl::Duration timeout_duration;
   dist_log_level_t log_level_value = DIST_LOG_WARN;
+  bool debug_detail = false;  // compare every operation's fingerprint across ranks
+  int64_t trace_entries_value = 2000;
   int32_t rank = -1;        // explicit only; -1: from the init method
   int32_t world_size = -1;  // explicit only
   std::string group_name = "default";
@@ -58,6 +63,8 @@ struct ResolvedConfig {
 inline constexpr char kDefaultBackend[] = "gloo";
 inline constexpr char kDefaultInitMethod[] = "env://";
 inline constexpr absl::Duration kDefaultTimeout = absl::Minutes(5);
+inline constexpr int64_t kDefaultTraceEntries = 2000;
+inline constexpr int64_t kMaxTraceEntries = 1000000;
 
 absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options);
 

@@ -156,6 +156,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
   group->parent_rank_ = joined->rank;
   group->store_prefix_ = absl::StrCat("dist/", group->name_, "/");
   SetLogRank(group->rank_);
+  group->global_rank_ = group->rank_;
 
   for (BackendComm& comm : group->comms_) {
     absl::StatusOr<dist_store_t*> store = MakePrefixStore(
@@ -171,6 +172,8 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
                                                        "': ", created.message()));
     }
   }
+  DIST_RETURN_IF_ERROR(group->StartTracing(config->debug_detail, config->trace_entries_value,
+                                           config->trace_dir.value));
   LogLine(DIST_LOG_INFO, "core",
           absl::StrCat("group '", group->name_, "' ready: rank ", group->rank_, " of ",
                        group->world_size_, " via ", config->init_method.value));
@@ -238,7 +241,28 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::NewGroup(std::vector
                                                       "': ", status.message()));
     }
   }
+  group->global_rank_ = global_rank_;
+  DIST_RETURN_IF_ERROR(group->StartTracing(debug_detail_, trace_entries_, trace_dir_));
   return group;
+}
+
+absl::Status ProcessGroup::StartTracing(bool debug_detail, int64_t trace_entries,
+                                        std::string trace_dir) {
+  debug_detail_ = debug_detail;
+  trace_entries_ = trace_entries;
+  trace_dir_ = std::move(trace_dir);
+  std::vector<std::string> backends;
+  for (const BackendComm& comm : comms_) backends.push_back(comm.plugin->name);
+  recorder_ = std::make_shared<FlightRecorder>(
+      name_, global_rank_, rank_, world_size_, absl::StrJoin(backends, ","),
+      rank_ < 0 ? 0 : static_cast<size_t>(trace_entries_), trace_dir_);
+  if (debug_detail_ && rank_ >= 0) {
+    absl::StatusOr<dist_store_t*> store =
+        MakePrefixStore(store_->get(), absl::StrCat(store_prefix_, "check/"));
+    if (!store.ok()) return store.status();
+    check_ = std::make_unique<CollectiveCheck>(*store, name_, rank_, world_size_, timeout_);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ProcessGroup::NotMemberError() const {
@@ -305,17 +329,54 @@ absl::StatusOr<dist_work_t*> ProcessGroup::Submit(dist_collective_t kind,
                                                  "reduce op ", dist_reduce_op_name(args.op),
                                                  " for ", dist_collective_name(kind)));
   }
+  // Only calls that reach the backend count: a local argument error above
+  // leaves the sequence numbers of all ranks in step.
+  const OpFingerprint fp =
+      MakeFingerprint(kind, args, kind == DIST_COLL_BARRIER ? DIST_DEVICE_CPU
+                                                            : OpDevice(kind, args, rank_));
+  const bool p2p = IsPointToPoint(kind);
+  const uint64_t seq = p2p ? ++p2p_seq_ : ++collective_seq_;
+  const uint64_t trace_id = recorder_->Issue(seq, fp);
+  uint64_t pairing = 0;
+  auto fail = [&](absl::Status status) {
+    if (p2p && check_ != nullptr && pairing != 0) {
+      status = absl::Status(status.code(),
+                            absl::StrCat(status.message(), check_->ExplainPeer(pairing, fp)));
+    }
+    recorder_->End(trace_id, status);
+    recorder_->DumpAfterFailure(std::string(status.message()));
+    return status;
+  };
+  if (check_ != nullptr) {
+    absl::Status checked;
+    if (p2p) {
+      absl::StatusOr<uint64_t> paired = check_->CheckPeer(fp);
+      checked = paired.status();
+      if (paired.ok()) pairing = *paired;
+    } else {
+      checked = check_->Check(seq, fp);
+    }
+    if (checked.code() == absl::StatusCode::kDeadlineExceeded) {
+      // A rank is missing: later calls would queue behind it; fail them at once.
+      AbortComms(std::string(checked.message()));
+    }
+    if (!checked.ok()) return fail(checked);
+  }
+  recorder_->Start(trace_id);
   dist_backend_work_t* work = nullptr;
-  DIST_RETURN_IF_ERROR(TakeError(fn((*comm)->comm, &args, &work)));
+  absl::Status started = TakeError(fn((*comm)->comm, &args, &work));
+  if (!started.ok()) return fail(started);
   if (work == nullptr) {
-    return absl::InternalError(absl::StrCat("backend '", plugin.name, "' returned no work for ",
-                                            dist_collective_name(kind)));
+    return fail(absl::InternalError(absl::StrCat(
+        "backend '", plugin.name, "' returned no work for ", dist_collective_name(kind))));
   }
   auto* handle = new dist_work();
   handle->plugin = &plugin.backend;
   handle->work = work;
   handle->default_timeout_ms = absl::ToInt64Milliseconds(timeout_);
   handle->kind = kind;
+  handle->recorder = recorder_;
+  handle->trace_id = trace_id;
   return handle;
 }
 
@@ -324,6 +385,7 @@ absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& arg
   if (!work.ok()) return work.status();
   absl::Status status =
       TakeError((*work)->plugin->work_wait((*work)->work, (*work)->default_timeout_ms));
+  const uint64_t trace_id = (*work)->trace_id;
   (*work)->plugin->work_destroy((*work)->work);
   delete *work;
   if (status.code() == absl::StatusCode::kDeadlineExceeded) {
@@ -332,13 +394,20 @@ absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& arg
     const std::string reason = absl::StrCat(dist_collective_name(kind), " on rank ", rank_,
                                             " did not finish within ",
                                             absl::FormatDuration(timeout_), ": ", status.message());
-    Abort(reason);
-    return absl::DeadlineExceededError(absl::StrCat(reason, "; group '", name_, "' aborted"));
+    AbortComms(reason);
+    status = absl::DeadlineExceededError(absl::StrCat(reason, "; group '", name_, "' aborted"));
   }
+  recorder_->End(trace_id, status);
+  if (!status.ok()) recorder_->DumpAfterFailure(std::string(status.message()));
   return status;
 }
 
 void ProcessGroup::Abort(const std::string& reason) {
+  AbortComms(reason);
+  recorder_->DumpAfterFailure(absl::StrCat("group '", name_, "' aborted: ", reason));
+}
+
+void ProcessGroup::AbortComms(const std::string& reason) {
   for (BackendComm& comm : comms_) {
     if (comm.comm != nullptr && comm.plugin->backend.comm_abort != nullptr) {
       comm.plugin->backend.comm_abort(comm.comm, reason.c_str());

@@ -116,7 +116,7 @@ TEST(DistinfoTest, ListsTheBackendsOfThisMachine) {
   EXPECT_THAT(r.out, HasSubstr("Schemes:             tcp://"));
   EXPECT_THAT(r.out, HasSubstr("Schemes:             env://"));
   EXPECT_THAT(r.out, HasSubstr("Configuration (what dist_init would use):"));
-  EXPECT_THAT(r.out, HasSubstr("backend      gloo    default"));
+  EXPECT_THAT(r.out, HasSubstr("backend        gloo    default"));
 }
 
 TEST(DistinfoTest, JsonHasEveryField) {

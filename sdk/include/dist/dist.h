@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 #define DIST_VERSION_MAJOR 1
-#define DIST_VERSION_MINOR 0
+#define DIST_VERSION_MINOR 1
 #define DIST_VERSION_PATCH 0
 
 typedef struct dist_process_group dist_process_group_t;
@@ -158,6 +158,16 @@ DIST_EXPORT void dist_abort(dist_process_group_t* group, const char* reason);
 
 /* "1.0.0": the core's version. */
 DIST_EXPORT const char* dist_version(void);
+
+/* ---- Appended in 1.1 ------------------------------------------------- */
+
+/* Writes this rank's flight recorder (the last DIST_TRACE_ENTRIES
+ * operations of every group of this rank, not only `group`) as JSON to
+ * `path`; NULL: DIST_TRACE_DIR/rank-<rank>.json, and DIST_FAILED_PRECONDITION
+ * when no trace directory is configured. The core also writes it there by
+ * itself when an operation fails or times out and when a group aborts.
+ * `disttrace DIR` reads the files of every rank. Does not communicate. */
+DIST_EXPORT dist_error_t* dist_trace_dump(const dist_process_group_t* group, const char* path);
 
 #ifdef __cplusplus
 } /* extern "C" */

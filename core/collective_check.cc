@@ -1,0 +1,203 @@
+#include "core/collective_check.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "dist/cpp/status.hpp"
+#include "dist/cpp/store.hpp"
+
+namespace dist {
+namespace {
+
+constexpr char kOk[] = "ok";
+
+std::string RankList(const std::vector<int32_t>& ranks) {
+  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", absl::StrJoin(ranks, ","));
+}
+
+}  // namespace
+
+std::string EncodeFingerprint(const OpFingerprint& fp) {
+  return absl::StrCat("1|", static_cast<int>(fp.op), "|", static_cast<int>(fp.dtype), "|",
+                      fp.count, "|", static_cast<int>(fp.reduce), "|", fp.root, "|", fp.peer,
+                      "|", fp.tag, "|", static_cast<int>(fp.device));
+}
+
+bool DecodeFingerprint(const std::string& text, OpFingerprint* fp) {
+  const std::vector<std::string> parts = absl::StrSplit(text, '|');
+  int op = 0, dtype = 0, reduce = 0, device = 0;
+  if (parts.size() != 9 || parts[0] != "1" || !absl::SimpleAtoi(parts[1], &op) ||
+      !absl::SimpleAtoi(parts[2], &dtype) || !absl::SimpleAtoi(parts[3], &fp->count) ||
+      !absl::SimpleAtoi(parts[4], &reduce) || !absl::SimpleAtoi(parts[5], &fp->root) ||
+      !absl::SimpleAtoi(parts[6], &fp->peer) || !absl::SimpleAtoi(parts[7], &fp->tag) ||
+      !absl::SimpleAtoi(parts[8], &device) || op < 0 || op >= DIST_COLLECTIVE_COUNT || dtype < 0 ||
+      dtype >= DIST_DTYPE_COUNT || reduce < 0 || reduce >= DIST_REDUCE_OP_COUNT || device < 0 ||
+      device >= DIST_DEVICE_TYPE_COUNT) {
+    return false;
+  }
+  fp->op = static_cast<dist_collective_t>(op);
+  fp->dtype = static_cast<dist_dtype_t>(dtype);
+  fp->reduce = static_cast<dist_reduce_op_t>(reduce);
+  fp->device = static_cast<dist_device_type_t>(device);
+  return true;
+}
+
+namespace {
+std::string DescribeEncoded(const std::string& text) {
+  OpFingerprint fp;
+  return DecodeFingerprint(text, &fp) ? DescribeOp(fp) : absl::StrCat("'", text, "'");
+}
+}  // namespace
+
+CollectiveCheck::CollectiveCheck(dist_store_t* store, std::string group, int32_t rank,
+                                 int32_t world_size, absl::Duration timeout)
+    : store_(store),
+      group_(std::move(group)),
+      rank_(rank),
+      world_size_(world_size),
+      timeout_(timeout) {}
+
+CollectiveCheck::~CollectiveCheck() { store_->release(store_->ctx); }
+
+std::string CollectiveCheck::Compare(uint64_t seq, const std::string& base) {
+  // Fingerprints in rank order, grouped by value.
+  std::vector<std::pair<std::string, std::vector<int32_t>>> calls;
+  StoreView store(store_);
+  for (int32_t r = 0; r < world_size_; ++r) {
+    absl::StatusOr<std::string> value = store.Get(absl::StrCat(base, "r", r), timeout_);
+    const std::string text = value.ok() ? *value : absl::StrCat("unreadable: ", value.status().message());
+    auto it = std::find_if(calls.begin(), calls.end(),
+                           [&](const auto& call) { return call.first == text; });
+    if (it == calls.end()) {
+      calls.push_back({text, {r}});
+    } else {
+      it->second.push_back(r);
+    }
+  }
+  if (calls.size() == 1) return kOk;
+  // The largest group (the lowest rank breaks ties) is "what the others called".
+  std::stable_sort(calls.begin(), calls.end(), [](const auto& a, const auto& b) {
+    return a.second.size() > b.second.size();
+  });
+  std::vector<std::string> odd;
+  for (size_t i = 1; i < calls.size(); ++i) {
+    odd.push_back(absl::StrCat(RankList(calls[i].second), " called ",
+                               DescribeEncoded(calls[i].first)));
+  }
+  OpFingerprint majority;
+  const std::string op = DecodeFingerprint(calls[0].first, &majority)
+                             ? dist_collective_name(majority.op)
+                             : "operation";
+  return absl::StrCat(op, " #", seq, " on group '", group_, "': ", absl::StrJoin(odd, ", "),
+                      " where ", RankList(calls[0].second), " called ",
+                      DescribeEncoded(calls[0].first),
+                      "; no rank ran it (DIST_DEBUG=detail); make every rank issue the same "
+                      "operations in the same order");
+}
+
+absl::Status CollectiveCheck::Check(uint64_t seq, const OpFingerprint& fp) {
+  StoreView store(store_);
+  const std::string base = absl::StrCat("c", seq, "/");
+  const std::string mine = absl::StrCat(base, "r", rank_);
+  auto store_failed = [&](const absl::Status& status) {
+    return absl::UnavailableError(absl::StrCat(
+        dist_collective_name(fp.op), " #", seq, " on group '", group_,
+        "': the fingerprint check (DIST_DEBUG=detail) could not use the store: ",
+        status.message()));
+  };
+  absl::Status status = store.Set(mine, EncodeFingerprint(fp));
+  if (!status.ok()) return store_failed(status);
+  absl::StatusOr<int64_t> arrived = store.Add(absl::StrCat(base, "n"), 1);
+  if (!arrived.ok()) return store_failed(arrived.status());
+  if (*arrived == world_size_) {
+    // Everyone is here: every rank has finished the check of seq - 1, so
+    // its verdict is no longer read.
+    status = store.Set(absl::StrCat(base, "done"), Compare(seq, base));
+    if (!status.ok()) return store_failed(status);
+    store.Remove(absl::StrCat(base, "n")).IgnoreError();
+    if (seq > 1) store.Remove(absl::StrCat("c", seq - 1, "/done")).IgnoreError();
+  }
+  absl::StatusOr<std::string> verdict = store.Get(absl::StrCat(base, "done"), timeout_);
+  if (!verdict.ok()) {
+    if (verdict.status().code() != absl::StatusCode::kDeadlineExceeded) {
+      return store_failed(verdict.status());
+    }
+    std::vector<int32_t> missing, present;
+    for (int32_t r = 0; r < world_size_; ++r) {
+      absl::StatusOr<bool> there = store.Check({absl::StrCat(base, "r", r)});
+      (there.ok() && *there ? present : missing).push_back(r);
+    }
+    if (missing.empty()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          dist_collective_name(fp.op), " #", seq, " on group '", group_,
+          "': every rank arrived but the fingerprint comparison did not finish within ",
+          absl::FormatDuration(timeout_), " (DIST_DEBUG=detail); the rank comparing stalled"));
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        dist_collective_name(fp.op), " #", seq, " on group '", group_, "': ", RankList(missing),
+        " did not reach it within ",
+        absl::FormatDuration(timeout_), " (", RankList(present), " did, calling ",
+        DescribeOp(fp), "); ", missing.size() == 1 ? "it skipped this call, is" : "they skipped this call, are",
+        " stuck in an earlier one, or exited (DIST_DEBUG=detail)"));
+  }
+  store.Remove(mine).IgnoreError();  // the comparing rank has read it
+  if (*verdict != kOk) return absl::InvalidArgumentError(*verdict);
+  return absl::OkStatus();
+}
+
+std::string CollectiveCheck::PairKey(const OpFingerprint& fp, uint64_t pairing, bool mine) const {
+  const bool send = fp.op == DIST_COLL_SEND;
+  const int32_t source = send ? rank_ : fp.peer;
+  const int32_t destination = send ? fp.peer : rank_;
+  // "s": what the sender posted, "r": the receiver.
+  return absl::StrCat("p", source, "-", destination, "-t", fp.tag, "/", pairing, "/",
+                      send == mine ? "s" : "r");
+}
+
+absl::StatusOr<uint64_t> CollectiveCheck::CheckPeer(const OpFingerprint& fp) {
+  uint64_t pairing = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    pairing = ++pairings_[{fp.peer, fp.tag, fp.op == DIST_COLL_SEND}];
+  }
+  StoreView store(store_);
+  const std::string mine = PairKey(fp, pairing, true);
+  const std::string theirs = PairKey(fp, pairing, false);
+  DIST_RETURN_IF_ERROR(store.Set(mine, EncodeFingerprint(fp)));
+  absl::StatusOr<bool> there = store.Check({theirs});
+  if (!there.ok() || !*there) return pairing;  // the peer checks when it arrives
+  absl::StatusOr<std::string> value = store.Get(theirs, timeout_);
+  if (!value.ok()) return pairing;
+  OpFingerprint peer;
+  const bool decoded = DecodeFingerprint(*value, &peer);
+  store.Remove(mine).IgnoreError();
+  store.Remove(theirs).IgnoreError();
+  if (decoded && peer.count == fp.count && peer.dtype == fp.dtype) return pairing;
+  return absl::InvalidArgumentError(absl::StrCat(
+      dist_collective_name(fp.op), " #", pairing, " between ranks ", rank_, " and ", fp.peer,
+      " on group '", group_, "': rank ", rank_, " called ", DescribeOp(fp), " where rank ",
+      fp.peer, " called ", DescribeEncoded(*value),
+      " (DIST_DEBUG=detail); make the counts and dtypes of each send and its recv agree"));
+}
+
+std::string CollectiveCheck::ExplainPeer(uint64_t pairing, const OpFingerprint& fp) {
+  StoreView store(store_);
+  const std::string theirs = PairKey(fp, pairing, false);
+  absl::StatusOr<bool> there = store.Check({theirs});
+  if (!there.ok()) return "";
+  const char* verb = fp.op == DIST_COLL_SEND ? "recv" : "send";
+  if (!*there) {
+    return absl::StrCat("; rank ", fp.peer, " has not posted the matching ", verb, " #", pairing,
+                        " (tag ", fp.tag, ") (DIST_DEBUG=detail)");
+  }
+  absl::StatusOr<std::string> value = store.Get(theirs, absl::Seconds(1));
+  if (!value.ok()) return "";
+  return absl::StrCat("; rank ", fp.peer, " posted ", DescribeEncoded(*value), " as the matching ",
+                      verb, " #", pairing, " (DIST_DEBUG=detail)");
+}
+
+}  // namespace dist

@@ -1,0 +1,275 @@
+#include "core/flight_recorder.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/logging.h"
+#include "dist/cpp/validate.hpp"
+#include "nlohmann/json.hpp"
+
+namespace dist {
+namespace {
+
+int64_t NowMicros() { return absl::GetCurrentTimeNanos() / 1000; }
+
+// Every live recorder of the process, so that one dump holds all groups of
+// a rank (a failure on a subgroup is often explained by the parent's
+// history). Leaked on purpose: recorders may die during static destruction.
+struct Registry {
+  absl::Mutex mu;
+  std::vector<FlightRecorder*> recorders ABSL_GUARDED_BY(mu);
+};
+Registry& TheRegistry() {
+  static Registry* registry = new Registry();
+  return *registry;
+}
+
+}  // namespace
+
+bool IsPointToPoint(dist_collective_t kind) {
+  return kind == DIST_COLL_SEND || kind == DIST_COLL_RECV;
+}
+
+OpFingerprint MakeFingerprint(dist_collective_t kind, const dist_op_args_t& args,
+                              dist_device_type_t device) {
+  OpFingerprint fp;
+  fp.op = kind;
+  fp.device = device;
+  // The buffer whose shape every rank shares: scatter and recv are shaped
+  // by what arrives, the others by what is sent (dist/backend_plugin.h).
+  const dist_buffer_t& shaped =
+      kind == DIST_COLL_SCATTER || kind == DIST_COLL_RECV ? args.recv : args.send;
+  if (kind != DIST_COLL_BARRIER) {
+    fp.dtype = shaped.dtype;
+    fp.count = shaped.count;
+  }
+  if (IsReducing(kind)) fp.reduce = args.op;
+  if (IsRooted(kind)) fp.root = args.root;
+  if (IsPointToPoint(kind)) {
+    fp.peer = args.peer;
+    fp.tag = args.tag;
+  }
+  return fp;
+}
+
+std::string DescribeOp(const OpFingerprint& fp) {
+  std::string text = absl::StrCat(dist_collective_name(fp.op), "(");
+  const char* sep = "";
+  if (IsReducing(fp.op)) {
+    absl::StrAppend(&text, dist_reduce_op_name(fp.reduce));
+    sep = ", ";
+  }
+  if (IsRooted(fp.op)) {
+    absl::StrAppend(&text, sep, "root ", fp.root);
+    sep = ", ";
+  }
+  if (IsPointToPoint(fp.op)) {
+    absl::StrAppend(&text, sep, fp.op == DIST_COLL_SEND ? "to " : "from ", fp.peer, ", tag ",
+                    fp.tag);
+    sep = ", ";
+  }
+  if (fp.op != DIST_COLL_BARRIER) {
+    absl::StrAppend(&text, sep, fp.count, " x ", dist_dtype_name(fp.dtype));
+    sep = ", ";
+  }
+  if (fp.device != DIST_DEVICE_CPU) absl::StrAppend(&text, sep, dist_device_type_name(fp.device));
+  return absl::StrCat(text, ")");
+}
+
+const char* TraceStateName(TraceState state) {
+  switch (state) {
+    case TraceState::kIssued: return "issued";
+    case TraceState::kStarted: return "started";
+    case TraceState::kCompleted: return "completed";
+    case TraceState::kFailed: return "failed";
+    case TraceState::kTimedOut: return "timed_out";
+  }
+  return "unknown";
+}
+
+FlightRecorder::FlightRecorder(std::string group, int32_t global_rank, int32_t rank,
+                               int32_t world_size, std::string backend, size_t capacity,
+                               std::string dir)
+    : group_(std::move(group)),
+      global_rank_(global_rank),
+      rank_(rank),
+      world_size_(world_size),
+      backend_(std::move(backend)),
+      capacity_(capacity),
+      dir_(std::move(dir)) {
+  if (capacity_ == 0) return;
+  ring_.resize(capacity_);
+  Registry& registry = TheRegistry();
+  absl::MutexLock lock(&registry.mu);
+  registry.recorders.push_back(this);
+}
+
+FlightRecorder::~FlightRecorder() {
+  if (capacity_ == 0) return;
+  Registry& registry = TheRegistry();
+  absl::MutexLock lock(&registry.mu);
+  auto& list = registry.recorders;
+  list.erase(std::remove(list.begin(), list.end(), this), list.end());
+}
+
+uint64_t FlightRecorder::Issue(uint64_t seq, const OpFingerprint& fp) {
+  if (capacity_ == 0) return 0;
+  const int64_t now = NowMicros();
+  absl::MutexLock lock(&mu_);
+  const uint64_t id = next_id_++;
+  Entry& entry = ring_[id % capacity_];
+  entry.id = id;
+  entry.seq = seq;
+  entry.fp = fp;
+  entry.issued_us = now;
+  entry.started_us = 0;
+  entry.ended_us = 0;
+  entry.state = TraceState::kIssued;
+  entry.error.clear();
+  return id;
+}
+
+FlightRecorder::Entry* FlightRecorder::Find(uint64_t id) {
+  if (id == 0 || capacity_ == 0) return nullptr;
+  Entry& entry = ring_[id % capacity_];
+  return entry.id == id ? &entry : nullptr;
+}
+
+void FlightRecorder::Start(uint64_t id) {
+  if (id == 0) return;
+  const int64_t now = NowMicros();
+  absl::MutexLock lock(&mu_);
+  if (Entry* entry = Find(id)) {
+    entry->started_us = now;
+    entry->state = TraceState::kStarted;
+  }
+}
+
+void FlightRecorder::End(uint64_t id, const absl::Status& status) {
+  if (id == 0) return;
+  const int64_t now = NowMicros();
+  absl::MutexLock lock(&mu_);
+  Entry* entry = Find(id);
+  if (entry == nullptr || entry->ended_us != 0) return;
+  entry->ended_us = now;
+  if (status.ok()) {
+    entry->state = TraceState::kCompleted;
+  } else {
+    entry->state = status.code() == absl::StatusCode::kDeadlineExceeded ? TraceState::kTimedOut
+                                                                        : TraceState::kFailed;
+    entry->error = std::string(status.message());
+  }
+}
+
+void FlightRecorder::ToJson(nlohmann::json& out) const {
+  absl::MutexLock lock(&mu_);
+  out["name"] = group_;
+  out["rank"] = rank_;
+  out["world_size"] = world_size_;
+  out["backend"] = backend_;
+  out["capacity"] = capacity_;
+  out["recorded"] = next_id_ - 1;
+  nlohmann::json entries = nlohmann::json::array();
+  const uint64_t first = next_id_ > capacity_ ? next_id_ - capacity_ : 1;
+  for (uint64_t id = first; id < next_id_; ++id) {
+    const Entry& entry = ring_[id % capacity_];
+    nlohmann::json e;
+    e["seq"] = entry.seq;
+    e["op"] = dist_collective_name(entry.fp.op);
+    if (entry.fp.op != DIST_COLL_BARRIER) {
+      e["dtype"] = dist_dtype_name(entry.fp.dtype);
+      e["count"] = entry.fp.count;
+    }
+    if (IsReducing(entry.fp.op)) e["reduce_op"] = dist_reduce_op_name(entry.fp.reduce);
+    if (IsRooted(entry.fp.op)) e["root"] = entry.fp.root;
+    if (IsPointToPoint(entry.fp.op)) {
+      e["peer"] = entry.fp.peer;
+      e["tag"] = entry.fp.tag;
+    }
+    e["device"] = dist_device_type_name(entry.fp.device);
+    e["call"] = DescribeOp(entry.fp);
+    e["issued_us"] = entry.issued_us;
+    if (entry.started_us != 0) e["started_us"] = entry.started_us;
+    if (entry.ended_us != 0) e["ended_us"] = entry.ended_us;
+    e["state"] = TraceStateName(entry.state);
+    if (!entry.error.empty()) e["error"] = entry.error;
+    entries.push_back(std::move(e));
+  }
+  out["entries"] = std::move(entries);
+}
+
+void FlightRecorder::DumpAfterFailure(const std::string& reason) const {
+  if (dir_.empty() || capacity_ == 0) return;
+  absl::StatusOr<std::string> written = DumpRank(global_rank_, dir_, "", reason);
+  if (written.ok()) {
+    LogLine(DIST_LOG_WARN, "trace", absl::StrCat("flight recorder written to ", *written));
+  } else {
+    LogLine(DIST_LOG_WARN, "trace", std::string(written.status().message()));
+  }
+}
+
+absl::StatusOr<std::string> FlightRecorder::DumpRank(int32_t global_rank, const std::string& dir,
+                                                     const std::string& path,
+                                                     const std::string& reason) {
+  std::string target = path;
+  if (target.empty()) {
+    if (dir.empty()) {
+      return absl::FailedPreconditionError(
+          "no flight recorder dump path: pass one, or set DIST_TRACE_DIR (option trace_dir)");
+    }
+    target = absl::StrCat(dir, "/rank-", global_rank, ".json");
+  }
+  nlohmann::json dump;
+  dump["format"] = "dist-trace";
+  dump["version"] = 1;
+  dump["rank"] = global_rank;
+  dump["pid"] = static_cast<int64_t>(getpid());
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  dump["host"] = host;
+  dump["dumped_us"] = NowMicros();
+  dump["reason"] = reason;
+  nlohmann::json groups = nlohmann::json::array();
+  {
+    Registry& registry = TheRegistry();
+    absl::MutexLock lock(&registry.mu);
+    for (const FlightRecorder* recorder : registry.recorders) {
+      if (recorder->global_rank_ != global_rank) continue;
+      nlohmann::json group;
+      recorder->ToJson(group);
+      groups.push_back(std::move(group));
+    }
+  }
+  dump["groups"] = std::move(groups);
+  // Write beside the target and rename, so a reader never sees half a dump.
+  const std::string temporary = absl::StrCat(target, ".tmp.", getpid());
+  {
+    std::ofstream file(temporary, std::ios::trunc);
+    if (!file) {
+      return absl::UnavailableError(absl::StrCat("flight recorder: cannot write ", temporary,
+                                                 ": ", std::strerror(errno),
+                                                 "; check DIST_TRACE_DIR"));
+    }
+    file << dump.dump(1) << "\n";
+    if (!file.flush()) {
+      return absl::UnavailableError(absl::StrCat("flight recorder: writing ", temporary,
+                                                 " failed: ", std::strerror(errno)));
+    }
+  }
+  if (std::rename(temporary.c_str(), target.c_str()) != 0) {
+    const int error = errno;
+    std::remove(temporary.c_str());
+    return absl::UnavailableError(absl::StrCat("flight recorder: cannot rename ", temporary,
+                                               " to ", target, ": ", std::strerror(error)));
+  }
+  return target;
+}
+
+}  // namespace dist

@@ -1,0 +1,108 @@
+// The flight recorder: per process group, a ring of the last N operations
+// (DIST_TRACE_ENTRIES, default 2000, 0 = off), written as JSON when an
+// operation fails or times out, when the group aborts, or on demand
+// (dist_trace_dump). `disttrace DIR` reads the dumps of every rank.
+//
+// Recording is a few stores into a preallocated slot under an uncontended
+// mutex: cheap enough to stay on for every call (README "When a job hangs"
+// has the measurement).
+#ifndef DIST_CORE_FLIGHT_RECORDER_H_
+#define DIST_CORE_FLIGHT_RECORDER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "nlohmann/json_fwd.hpp"
+#include "dist/backend_plugin.h"
+#include "dist/types.h"
+
+namespace dist {
+
+// What one rank called: the part of an operation that must agree across
+// ranks (DIST_DEBUG=detail compares it; disttrace compares the dumps).
+struct OpFingerprint {
+  dist_collective_t op = DIST_COLL_BARRIER;
+  dist_dtype_t dtype = DIST_FLOAT32;
+  uint64_t count = 0;
+  dist_reduce_op_t reduce = DIST_SUM;  // meaningful for reducing operations only
+  int32_t root = -1;                   // rooted operations; -1 otherwise
+  int32_t peer = -1;                   // send/recv; -1 otherwise
+  int64_t tag = 0;                     // send/recv
+  dist_device_type_t device = DIST_DEVICE_CPU;
+};
+
+OpFingerprint MakeFingerprint(dist_collective_t kind, const dist_op_args_t& args,
+                              dist_device_type_t device);
+
+// "all_reduce(sum, 1024 x float32)", "broadcast(root 0, 2048 x float32)".
+std::string DescribeOp(const OpFingerprint& fp);
+
+bool IsPointToPoint(dist_collective_t kind);
+
+enum class TraceState { kIssued, kStarted, kCompleted, kFailed, kTimedOut };
+const char* TraceStateName(TraceState state);
+
+class FlightRecorder {
+ public:
+  // `global_rank`: this process's rank in the default group (names the dump
+  // file); `rank`: its rank in this group.
+  // `dir`: DIST_TRACE_DIR, where failures dump (empty: they do not).
+  FlightRecorder(std::string group, int32_t global_rank, int32_t rank, int32_t world_size,
+                 std::string backend, size_t capacity, std::string dir);
+  ~FlightRecorder();
+  FlightRecorder(const FlightRecorder&) = delete;
+  FlightRecorder& operator=(const FlightRecorder&) = delete;
+
+  bool enabled() const { return capacity_ > 0; }
+
+  // Records an operation entering the core; returns its id for the calls
+  // below (ids of entries already overwritten are ignored there).
+  uint64_t Issue(uint64_t seq, const OpFingerprint& fp);
+  void Start(uint64_t id);
+  void End(uint64_t id, const absl::Status& status);
+
+  // After a failure, timeout or abort: writes this rank's dump into the
+  // trace directory, if there is one, and logs where (or why it could not).
+  void DumpAfterFailure(const std::string& reason) const;
+
+  // dist_trace_dump: `path` empty means the trace directory.
+  absl::StatusOr<std::string> Dump(const std::string& path, const std::string& reason) const {
+    return DumpRank(global_rank_, dir_, path, reason);
+  }
+
+  // Writes every live recorder of `global_rank` (all its groups) as one JSON
+  // file; `path` empty: DIR/rank-<global_rank>.json with DIR = `dir`.
+  // Returns the path written.
+  static absl::StatusOr<std::string> DumpRank(int32_t global_rank, const std::string& dir,
+                                              const std::string& path, const std::string& reason);
+
+ private:
+  struct Entry {
+    uint64_t id = 0;
+    uint64_t seq = 0;
+    OpFingerprint fp;
+    int64_t issued_us = 0, started_us = 0, ended_us = 0;
+    TraceState state = TraceState::kIssued;
+    std::string error;
+  };
+  Entry* Find(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ToJson(nlohmann::json& out) const;  // the group's object in the dump
+
+  const std::string group_;
+  const int32_t global_rank_, rank_, world_size_;
+  const std::string backend_;
+  const size_t capacity_;
+  const std::string dir_;
+  mutable absl::Mutex mu_;
+  std::vector<Entry> ring_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;  // 0: "not recorded"
+};
+
+}  // namespace dist
+
+#endif  // DIST_CORE_FLIGHT_RECORDER_H_
