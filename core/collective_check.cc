@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -14,6 +15,7 @@ namespace dist {
 namespace {
 
 constexpr char kOk[] = "ok";
+constexpr char kGaveUp[] = "gave up: ";  // prefix of the mark a rank that timed out leaves
 
 std::string RankList(const std::vector<int32_t>& ranks) {
   return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", absl::StrJoin(ranks, ","));
@@ -113,36 +115,54 @@ absl::Status CollectiveCheck::Check(uint64_t seq, const OpFingerprint& fp) {
   if (!status.ok()) return store_failed(status);
   absl::StatusOr<int64_t> arrived = store.Add(absl::StrCat(base, "n"), 1);
   if (!arrived.ok()) return store_failed(arrived.status());
+  const std::string done = absl::StrCat(base, "done");
+  absl::StatusOr<std::string> verdict;
   if (*arrived == world_size_) {
     // Everyone is here: every rank has finished the check of seq - 1, so
-    // its verdict is no longer read.
-    status = store.Set(absl::StrCat(base, "done"), Compare(seq, base));
-    if (!status.ok()) return store_failed(status);
+    // its verdict is no longer read. The verdict goes in only if no rank
+    // gave up waiting meanwhile (compare_set), so all ranks agree on it.
+    verdict = store.CompareSet(done, "", Compare(seq, base));
+    if (!verdict.ok()) return store_failed(verdict.status());
     store.Remove(absl::StrCat(base, "n")).IgnoreError();
     if (seq > 1) store.Remove(absl::StrCat("c", seq - 1, "/done")).IgnoreError();
+  } else {
+    verdict = store.Get(done, timeout_);
   }
-  absl::StatusOr<std::string> verdict = store.Get(absl::StrCat(base, "done"), timeout_);
+  if (!verdict.ok() && verdict.status().code() != absl::StatusCode::kDeadlineExceeded) {
+    return store_failed(verdict.status());
+  }
   if (!verdict.ok()) {
-    if (verdict.status().code() != absl::StatusCode::kDeadlineExceeded) {
-      return store_failed(verdict.status());
-    }
+    // Give up, unless the verdict arrived just now: a rank that comes later
+    // then finds the mark and fails at once instead of running alone.
     std::vector<int32_t> missing, present;
     for (int32_t r = 0; r < world_size_; ++r) {
       absl::StatusOr<bool> there = store.Check({absl::StrCat(base, "r", r)});
       (there.ok() && *there ? present : missing).push_back(r);
     }
-    if (missing.empty()) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          dist_collective_name(fp.op), " #", seq, " on group '", group_,
-          "': every rank arrived but the fingerprint comparison did not finish within ",
-          absl::FormatDuration(timeout_), " (DIST_DEBUG=detail); the rank comparing stalled"));
-    }
+    const std::string message =
+        missing.empty()
+            ? absl::StrCat(dist_collective_name(fp.op), " #", seq, " on group '", group_,
+                           "': every rank arrived but the fingerprint comparison did not finish "
+                           "within ", absl::FormatDuration(timeout_),
+                           " (DIST_DEBUG=detail); the rank comparing stalled")
+            : absl::StrCat(dist_collective_name(fp.op), " #", seq, " on group '", group_, "': ",
+                           RankList(missing), " did not reach it within ",
+                           absl::FormatDuration(timeout_), " (", RankList(present),
+                           " did, calling ", DescribeOp(fp), "); ",
+                           missing.size() == 1 ? "it skipped this call, is"
+                                               : "they skipped this call, are",
+                           " stuck in an earlier one, or exited (DIST_DEBUG=detail)");
+    verdict = store.CompareSet(done, "", absl::StrCat(kGaveUp, message));
+    if (!verdict.ok()) return store_failed(verdict.status());
+    if (absl::StartsWith(*verdict, kGaveUp)) return absl::DeadlineExceededError(message);
+  }
+  if (absl::StartsWith(*verdict, kGaveUp)) {
+    const absl::string_view reason = absl::string_view(*verdict).substr(sizeof(kGaveUp) - 1);
+    // A rank still waiting shares the verdict of the one that gave up first.
+    if (*arrived < world_size_) return absl::DeadlineExceededError(reason);
     return absl::DeadlineExceededError(absl::StrCat(
-        dist_collective_name(fp.op), " #", seq, " on group '", group_, "': ", RankList(missing),
-        " did not reach it within ",
-        absl::FormatDuration(timeout_), " (", RankList(present), " did, calling ",
-        DescribeOp(fp), "); ", missing.size() == 1 ? "it skipped this call, is" : "they skipped this call, are",
-        " stuck in an earlier one, or exited (DIST_DEBUG=detail)"));
+        dist_collective_name(fp.op), " #", seq, " on group '", group_, "': rank ", rank_,
+        " arrived after the others had given up waiting for it: ", reason));
   }
   store.Remove(mine).IgnoreError();  // the comparing rank has read it
   if (*verdict != kOk) return absl::InvalidArgumentError(*verdict);

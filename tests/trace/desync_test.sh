@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# desync_test.sh BACKEND PROGRAM DISTTRACE
+#
+# Runs desync_program on 3 real processes (gloo and shm: started here with
+# env://; mpi: under mpirun) in each scenario with DIST_DEBUG=detail and
+# DIST_TRACE_DIR, and checks every rank's error and disttrace's verdict on
+# the dumps. Mismatches must fail every rank at once: their runs get a 30 s
+# timeout and must end well before it. Skipped and stopped ranks are bounded
+# by a 3 s timeout.
+set -uo pipefail
+backend=$1
+program=$(realpath "$2")
+disttrace=$(realpath "$3")
+root=${TEST_TMPDIR:-$(mktemp -d)}
+failures=0
+fail() { echo "FAIL [$backend $scenario]: $*"; failures=$((failures + 1)); }
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Waits for the listed pids, killing them all after $1 seconds.
+wait_bounded() {
+  local limit=$1; shift
+  local deadline=$((SECONDS + limit))
+  while (( SECONDS < deadline )); do
+    local alive=0
+    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    (( alive )) || return 0
+    sleep 0.1
+  done
+  for pid in "$@"; do kill -CONT "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null; done
+  return 1
+}
+
+# run SCENARIO TIMEOUT: starts the 3 ranks; outputs in $dir/out.
+run() {
+  local timeout=$2
+  export DIST_DEBUG=detail DIST_TIMEOUT=$timeout DIST_TRACE_DIR=$dir DIST_BACKEND=$backend
+  export MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port)
+  local start=$SECONDS
+  if [[ $backend == mpi ]]; then
+    local root_flags=()
+    [[ "$(id -u)" == "0" ]] && root_flags=(--allow-run-as-root)
+    # The stopped rank is continued once the others reported their error;
+    # they wait for it in MPI_Finalize.
+    timeout 90 mpirun "${root_flags[@]}" --oversubscribe -np 3 \
+      --mca btl self,vader,tcp --mca btl_tcp_if_include lo --mca pml ob1 \
+      -x DIST_DEBUG -x DIST_TIMEOUT -x DIST_TRACE_DIR -x DIST_BACKEND -x MASTER_ADDR \
+      -x MASTER_PORT -x DESYNC_EXIT_ZERO="$([[ $1 == stop ]] && echo 1)" \
+      "$program" "$1" > "$dir/out" 2>&1 &
+    local launcher=$!
+    if [[ $1 == stop ]]; then
+      local deadline=$((SECONDS + 60))
+      while (( SECONDS < deadline )) && [[ $(grep -c 'FAILED' "$dir/out") -lt 2 ]]; do
+        sleep 0.1
+      done
+      local pid
+      pid=$(sed -n 's/.*stopping before all_reduce #3 (pid \([0-9]*\)).*/\1/p' "$dir/out")
+      [[ -n $pid ]] && kill -CONT "$pid"
+    fi
+    wait_bounded 90 "$launcher" || fail "mpirun did not finish within 90 s"
+  else
+    local pids=()
+    for rank in 0 1 2; do
+      RANK=$rank WORLD_SIZE=3 "$program" "$1" > "$dir/out.$rank" 2>&1 &
+      pids+=($!)
+    done
+    if [[ $1 == stop ]]; then
+      wait_bounded 60 "${pids[0]}" "${pids[1]}" || fail "ranks 0,1 did not finish within 60 s"
+      kill -CONT "${pids[2]}"
+    fi
+    wait_bounded 60 "${pids[@]}" || fail "the ranks did not finish within 60 s"
+    cat "$dir"/out.* > "$dir/out"
+  fi
+  elapsed=$((SECONDS - start))
+}
+
+expect_out() {  # every listed rank printed "rank R: ... TEXT"
+  local text=$1; shift
+  for rank in "$@"; do
+    grep -qF "rank $rank: FAILED operation #3: $text" "$dir/out" ||
+      fail "rank $rank did not report: $text"
+  done
+}
+
+expect_trace() {  # disttrace's text and --json verdict
+  local kind=$1 text=$2
+  "$disttrace" "$dir" > "$dir/trace.txt" 2>&1
+  local status=$?
+  grep -qF "$text" "$dir/trace.txt" || fail "disttrace did not say: $text"
+  "$disttrace" --json "$dir" > "$dir/trace.json" 2>&1
+  python3 - "$dir/trace.json" "$kind" <<'PY' || fail "disttrace --json verdict is not $kind"
+import json, sys
+data = json.load(open(sys.argv[1]))
+groups = {g["name"]: g for g in data["groups"]}
+sys.exit(0 if groups["default"]["verdict"] == sys.argv[2] else 1)
+PY
+  if [[ $kind == consistent ]]; then
+    [[ $status == 0 ]] || fail "disttrace exited $status on a consistent job"
+  else
+    [[ $status == 1 ]] || fail "disttrace exited $status, expected 1 (a problem found)"
+  fi
+}
+
+mismatch='where ranks 0,1 called all_reduce(sum, 1024 x float32)'
+for scenario in ok other_op count dtype skip stop; do
+  dir="$root/$backend-$scenario"
+  mkdir -p "$dir"
+  case $scenario in
+    ok)
+      run ok 30s
+      [[ $(grep -c ': ok$' "$dir/out") == 3 ]] || fail "not every rank succeeded"
+      expect_trace consistent "group 'default': ranks 0,1,2 agree on every operation recorded (last: barrier #4, completed)"
+      ;;
+    other_op|count|dtype)
+      run $scenario 30s
+      case $scenario in
+        other_op) called='broadcast(root 0, 2048 x float32)' ;;
+        count) called='all_reduce(sum, 2048 x float32)' ;;
+        dtype) called='all_reduce(sum, 1024 x int32)' ;;
+      esac
+      expect_out "all_reduce #3 on group 'default': rank 2 called $called $mismatch" 0 1 2
+      # At once: a check that waited out the 30 s timeout would fail here.
+      (( elapsed < 20 )) || fail "the mismatch took ${elapsed}s, as if it waited for the timeout"
+      expect_trace mismatch "group 'default': all_reduce #3: rank 2 called $called $mismatch"
+      ;;
+    skip)
+      run skip 3s
+      expect_out "all_reduce #3 on group 'default': rank 2 did not reach it within 3s (ranks 0,1 did" 0 1
+      expect_trace divergence "group 'default': all_reduce #3 entered by ranks 0,1; rank 2 never entered it (its last operation: broadcast #2, completed)"
+      ;;
+    stop)
+      run stop 3s
+      expect_out "all_reduce #3 on group 'default': rank 2 did not reach it within 3s (ranks 0,1 did" 0 1
+      grep -qF "rank 2: FAILED operation #3: all_reduce #3 on group 'default'" "$dir/out" ||
+        fail "the continued rank 2 did not fail its late all_reduce #3"
+      expect_trace late "group 'default': all_reduce #3: rank 2 entered it"
+      grep -qF "after the others had given up (its last operation: broadcast #2, completed)" \
+        "$dir/trace.txt" || fail "disttrace did not name rank 2's last operation"
+      ;;
+  esac
+  if (( failures > 0 )); then
+    echo "--- output of $scenario:"; cat "$dir/out"
+    echo "--- disttrace:"; cat "$dir/trace.txt" 2>/dev/null
+    break
+  fi
+  echo "PASS [$backend $scenario] (${elapsed}s): $(head -n1 "$dir/trace.txt")"
+done
+exit $((failures > 0))
