@@ -15,7 +15,8 @@ class ConfigTest : public ::testing::Test {
  protected:
   void SetUp() override {
     for (const char* name : {"DIST_BACKEND", "DIST_INIT_METHOD", "DIST_TIMEOUT", "DIST_CONFIG",
-                             "DIST_LOG_LEVEL"}) {
+                             "DIST_LOG_LEVEL", "DIST_DEBUG", "DIST_TRACE_ENTRIES",
+                             "DIST_TRACE_DIR"}) {
       unsetenv(name);
     }
   }
@@ -92,6 +93,9 @@ TEST_F(ConfigTest, BadEnvironmentValuesNameTheVariable) {
       {"DIST_BACKEND", "cpu:", "not a backend name"},
       {"DIST_INIT_METHOD", "localhost:29500", "not a URL"},
       {"DIST_CONFIG", "/nonexistent/dist.toml", "cannot be opened"},
+      {"DIST_DEBUG", "loud", "use off or detail"},
+      {"DIST_TRACE_ENTRIES", "-1", "0 turns the flight recorder off"},
+      {"DIST_TRACE_ENTRIES", "many", "not a number in [0, 1000000]"},
   };
   for (const Case& c : cases) {
     SetUp();
@@ -160,6 +164,34 @@ TEST_F(ConfigTest, BadConfigFilesNameTheLine) {
         << config.status().message();
     EXPECT_NE(config.status().message().find(path), std::string::npos);
   }
+}
+
+TEST_F(ConfigTest, TraceAndDebugOptions) {
+  absl::StatusOr<ResolvedConfig> config = ResolveConfig(nullptr);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->debug_detail);
+  EXPECT_EQ(config->trace_entries_value, 2000);
+  EXPECT_EQ(config->trace_dir.value, "");
+
+  const std::string path = WriteConfig("trace.toml",
+                                       "debug = \"detail\"\n"
+                                       "trace_entries = 50\n"
+                                       "trace_dir = \"/tmp/traces\"\n");
+  setenv("DIST_CONFIG", path.c_str(), 1);
+  config = ResolveConfig(nullptr);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->debug_detail);
+  EXPECT_EQ(config->trace_entries_value, 50);
+  EXPECT_EQ(config->trace_dir.value, "/tmp/traces");
+  EXPECT_EQ(config->trace_dir.source, "config file (" + path + ")");
+
+  setenv("DIST_TRACE_ENTRIES", "0", 1);
+  setenv("DIST_DEBUG", "off", 1);
+  config = ResolveConfig(nullptr);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->debug_detail);
+  EXPECT_EQ(config->trace_entries_value, 0);
+  EXPECT_EQ(config->trace_entries.source, "environment (DIST_TRACE_ENTRIES)");
 }
 
 TEST_F(ConfigTest, DeviceMaps) {

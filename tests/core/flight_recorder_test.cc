@@ -1,0 +1,138 @@
+// The flight recorder's ring, states and JSON dump (core/flight_recorder.h),
+// and the fingerprint's wire form (core/collective_check.h).
+#include "core/flight_recorder.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "core/collective_check.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace dist {
+namespace {
+
+nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+std::string TempDir() { return std::getenv("TEST_TMPDIR"); }
+
+OpFingerprint AllReduce(uint64_t count) {
+  OpFingerprint fp;
+  fp.op = DIST_COLL_ALL_REDUCE;
+  fp.dtype = DIST_FLOAT32;
+  fp.count = count;
+  fp.reduce = DIST_SUM;
+  return fp;
+}
+
+TEST(FlightRecorderTest, KeepsTheLastEntriesWithTheirStates) {
+  FlightRecorder recorder("default", 7, 1, 4, "gloo", 3, "");
+  uint64_t ids[5];
+  for (uint64_t seq = 1; seq <= 5; ++seq) {
+    ids[seq - 1] = recorder.Issue(seq, AllReduce(seq * 10));
+    recorder.Start(ids[seq - 1]);
+  }
+  recorder.End(ids[0], absl::OkStatus());  // overwritten: ignored
+  recorder.End(ids[2], absl::OkStatus());
+  recorder.End(ids[3], absl::DeadlineExceededError("rank 2 did not arrive"));
+  recorder.End(ids[4], absl::InternalError("boom"));
+  recorder.End(ids[4], absl::OkStatus());  // only the first end counts
+  const std::string path = TempDir() + "/ring.json";
+  absl::StatusOr<std::string> written = recorder.Dump(path, "test");
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(*written, path);
+  const nlohmann::json dump = ReadJson(path);
+  EXPECT_EQ(dump["format"], "dist-trace");
+  EXPECT_EQ(dump["rank"], 7);
+  EXPECT_EQ(dump["reason"], "test");
+  ASSERT_EQ(dump["groups"].size(), 1u);
+  const nlohmann::json& group = dump["groups"][0];
+  EXPECT_EQ(group["name"], "default");
+  EXPECT_EQ(group["rank"], 1);
+  EXPECT_EQ(group["world_size"], 4);
+  EXPECT_EQ(group["recorded"], 5);
+  const nlohmann::json& entries = group["entries"];
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_EQ(entries[0]["seq"], 3);
+  EXPECT_EQ(entries[0]["state"], "completed");
+  EXPECT_EQ(entries[0]["call"], "all_reduce(sum, 30 x float32)");
+  EXPECT_EQ(entries[0]["count"], 30);
+  EXPECT_TRUE(entries[0].contains("ended_us"));
+  EXPECT_EQ(entries[1]["state"], "timed_out");
+  EXPECT_EQ(entries[1]["error"], "rank 2 did not arrive");
+  EXPECT_EQ(entries[2]["state"], "failed");
+  EXPECT_EQ(entries[2]["error"], "boom");
+  EXPECT_LE(entries[2]["issued_us"].get<int64_t>(), entries[2]["started_us"].get<int64_t>());
+  EXPECT_LE(entries[2]["started_us"].get<int64_t>(), entries[2]["ended_us"].get<int64_t>());
+}
+
+TEST(FlightRecorderTest, OneFilePerRankWithAllItsGroups) {
+  const std::string dir = TempDir();
+  FlightRecorder parent("job", 11, 0, 2, "shm", 10, dir);
+  FlightRecorder child("job.1", 11, 0, 1, "shm", 10, dir);
+  FlightRecorder other_rank("job", 12, 1, 2, "shm", 10, dir);
+  parent.Issue(1, AllReduce(1));
+  OpFingerprint send;
+  send.op = DIST_COLL_SEND;
+  send.count = 4;
+  send.dtype = DIST_INT32;
+  send.peer = 1;
+  send.tag = 9;
+  child.Start(child.Issue(1, send));
+  parent.DumpAfterFailure("because");
+  const nlohmann::json dump = ReadJson(dir + "/rank-11.json");
+  EXPECT_EQ(dump["reason"], "because");
+  ASSERT_EQ(dump["groups"].size(), 2u);
+  const nlohmann::json& entry = dump["groups"][1]["entries"][0];
+  EXPECT_EQ(entry["call"], "send(to 1, tag 9, 4 x int32)");
+  EXPECT_EQ(entry["peer"], 1);
+  EXPECT_EQ(entry["state"], "started");
+  EXPECT_FALSE(entry.contains("ended_us"));
+}
+
+TEST(FlightRecorderTest, OffWhenCapacityIsZero) {
+  FlightRecorder recorder("off", 21, 0, 1, "gloo", 0, TempDir());
+  EXPECT_FALSE(recorder.enabled());
+  EXPECT_EQ(recorder.Issue(1, AllReduce(1)), 0u);
+  recorder.DumpAfterFailure("nothing to write");
+  EXPECT_FALSE(std::ifstream(TempDir() + "/rank-21.json").good());
+}
+
+TEST(FlightRecorderTest, DumpNeedsAPathOrADirectory) {
+  FlightRecorder recorder("default", 31, 0, 1, "gloo", 4, "");
+  absl::StatusOr<std::string> written = recorder.Dump("", "on demand");
+  ASSERT_FALSE(written.ok());
+  EXPECT_EQ(written.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(written.status().message().find("DIST_TRACE_DIR"), std::string::npos);
+  written = recorder.Dump("/nonexistent/dir/x.json", "on demand");
+  ASSERT_FALSE(written.ok());
+  EXPECT_NE(written.status().message().find("/nonexistent/dir/x.json"), std::string::npos);
+}
+
+TEST(FingerprintTest, RoundTripsAndDescribes) {
+  OpFingerprint fp;
+  fp.op = DIST_COLL_BROADCAST;
+  fp.dtype = DIST_FLOAT32;
+  fp.count = 2048;
+  fp.root = 0;
+  OpFingerprint back;
+  ASSERT_TRUE(DecodeFingerprint(EncodeFingerprint(fp), &back));
+  EXPECT_EQ(DescribeOp(back), "broadcast(root 0, 2048 x float32)");
+  EXPECT_EQ(EncodeFingerprint(back), EncodeFingerprint(fp));
+  OpFingerprint barrier;
+  EXPECT_EQ(DescribeOp(barrier), "barrier()");
+  OpFingerprint reduce = AllReduce(5);
+  reduce.op = DIST_COLL_REDUCE;
+  reduce.root = 3;
+  reduce.device = DIST_DEVICE_CUDA;
+  EXPECT_EQ(DescribeOp(reduce), "reduce(sum, root 3, 5 x float32, cuda)");
+  EXPECT_FALSE(DecodeFingerprint("1|99|0|0|0|0|0|0|0", &back));
+  EXPECT_FALSE(DecodeFingerprint("garbage", &back));
+}
+
+}  // namespace
+}  // namespace dist
