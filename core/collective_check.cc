@@ -65,13 +65,29 @@ CollectiveCheck::CollectiveCheck(dist_store_t* store, std::string group, int32_t
 
 CollectiveCheck::~CollectiveCheck() { store_->release(store_->ctx); }
 
-std::string CollectiveCheck::Compare(uint64_t seq, const std::string& base) {
+std::string CollectiveCheck::SlotKey(uint64_t seq, int32_t rank) const {
+  return absl::StrCat("r", rank, "/", seq % 2);
+}
+
+absl::StatusOr<std::string> CollectiveCheck::ReadSlot(uint64_t seq, int32_t rank) {
+  StoreView store(store_);
+  absl::StatusOr<bool> there = store.Check({SlotKey(seq, rank)});
+  if (!there.ok()) return there.status();
+  if (!*there) return absl::NotFoundError("no fingerprint");
+  absl::StatusOr<std::string> value = store.Get(SlotKey(seq, rank), timeout_);
+  if (!value.ok()) return value.status();
+  const std::string prefix = absl::StrCat(seq, ":");
+  if (!absl::StartsWith(*value, prefix)) return absl::NotFoundError("an older fingerprint");
+  return value->substr(prefix.size());
+}
+
+std::string CollectiveCheck::Compare(uint64_t seq) {
   // Fingerprints in rank order, grouped by value.
   std::vector<std::pair<std::string, std::vector<int32_t>>> calls;
-  StoreView store(store_);
   for (int32_t r = 0; r < world_size_; ++r) {
-    absl::StatusOr<std::string> value = store.Get(absl::StrCat(base, "r", r), timeout_);
-    const std::string text = value.ok() ? *value : absl::StrCat("unreadable: ", value.status().message());
+    absl::StatusOr<std::string> value = ReadSlot(seq, r);
+    const std::string text =
+        value.ok() ? *value : absl::StrCat("unreadable: ", value.status().message());
     auto it = std::find_if(calls.begin(), calls.end(),
                            [&](const auto& call) { return call.first == text; });
     if (it == calls.end()) {
@@ -104,26 +120,37 @@ std::string CollectiveCheck::Compare(uint64_t seq, const std::string& base) {
 absl::Status CollectiveCheck::Check(uint64_t seq, const OpFingerprint& fp) {
   StoreView store(store_);
   const std::string base = absl::StrCat("c", seq, "/");
-  const std::string mine = absl::StrCat(base, "r", rank_);
   auto store_failed = [&](const absl::Status& status) {
     return absl::UnavailableError(absl::StrCat(
         dist_collective_name(fp.op), " #", seq, " on group '", group_,
         "': the fingerprint check (DIST_DEBUG=detail) could not use the store: ",
         status.message()));
   };
-  absl::Status status = store.Set(mine, EncodeFingerprint(fp));
+  const std::string mine = EncodeFingerprint(fp);
+  // This rank's slot (for the messages; overwritten two operations later,
+  // when every rank is past this one), then the first fingerprint of the
+  // operation becomes the reference every later one is compared with.
+  absl::Status status = store.Set(SlotKey(seq, rank_), absl::StrCat(seq, ":", mine));
   if (!status.ok()) return store_failed(status);
-  absl::StatusOr<int64_t> arrived = store.Add(absl::StrCat(base, "n"), 1);
+  absl::StatusOr<std::string> reference = store.CompareSet(absl::StrCat(base, "ref"), "", mine);
+  if (!reference.ok()) return store_failed(reference.status());
+  const bool differs = *reference != mine;
+  // Low 32 bits count the arrivals, high ones the ranks that differ.
+  absl::StatusOr<int64_t> arrived =
+      store.Add(absl::StrCat(base, "n"), 1 + (differs ? (int64_t{1} << 32) : 0));
   if (!arrived.ok()) return store_failed(arrived.status());
+  const bool last = (*arrived & 0xffffffff) == world_size_;
   const std::string done = absl::StrCat(base, "done");
   absl::StatusOr<std::string> verdict;
-  if (*arrived == world_size_) {
-    // Everyone is here: every rank has finished the check of seq - 1, so
-    // its verdict is no longer read. The verdict goes in only if no rank
-    // gave up waiting meanwhile (compare_set), so all ranks agree on it.
-    verdict = store.CompareSet(done, "", Compare(seq, base));
+  if (last) {
+    // Everyone is here, so every rank has finished the check of seq - 1 and
+    // its verdict is no longer read. Only a mismatch costs reading every
+    // fingerprint. The verdict goes in only if no rank gave up waiting
+    // meanwhile (compare_set), so all ranks agree on it.
+    verdict = store.CompareSet(done, "", (*arrived >> 32) == 0 ? kOk : Compare(seq));
     if (!verdict.ok()) return store_failed(verdict.status());
     store.Remove(absl::StrCat(base, "n")).IgnoreError();
+    store.Remove(absl::StrCat(base, "ref")).IgnoreError();
     if (seq > 1) store.Remove(absl::StrCat("c", seq - 1, "/done")).IgnoreError();
   } else {
     verdict = store.Get(done, timeout_);
@@ -136,8 +163,7 @@ absl::Status CollectiveCheck::Check(uint64_t seq, const OpFingerprint& fp) {
     // then finds the mark and fails at once instead of running alone.
     std::vector<int32_t> missing, present;
     for (int32_t r = 0; r < world_size_; ++r) {
-      absl::StatusOr<bool> there = store.Check({absl::StrCat(base, "r", r)});
-      (there.ok() && *there ? present : missing).push_back(r);
+      (ReadSlot(seq, r).ok() ? present : missing).push_back(r);
     }
     const std::string message =
         missing.empty()
@@ -159,12 +185,11 @@ absl::Status CollectiveCheck::Check(uint64_t seq, const OpFingerprint& fp) {
   if (absl::StartsWith(*verdict, kGaveUp)) {
     const absl::string_view reason = absl::string_view(*verdict).substr(sizeof(kGaveUp) - 1);
     // A rank still waiting shares the verdict of the one that gave up first.
-    if (*arrived < world_size_) return absl::DeadlineExceededError(reason);
+    if (!last) return absl::DeadlineExceededError(reason);
     return absl::DeadlineExceededError(absl::StrCat(
         dist_collective_name(fp.op), " #", seq, " on group '", group_, "': rank ", rank_,
         " arrived after the others had given up waiting for it: ", reason));
   }
-  store.Remove(mine).IgnoreError();  // the comparing rank has read it
   if (*verdict != kOk) return absl::InvalidArgumentError(*verdict);
   return absl::OkStatus();
 }

@@ -7,11 +7,14 @@
 // mismatch it is looking for; it is bounded by the group's timeout and names
 // the ranks that did not arrive.
 //
-// Per collective #S each rank sets "cS/r<rank>" to its fingerprint and adds 1
-// to "cS/n"; the rank that brings the count to the world size compares every
-// fingerprint and sets "cS/done" to the verdict, which every rank waits for.
-// That is 4 store round trips per rank plus O(world size) on the last one,
-// and the keys of finished operations are removed, so the store stays small.
+// Per collective #S each rank writes its fingerprint into its slot
+// "r<rank>/<S % 2>", compare-and-sets "cS/ref" (the first rank's fingerprint
+// stays) to learn whether it differs, and adds to "cS/n" one arrival plus, in
+// the high 32 bits, one difference. The rank that completes the count sets
+// "cS/done" to the verdict, which the others wait for; only on a difference
+// does it read every slot to name the ranks. That is 4 store round trips per
+// rank and 3 more on the last one, whatever the group's size; finished keys
+// are removed or overwritten, so the store stays small.
 //
 // Send/recv are checked by pairing: the n-th send from A to B with tag T
 // meets the n-th recv on B from A with tag T ("pA-B-tT/n"). Whichever side
@@ -55,7 +58,11 @@ class CollectiveCheck {
   std::string ExplainPeer(uint64_t pairing, const OpFingerprint& fp);
 
  private:
-  std::string Compare(uint64_t seq, const std::string& base);
+  std::string Compare(uint64_t seq);
+  // This rank's fingerprint slot: "r<rank>/<seq % 2>", holding "<seq>:<fingerprint>".
+  std::string SlotKey(uint64_t seq, int32_t rank) const;
+  // The fingerprint `rank` published for `seq`; NotFound when it has not.
+  absl::StatusOr<std::string> ReadSlot(uint64_t seq, int32_t rank);
   std::string PairKey(const OpFingerprint& fp, uint64_t pairing, bool mine) const;
 
   dist_store_t* const store_;
