@@ -10,7 +10,8 @@ RUNFILES_DIR=$TEST_SRCDIR bash "$TEST_SRCDIR/dist/tools/dev/install.sh" "$prefix
 
 for path in lib/libdist.so lib/pkgconfig/dist.pc include/dist/dist.h \
             lib/dist/plugins/libdist-backend-gloo.so lib/dist/plugins/libdist-rendezvous-env.so \
-            bin/distinfo bin/distrun bin/distbench bin/dist_store_server bin/dist_conformance; do
+            bin/distinfo bin/distrun bin/distbench bin/disttrace bin/dist_store_server \
+            bin/dist_conformance; do
   [[ -e $prefix/$path ]] || { echo "FAIL: $path missing from the install"; exit 1; }
 done
 
@@ -33,6 +34,7 @@ run_two_ranks gloo "$tmp/host"
 run_two_ranks shm "$tmp/host"
 # The installed tools find the installed plugins too.
 "$prefix/bin/distinfo" --require gloo,shm >/dev/null
+"$prefix/bin/disttrace" --help | grep -q "usage: disttrace" || { echo "FAIL: installed disttrace"; exit 1; }
 
 # Relocate: the core finds its plugins beside itself wherever it lives.
 mv "$prefix" "$tmp/moved"

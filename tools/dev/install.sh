@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Lays out an installation of dist under PREFIX:
-#   PREFIX/bin/                      distinfo, distrun, distbench, dist_store_server, ...
+#   PREFIX/bin/                      distinfo, distrun, distbench, disttrace, dist_store_server, ...
 #   PREFIX/lib/libdist.so            the core
 #   PREFIX/lib/dist/plugins/         every plugin
 #   PREFIX/include/dist/             the SDK headers
@@ -31,7 +31,7 @@ for header in "$here"/sdk/include/dist/cpp/*.hpp; do
   /usr/bin/install -m 0644 "$header" "$prefix/include/dist/cpp/"
 done
 for tool in tools/distinfo/distinfo tools/distrun/distrun tools/distbench/distbench \
-            plugins/store/dist_store_server sdk/conformance/dist_conformance; do
+            tools/disttrace/disttrace plugins/store/dist_store_server sdk/conformance/dist_conformance; do
   if [[ -x $here/$tool ]]; then
     /usr/bin/install -m 0755 "$here/$tool" "$prefix/bin/"
     # Bazel links tools against its own _solib tree; installed, they find
