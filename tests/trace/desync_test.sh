@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# desync_test.sh BACKEND PROGRAM DISTTRACE
+# desync_test.sh BACKEND PROGRAM DISTTRACE [CUDA_EMULATION_SO]
 #
-# Runs desync_program on 3 real processes (gloo and shm: started here with
-# env://; mpi: under mpirun) in each scenario with DIST_DEBUG=detail and
+# BACKEND: gloo, shm, mpi, nccl (on the CPU emulation of CUDA and NCCL given
+# as the last argument, see tests/nccl/emulation), or a path to a plugin .so
+# (a third-party backend).
+#
+# Runs desync_program on 3 real processes (started here with env://; mpi:
+# under mpirun) in each scenario with DIST_DEBUG=detail and
 # DIST_TRACE_DIR, and checks every rank's error and disttrace's verdict on
 # the dumps. Mismatches must fail every rank at once: their runs get a 30 s
 # timeout and must end well before it. Skipped and stopped ranks are bounded
@@ -12,8 +16,22 @@ backend=$1
 program=$(realpath "$2")
 disttrace=$(realpath "$3")
 root=${TEST_TMPDIR:-$(mktemp -d)}
+[[ $backend == */* ]] && backend=$(realpath "$backend")
+if [[ $backend == nccl ]]; then
+  # As tests/nccl/emulation/run_emulated.sh: the emulation stands in for
+  # libcudart.so.13 and libnccl.so.2; one emulated GPU per rank.
+  emulation="$root/cuda_emulation"
+  mkdir -p "$emulation"
+  cp -L "$4" "$emulation/libcudart.so.13"
+  ln -sf libcudart.so.13 "$emulation/libnccl.so.2"
+  export LD_LIBRARY_PATH="$emulation${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export DIST_CUDA_EMULATION_DEVICES=3 DESYNC_DEVICE=cuda
+fi
+dev=""  # what the messages add for the buffers' device
+[[ $backend == nccl ]] && dev=", cuda"
+label=${backend##*/}
 failures=0
-fail() { echo "FAIL [$backend $scenario]: $*"; failures=$((failures + 1)); }
+fail() { echo "FAIL [$label $scenario]: $*"; failures=$((failures + 1)); }
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -63,7 +81,7 @@ run() {
   else
     local pids=()
     for rank in 0 1 2; do
-      RANK=$rank WORLD_SIZE=3 "$program" "$1" > "$dir/out.$rank" 2>&1 &
+      RANK=$rank LOCAL_RANK=$rank WORLD_SIZE=3 "$program" "$1" > "$dir/out.$rank" 2>&1 &
       pids+=($!)
     done
     if [[ $1 == stop ]]; then
@@ -76,25 +94,25 @@ run() {
   elapsed=$((SECONDS - start))
 }
 
-expect_out() {  # every listed rank printed "rank R: ... TEXT"
+expect_out() {  # every listed rank printed "rank R: FAILED OPERATION: TEXT"
   local text=$1; shift
   for rank in "$@"; do
-    grep -qF "rank $rank: FAILED operation #3: $text" "$dir/out" ||
+    grep -qF "rank $rank: FAILED ${operation:-operation #3}: $text" "$dir/out" ||
       fail "rank $rank did not report: $text"
   done
 }
 
-expect_trace() {  # disttrace's text and --json verdict
-  local kind=$1 text=$2
+expect_trace() {  # disttrace's text and --json verdict [of group $3]
+  local kind=$1 text=$2 group=${3:-default}
   "$disttrace" "$dir" > "$dir/trace.txt" 2>&1
   local status=$?
   grep -qF "$text" "$dir/trace.txt" || fail "disttrace did not say: $text"
   "$disttrace" --json "$dir" > "$dir/trace.json" 2>&1
-  python3 - "$dir/trace.json" "$kind" <<'PY' || fail "disttrace --json verdict is not $kind"
+  python3 - "$dir/trace.json" "$kind" "$group" <<'PY' || fail "disttrace --json verdict is not $kind"
 import json, sys
 data = json.load(open(sys.argv[1]))
 groups = {g["name"]: g for g in data["groups"]}
-sys.exit(0 if groups["default"]["verdict"] == sys.argv[2] else 1)
+sys.exit(0 if groups[sys.argv[3]]["verdict"] == sys.argv[2] else 1)
 PY
   if [[ $kind == consistent ]]; then
     [[ $status == 0 ]] || fail "disttrace exited $status on a consistent job"
@@ -103,8 +121,8 @@ PY
   fi
 }
 
-mismatch='where ranks 0,1 called all_reduce(sum, 1024 x float32)'
-for scenario in ok other_op count dtype skip stop; do
+mismatch="where ranks 0,1 called all_reduce(sum, 1024 x float32$dev)"
+for scenario in ok other_op count dtype subgroup skip stop; do
   dir="$root/$backend-$scenario"
   mkdir -p "$dir"
   case $scenario in
@@ -116,14 +134,21 @@ for scenario in ok other_op count dtype skip stop; do
     other_op|count|dtype)
       run $scenario 30s
       case $scenario in
-        other_op) called='broadcast(root 0, 2048 x float32)' ;;
-        count) called='all_reduce(sum, 2048 x float32)' ;;
-        dtype) called='all_reduce(sum, 1024 x int32)' ;;
+        other_op) called="broadcast(root 0, 2048 x float32$dev)" ;;
+        count) called="all_reduce(sum, 2048 x float32$dev)" ;;
+        dtype) called="all_reduce(sum, 1024 x int32$dev)" ;;
       esac
       expect_out "all_reduce #3 on group 'default': rank 2 called $called $mismatch" 0 1 2
       # At once: a check that waited out the 30 s timeout would fail here.
       (( elapsed < 20 )) || fail "the mismatch took ${elapsed}s, as if it waited for the timeout"
       expect_trace mismatch "group 'default': all_reduce #3: rank 2 called $called $mismatch"
+      ;;
+    subgroup)
+      run subgroup 30s
+      operation="subgroup operation #1" expect_out "all_reduce #1 on group 'default.1': rank 1 called all_reduce(sum, 2048 x float32$dev) where rank 0 called all_reduce(sum, 1024 x float32$dev)" 1 2
+      grep -qF "rank 0: ok (not in the subgroup)" "$dir/out" || fail "rank 0 did not stay out"
+      (( elapsed < 20 )) || fail "the mismatch took ${elapsed}s, as if it waited for the timeout"
+      expect_trace mismatch "group 'default.1': all_reduce #1: rank 1 called all_reduce(sum, 2048 x float32$dev) where rank 0 called all_reduce(sum, 1024 x float32$dev)" default.1
       ;;
     skip)
       run skip 3s
@@ -145,6 +170,6 @@ for scenario in ok other_op count dtype skip stop; do
     echo "--- disttrace:"; cat "$dir/trace.txt" 2>/dev/null
     break
   fi
-  echo "PASS [$backend $scenario] (${elapsed}s): $(head -n1 "$dir/trace.txt")"
+  echo "PASS [$label $scenario] (${elapsed}s): $(head -n1 "$dir/trace.txt")"
 done
 exit $((failures > 0))
