@@ -218,10 +218,12 @@ absl::StatusOr<uint64_t> CollectiveCheck::CheckPeer(const OpFingerprint& fp) {
   absl::StatusOr<std::string> value = store.Get(theirs, timeout_);
   if (!value.ok()) return pairing;
   OpFingerprint peer;
-  const bool decoded = DecodeFingerprint(*value, &peer);
-  store.Remove(mine).IgnoreError();
-  store.Remove(theirs).IgnoreError();
-  if (decoded && peer.count == fp.count && peer.dtype == fp.dtype) return pairing;
+  if (DecodeFingerprint(*value, &peer) && peer.count == fp.count && peer.dtype == fp.dtype) {
+    store.Remove(mine).IgnoreError();
+    store.Remove(theirs).IgnoreError();
+    return pairing;
+  }
+  // Both stay: the peer, already inside the backend, quotes them when it fails.
   return absl::InvalidArgumentError(absl::StrCat(
       dist_collective_name(fp.op), " #", pairing, " between ranks ", rank_, " and ", fp.peer,
       " on group '", group_, "': rank ", rank_, " called ", DescribeOp(fp), " where rank ",

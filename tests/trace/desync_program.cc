@@ -9,6 +9,8 @@
 //     dtype     the last rank all-reduces 1024 int32 as #3
 //     stop      the last rank stops itself (SIGSTOP) before #3 and, once
 //               continued, calls all_reduce #3 late
+//     p2p       rank 0 sends 1024 floats with tag 5 to the last rank, which
+//               receives 2048 (send/recv are checked by pairing)
 //     subgroup  the same count mismatch on a subgroup of ranks 1 and 2 (a
 //               group's own sequence numbers: its all_reduce is #1 there)
 //
@@ -147,6 +149,21 @@ int main(int argc, char** argv) {
       }
       if ((err = ThirdOperation(scenario, odd, subgroup, memory)) != nullptr) {
         return Fail(rank, "subgroup operation #1", err);
+      }
+      std::printf("rank %d: ok\n", rank);
+      return 0;
+    }
+    if (scenario == "p2p") {
+      if (rank == 0) {
+        if ((err = dist_send(group, &b, size - 1, 5, nullptr)) != nullptr) {
+          return Fail(rank, "send #1", err);
+        }
+      } else if (odd) {
+        usleep(500 * 1000);  // usually after the send: then the recv side finds the mismatch
+        dist_buffer_t big = memory.Buffer(2048, DIST_FLOAT32);
+        if ((err = dist_recv(group, &big, 0, 5, nullptr)) != nullptr) {
+          return Fail(rank, "recv #1", err);
+        }
       }
       std::printf("rank %d: ok\n", rank);
       return 0;

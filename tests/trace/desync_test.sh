@@ -122,7 +122,7 @@ PY
 }
 
 mismatch="where ranks 0,1 called all_reduce(sum, 1024 x float32$dev)"
-for scenario in ok other_op count dtype subgroup skip stop; do
+for scenario in ok other_op count dtype subgroup p2p skip stop; do
   dir="$root/$backend-$scenario"
   mkdir -p "$dir"
   case $scenario in
@@ -149,6 +149,15 @@ for scenario in ok other_op count dtype subgroup skip stop; do
       grep -qF "rank 0: ok (not in the subgroup)" "$dir/out" || fail "rank 0 did not stay out"
       (( elapsed < 20 )) || fail "the mismatch took ${elapsed}s, as if it waited for the timeout"
       expect_trace mismatch "group 'default.1': all_reduce #1: rank 1 called all_reduce(sum, 2048 x float32$dev) where rank 0 called all_reduce(sum, 1024 x float32$dev)" default.1
+      ;;
+    p2p)
+      run p2p 5s
+      recv="recv(from 0, tag 5, 2048 x float32$dev)" send="send(to 2, tag 5, 1024 x float32$dev)"
+      # Whichever side posts second fails at once naming both calls.
+      grep -qF "rank 2 called $recv where rank 0 called $send" "$dir/out" ||
+        grep -qF "rank 0 called $send where rank 2 called $recv" "$dir/out" ||
+        fail "no rank named both sides of the mismatched send/recv"
+      expect_trace p2p_failed "group 'default': the collectives agree; rank "
       ;;
     skip)
       run skip 3s

@@ -68,7 +68,6 @@ absl::StatusOr<std::vector<GroupTrace>> LoadDumps(const std::string& dir) {
         trace.reason = dump.value("reason", "");
         for (const nlohmann::json& e : g.at("entries")) {
           const std::string op = e.at("op").get<std::string>();
-          if (op == "send" || op == "recv") continue;
           Entry entry;
           entry.seq = e.at("seq").get<uint64_t>();
           entry.op = op;
@@ -78,7 +77,8 @@ absl::StatusOr<std::vector<GroupTrace>> LoadDumps(const std::string& dir) {
           entry.issued_us = e.value("issued_us", int64_t{0});
           entry.started_us = e.value("started_us", int64_t{0});
           entry.ended_us = e.value("ended_us", int64_t{0});
-          trace.collectives.push_back(std::move(entry));
+          (op == "send" || op == "recv" ? trace.point_to_point : trace.collectives)
+              .push_back(std::move(entry));
         }
         std::sort(trace.collectives.begin(), trace.collectives.end(),
                   [](const Entry& a, const Entry& b) { return a.seq < b.seq; });
@@ -250,6 +250,27 @@ Verdict Analyze(const GroupTrace& group) {
                                          ") is inside ", first.op, " #", seq,
                                          " and none completed it: the backend or the network "
                                          "is stalled");
+    return verdict;
+  }
+  // The collectives agree; the first send or recv that failed, if any.
+  const Entry* p2p = nullptr;
+  int32_t p2p_rank = -1;
+  for (const auto& [rank, trace] : group.ranks) {
+    for (const Entry& e : trace.point_to_point) {
+      if (e.state != "failed" && e.state != "timed_out") continue;
+      if (p2p == nullptr || e.issued_us < p2p->issued_us) {
+        p2p = &e;
+        p2p_rank = rank;
+      }
+    }
+  }
+  if (p2p != nullptr) {
+    verdict.kind = "p2p_failed";
+    verdict.seq = p2p->seq;
+    verdict.op = p2p->op;
+    verdict.detail["rank"] = p2p_rank;
+    verdict.message = absl::StrCat(where, "the collectives agree; rank ", p2p_rank, "'s ",
+                                   p2p->call, " ", p2p->state, ": ", p2p->error);
     return verdict;
   }
   verdict.kind = "consistent";

@@ -30,7 +30,8 @@ struct RankTrace {
   int32_t global_rank = -1;  // names the dump file
   int64_t dumped_us = 0;
   std::string reason;
-  std::vector<Entry> collectives;  // by seq; send/recv are left out
+  std::vector<Entry> collectives;  // by seq
+  std::vector<Entry> point_to_point;  // sends and receives, in issue order
 };
 
 struct GroupTrace {
@@ -46,7 +47,8 @@ absl::StatusOr<std::vector<GroupTrace>> LoadDumps(const std::string& dir);
 // operations), "divergence" (some ranks never entered an operation others
 // entered), "stuck" (a rank sat inside an operation the others finished or
 // gave up on), "late" (a rank entered an operation after the others had
-// given up), "failed" (every rank entered and it failed), "consistent".
+// given up), "failed" (every rank entered and it failed), "p2p_failed" (the
+// collectives agree but a send or recv failed), "consistent".
 struct Verdict {
   std::string group;
   std::string kind;
