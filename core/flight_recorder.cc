@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +19,9 @@ namespace dist {
 namespace {
 
 int64_t NowMicros() { return absl::GetCurrentTimeNanos() / 1000; }
+
+constexpr int kAlwaysDumped = 8;
+constexpr int64_t kDumpIntervalMicros = 1000000;
 
 // Every live recorder of the process, so that one dump holds all groups of
 // a rank (a failure on a subgroup is often explained by the parent's
@@ -207,6 +211,17 @@ void FlightRecorder::ToJson(nlohmann::json& out) const {
 
 void FlightRecorder::DumpAfterFailure(const std::string& reason) const {
   if (dir_.empty() || capacity_ == 0) return;
+  // A program that keeps calling after its group aborted fails every call
+  // at once; rewriting the file each time would cost more than the calls.
+  // The first few failures and then one a second are written.
+  static std::atomic<int64_t> last_dump_us{0};
+  static std::atomic<int> dumps{0};
+  const int64_t now = NowMicros();
+  if (dumps.fetch_add(1) >= kAlwaysDumped &&
+      now - last_dump_us.load() < kDumpIntervalMicros) {
+    return;
+  }
+  last_dump_us = now;
   absl::StatusOr<std::string> written = DumpRank(global_rank_, dir_, "", reason);
   if (written.ok()) {
     LogLine(DIST_LOG_WARN, "trace", absl::StrCat("flight recorder written to ", *written));

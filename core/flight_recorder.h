@@ -68,6 +68,7 @@ class FlightRecorder {
 
   // After a failure, timeout or abort: writes this rank's dump into the
   // trace directory, if there is one, and logs where (or why it could not).
+  // The first 8 of a process are written, then at most one a second.
   void DumpAfterFailure(const std::string& reason) const;
 
   // dist_trace_dump: `path` empty means the trace directory.

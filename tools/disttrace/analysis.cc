@@ -82,6 +82,18 @@ absl::StatusOr<std::vector<GroupTrace>> LoadDumps(const std::string& dir) {
         }
         std::sort(trace.collectives.begin(), trace.collectives.end(),
                   [](const Entry& a, const Entry& b) { return a.seq < b.seq; });
+        // Operations of a group complete in issue order, so one that
+        // completed vouches for those before it whose work the program never
+        // waited for (their entries still say "started").
+        bool later_completed = false;
+        for (auto e = trace.collectives.rbegin(); e != trace.collectives.rend(); ++e) {
+          if (e->state == "completed") {
+            later_completed = true;
+          } else if (later_completed && !e->ended()) {
+            e->state = "completed";
+            e->ended_us = e->started_us != 0 ? e->started_us : e->issued_us;
+          }
+        }
         // A later dump of the same rank (several processes cannot share a
         // rank) replaces an earlier one.
         auto existing = group.ranks.find(trace.rank);
