@@ -172,8 +172,8 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
                                                        "': ", created.message()));
     }
   }
-  DIST_RETURN_IF_ERROR(group->StartTracing(config->debug_detail, config->trace_entries_value,
-                                           config->trace_dir.value));
+  DIST_RETURN_IF_ERROR(group->StartTracing(
+      {config->debug_detail, config->trace_entries_value, config->trace_dir.value}));
   LogLine(DIST_LOG_INFO, "core",
           absl::StrCat("group '", group->name_, "' ready: rank ", group->rank_, " of ",
                        group->world_size_, " via ", config->init_method.value));
@@ -242,26 +242,22 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::NewGroup(std::vector
     }
   }
   group->global_rank_ = global_rank_;
-  DIST_RETURN_IF_ERROR(group->StartTracing(debug_detail_, trace_entries_, trace_dir_));
+  DIST_RETURN_IF_ERROR(group->StartTracing(tracing_->options()));
   return group;
 }
 
-absl::Status ProcessGroup::StartTracing(bool debug_detail, int64_t trace_entries,
-                                        std::string trace_dir) {
-  debug_detail_ = debug_detail;
-  trace_entries_ = trace_entries;
-  trace_dir_ = std::move(trace_dir);
+absl::Status ProcessGroup::StartTracing(const TraceOptions& options) {
   std::vector<std::string> backends;
   for (const BackendComm& comm : comms_) backends.push_back(comm.plugin->name);
-  recorder_ = std::make_shared<FlightRecorder>(
-      name_, global_rank_, rank_, world_size_, absl::StrJoin(backends, ","),
-      rank_ < 0 ? 0 : static_cast<size_t>(trace_entries_), trace_dir_);
-  if (debug_detail_ && rank_ >= 0) {
+  dist_store_t* check_store = nullptr;
+  if (options.debug_detail && rank_ >= 0) {
     absl::StatusOr<dist_store_t*> store =
         MakePrefixStore(store_->get(), absl::StrCat(store_prefix_, "check/"));
     if (!store.ok()) return store.status();
-    check_ = std::make_unique<CollectiveCheck>(*store, name_, rank_, world_size_, timeout_);
+    check_store = *store;
   }
+  tracing_ = std::make_unique<GroupTracing>(options, name_, global_rank_, rank_, world_size_,
+                                            absl::StrJoin(backends, ","), check_store, timeout_);
   return absl::OkStatus();
 }
 
@@ -331,43 +327,17 @@ absl::StatusOr<dist_work_t*> ProcessGroup::Submit(dist_collective_t kind,
   }
   // Only calls that reach the backend count: a local argument error above
   // leaves the sequence numbers of all ranks in step.
-  const OpFingerprint fp =
-      MakeFingerprint(kind, args, kind == DIST_COLL_BARRIER ? DIST_DEVICE_CPU
-                                                            : OpDevice(kind, args, rank_));
-  const bool p2p = IsPointToPoint(kind);
-  const uint64_t seq = p2p ? ++p2p_seq_ : ++collective_seq_;
-  const uint64_t trace_id = recorder_->Issue(seq, fp);
-  uint64_t pairing = 0;
-  auto fail = [&](absl::Status status) {
-    if (p2p && check_ != nullptr && pairing != 0) {
-      status = absl::Status(status.code(),
-                            absl::StrCat(status.message(), check_->ExplainPeer(pairing, fp)));
-    }
-    recorder_->End(trace_id, status);
-    recorder_->DumpAfterFailure(std::string(status.message()));
-    return status;
-  };
-  if (check_ != nullptr) {
-    absl::Status checked;
-    if (p2p) {
-      absl::StatusOr<uint64_t> paired = check_->CheckPeer(fp);
-      checked = paired.status();
-      if (paired.ok()) pairing = *paired;
-    } else {
-      checked = check_->Check(seq, fp);
-    }
-    if (checked.code() == absl::StatusCode::kDeadlineExceeded) {
-      // A rank is missing: later calls would queue behind it; fail them at once.
-      AbortComms(std::string(checked.message()));
-    }
-    if (!checked.ok()) return fail(checked);
-  }
-  recorder_->Start(trace_id);
+  absl::StatusOr<TracedOp> op = tracing_->Enter(
+      MakeFingerprint(kind, args,
+                      kind == DIST_COLL_BARRIER ? DIST_DEVICE_CPU : OpDevice(kind, args, rank_)),
+      [this](const std::string& reason) { AbortComms(reason); });
+  if (!op.ok()) return op.status();
+  tracing_->Started(*op);
   dist_backend_work_t* work = nullptr;
   absl::Status started = TakeError(fn((*comm)->comm, &args, &work));
-  if (!started.ok()) return fail(started);
+  if (!started.ok()) return tracing_->Failed(*op, started);
   if (work == nullptr) {
-    return fail(absl::InternalError(absl::StrCat(
+    return tracing_->Failed(*op, absl::InternalError(absl::StrCat(
         "backend '", plugin.name, "' returned no work for ", dist_collective_name(kind))));
   }
   auto* handle = new dist_work();
@@ -375,8 +345,8 @@ absl::StatusOr<dist_work_t*> ProcessGroup::Submit(dist_collective_t kind,
   handle->work = work;
   handle->default_timeout_ms = absl::ToInt64Milliseconds(timeout_);
   handle->kind = kind;
-  handle->recorder = recorder_;
-  handle->trace_id = trace_id;
+  handle->recorder = tracing_->recorder();
+  handle->trace_id = op->trace_id;
   return handle;
 }
 
@@ -397,14 +367,14 @@ absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& arg
     AbortComms(reason);
     status = absl::DeadlineExceededError(absl::StrCat(reason, "; group '", name_, "' aborted"));
   }
-  recorder_->End(trace_id, status);
-  if (!status.ok()) recorder_->DumpAfterFailure(std::string(status.message()));
+  tracing_->recorder()->End(trace_id, status);
+  if (!status.ok()) tracing_->recorder()->DumpAfterFailure(std::string(status.message()));
   return status;
 }
 
 void ProcessGroup::Abort(const std::string& reason) {
   AbortComms(reason);
-  recorder_->DumpAfterFailure(absl::StrCat("group '", name_, "' aborted: ", reason));
+  tracing_->recorder()->DumpAfterFailure(absl::StrCat("group '", name_, "' aborted: ", reason));
 }
 
 void ProcessGroup::AbortComms(const std::string& reason) {

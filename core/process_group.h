@@ -4,15 +4,13 @@
 #define DIST_CORE_PROCESS_GROUP_H_
 
 #include <array>
-#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/collective_check.h"
-#include "core/flight_recorder.h"
+#include "core/group_tracing.h"
 #include "core/plugin_loader.h"
 #include "dist/backend_plugin.h"
 #include "dist/dist.h"
@@ -61,16 +59,14 @@ class ProcessGroup {
   int32_t world_size() const { return world_size_; }
   absl::Duration timeout() const { return timeout_; }
   const char* BackendName(dist_device_type_t device) const;
-  const FlightRecorder& recorder() const { return *recorder_; }
+  const FlightRecorder& recorder() const { return *tracing_->recorder(); }
 
  private:
   ProcessGroup() = default;
   absl::StatusOr<const BackendComm*> CommFor(dist_collective_t kind,
                                              const dist_op_args_t& args) const;
   absl::Status NotMemberError() const;
-  // The flight recorder and, under DIST_DEBUG=detail, the fingerprint check
-  // (core/flight_recorder.h, core/collective_check.h).
-  absl::Status StartTracing(bool debug_detail, int64_t trace_entries, std::string trace_dir);
+  absl::Status StartTracing(const TraceOptions& options);  // core/group_tracing.h
   void AbortComms(const std::string& reason);
 
   std::string name_;
@@ -89,13 +85,7 @@ class ProcessGroup {
   std::vector<std::pair<std::string, std::string>> options_;
   int subgroup_counter_ = 0;
   int32_t global_rank_ = -1;  // rank in the default group: names the trace dump
-  bool debug_detail_ = false;
-  int64_t trace_entries_ = 0;
-  std::string trace_dir_;
-  std::shared_ptr<FlightRecorder> recorder_;  // shared with work handles
-  std::unique_ptr<CollectiveCheck> check_;    // DIST_DEBUG=detail only
-  std::atomic<uint64_t> collective_seq_{0};   // "#17": collectives issued on this group
-  std::atomic<uint64_t> p2p_seq_{0};          // sends and receives issued
+  std::unique_ptr<GroupTracing> tracing_;
 };
 
 }  // namespace dist

@@ -87,7 +87,8 @@ TEST(DisttraceTest, AnUnwaitedOperationBeforeACompletedOneCompleted) {
   for (int r = 0; r < 2; ++r) {
     // #1 was submitted asynchronously and its work destroyed unwaited.
     dir.Write(r, 2, 9,
-              {{1, "all_reduce", kAr, "started", 1, 0}, {2, "barrier", "barrier()", "completed", 3, 4}});
+              {{1, "all_reduce", kAr, "started", 1, 0},
+               {2, "barrier", "barrier()", "completed", 3, 4}});
   }
   EXPECT_EQ(dir.Analyze().kind, "consistent");
 }
