@@ -123,7 +123,7 @@ FlightRecorder::~FlightRecorder() {
   list.erase(std::remove(list.begin(), list.end(), this), list.end());
 }
 
-uint64_t FlightRecorder::Issue(uint64_t seq, const OpFingerprint& fp) {
+uint64_t FlightRecorder::Issue(uint64_t seq, const OpFingerprint& fp, bool started) {
   if (capacity_ == 0) return 0;
   const int64_t now = NowMicros();
   absl::MutexLock lock(&mu_);
@@ -133,9 +133,9 @@ uint64_t FlightRecorder::Issue(uint64_t seq, const OpFingerprint& fp) {
   entry.seq = seq;
   entry.fp = fp;
   entry.issued_us = now;
-  entry.started_us = 0;
+  entry.started_us = started ? now : 0;
   entry.ended_us = 0;
-  entry.state = TraceState::kIssued;
+  entry.state = started ? TraceState::kStarted : TraceState::kIssued;
   entry.error.clear();
   return id;
 }

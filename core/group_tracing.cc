@@ -25,7 +25,7 @@ absl::StatusOr<TracedOp> GroupTracing::Enter(
   op.fp = fp;
   const bool p2p = IsPointToPoint(fp.op);
   const uint64_t seq = p2p ? ++p2p_seq_ : ++collective_seq_;
-  op.trace_id = recorder_->Issue(seq, fp);
+  op.trace_id = recorder_->Issue(seq, fp, /*started=*/check_ == nullptr);
   if (check_ == nullptr) return op;
   absl::Status checked;
   if (p2p) {

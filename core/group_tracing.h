@@ -54,7 +54,9 @@ class GroupTracing {
   // later calls fail at once instead of queueing behind it.
   absl::StatusOr<TracedOp> Enter(const OpFingerprint& fp,
                                  const std::function<void(const std::string&)>& abort);
-  void Started(const TracedOp& op) { recorder_->Start(op.trace_id); }
+  void Started(const TracedOp& op) {
+    if (check_ != nullptr) recorder_->Start(op.trace_id);  // else Enter said so
+  }
   // The operation failed before it got a work handle: records it, writes the
   // dump, and returns the status (for send/recv with what the peer posted).
   absl::Status Failed(const TracedOp& op, absl::Status status);
