@@ -64,7 +64,7 @@ inline constexpr char kDefaultBackend[] = "gloo";
 inline constexpr char kDefaultInitMethod[] = "env://";
 inline constexpr absl::Duration kDefaultTimeout = absl::Minutes(5);
 inline constexpr int64_t kDefaultTraceEntries = 2000;
-inline constexpr int64_t kMaxTraceEntries = 1000000;
+inline constexpr int64_t kMaxTraceEntries = 100000;  // ~14 MB per group
 
 absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options);
 
