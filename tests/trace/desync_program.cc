@@ -11,6 +11,9 @@
 //               continued, calls all_reduce #3 late
 //     p2p       rank 0 sends 1024 floats with tag 5 to the last rank, which
 //               receives 2048 (send/recv are checked by pairing)
+//     stuck     the last rank starts all_reduce #3 asynchronously and stops
+//               itself inside it; once continued it writes its flight
+//               recorder (as a watchdog would) and leaves without waiting
 //     subgroup  the same count mismatch on a subgroup of ranks 1 and 2 (a
 //               group's own sequence numbers: its all_reduce is #1 there)
 //
@@ -166,6 +169,19 @@ int main(int argc, char** argv) {
         }
       }
       std::printf("rank %d: ok\n", rank);
+      return 0;
+    }
+    if (odd && scenario == "stuck") {
+      dist_work_t* work = nullptr;
+      if ((err = dist_all_reduce(group, &b, &b, DIST_SUM, &work)) != nullptr) {
+        return Fail(rank, "operation #3", err);
+      }
+      std::printf("rank %d: stopping inside all_reduce #3 (pid %d)\n", rank,
+                  static_cast<int>(getpid()));
+      std::fflush(stdout);
+      raise(SIGSTOP);
+      std::printf("rank %d: continued\n", rank);
+      dist_work_destroy(work);  // never waited for: its entry stays "started"
       return 0;
     }
     if (odd && scenario == "skip") {

@@ -84,7 +84,7 @@ run() {
       RANK=$rank LOCAL_RANK=$rank WORLD_SIZE=3 "$program" "$1" > "$dir/out.$rank" 2>&1 &
       pids+=($!)
     done
-    if [[ $1 == stop ]]; then
+    if [[ $1 == stop || $1 == stuck ]]; then
       wait_bounded 60 "${pids[0]}" "${pids[1]}" || fail "ranks 0,1 did not finish within 60 s"
       kill -CONT "${pids[2]}"
     fi
@@ -122,7 +122,11 @@ PY
 }
 
 mismatch="where ranks 0,1 called all_reduce(sum, 1024 x float32$dev)"
-for scenario in ok other_op count dtype subgroup p2p skip stop; do
+scenarios="ok other_op count dtype subgroup p2p skip stop stuck"
+# Under mpirun the ranks that gave up wait in MPI_Finalize for the stopped one,
+# which then cannot finish its own pending MPI operation.
+[[ $backend == mpi ]] && scenarios=${scenarios% stuck}
+for scenario in $scenarios; do
   dir="$root/$backend-$scenario"
   mkdir -p "$dir"
   case $scenario in
@@ -172,6 +176,16 @@ for scenario in ok other_op count dtype subgroup p2p skip stop; do
       expect_trace late "group 'default': all_reduce #3: rank 2 entered it"
       grep -qF "after the others had given up (its last operation: broadcast #2, completed)" \
         "$dir/trace.txt" || fail "disttrace did not name rank 2's last operation"
+      ;;
+    stuck)
+      run stuck 3s
+      for rank in 0 1; do
+        grep -qE "rank $rank: FAILED operation #3: .*all_reduce" "$dir/out" ||
+          fail "rank $rank did not report its all_reduce #3 failing"
+      done
+      expect_trace stuck "group 'default': rank 2 is stuck inside all_reduce #3 (started "
+      grep -qF "before its dump, never completed) while ranks 0,1 gave up on it" "$dir/trace.txt" ||
+        fail "disttrace did not say that ranks 0,1 gave up"
       ;;
   esac
   if (( failures > 0 )); then
