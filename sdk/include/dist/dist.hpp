@@ -151,6 +151,12 @@ class ProcessGroup {
 
   void Abort(const std::string& reason) { dist_abort(group_, reason.c_str()); }
 
+  // This rank's flight recorder as JSON (dist_trace_dump); empty `path`:
+  // DIST_TRACE_DIR/rank-<rank>.json.
+  absl::Status TraceDump(const std::string& path = "") const {
+    return TakeError(dist_trace_dump(group_, path.empty() ? nullptr : path.c_str()));
+  }
+
   // Blocking forms.
   absl::Status AllReduce(const dist_buffer_t& send, const dist_buffer_t& recv, dist_reduce_op_t op) {
     return TakeError(dist_all_reduce(group_, &send, &recv, op, nullptr));
