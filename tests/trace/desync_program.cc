@@ -14,6 +14,7 @@
 //     stuck     the last rank starts all_reduce #3 asynchronously and stops
 //               itself inside it; once continued it writes its flight
 //               recorder (as a watchdog would) and leaves without waiting
+//               (not run on mpi and nccl: desync_test.sh says why)
 //     subgroup  the same count mismatch on a subgroup of ranks 1 and 2 (a
 //               group's own sequence numbers: its all_reduce is #1 there)
 //
