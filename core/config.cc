@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/logging.h"
+#include "core/mpi_flavor.h"
 #include "dist/cpp/status.hpp"
 // toml++ 3.3 asserts on some malformed documents (e.g. "[)" as a table
 // header) instead of reporting them; without the assertion it reports them,
@@ -337,6 +338,17 @@ absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options)
       ParseDeviceMap(config.backend.value, config.backend.source);
   if (!map.ok()) return map.status();
   config.device_map = *std::move(map);
+
+  // An MPI backend takes ranks and the store from MPI itself (mpi://) unless
+  // an init method was chosen: `DIST_BACKEND=mpi mpirun ...` needs nothing else.
+  if (config.init_method.source == "default") {
+    for (const DeviceAssignment& assignment : config.device_map) {
+      if (!IsMpiName(assignment.backend)) continue;
+      config.init_method = {absl::StrCat(assignment.backend, "://"),
+                            absl::StrCat("default (backend ", assignment.backend, ")")};
+      break;
+    }
+  }
 
   const std::string& url = config.init_method.value;
   if (url.find("://") == std::string::npos) {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "core/host_api.h"
 #include "core/logging.h"
+#include "core/mpi_flavor.h"
 #include "dist/cpp/status.hpp"
 
 namespace dist {
@@ -331,7 +332,11 @@ absl::Status RecordStatus(const PluginRecord& record) {
   return absl::InternalError("unknown plugin status");
 }
 
-absl::StatusOr<const PluginRecord*> PluginRegistry::LoadBackend(const std::string& name_or_path) {
+absl::StatusOr<const PluginRecord*> PluginRegistry::LoadBackend(const std::string& requested) {
+  // "mpi" -> the MPI build matching the launcher (core/mpi_flavor.h).
+  absl::StatusOr<std::string> flavored = ResolveMpiFlavor(requested, "backend");
+  if (!flavored.ok()) return flavored.status();
+  const std::string& name_or_path = *flavored;
   absl::MutexLock lock(&mu_);
   if (name_or_path.empty()) return absl::InvalidArgumentError("backend name is empty");
   const PluginRecord* record = nullptr;
@@ -369,7 +374,10 @@ absl::StatusOr<const PluginRecord*> PluginRegistry::LoadBackend(const std::strin
   return record;
 }
 
-absl::StatusOr<const PluginRecord*> PluginRegistry::LoadRendezvous(const std::string& scheme) {
+absl::StatusOr<const PluginRecord*> PluginRegistry::LoadRendezvous(const std::string& requested) {
+  absl::StatusOr<std::string> flavored = ResolveMpiFlavor(requested, "init method");
+  if (!flavored.ok()) return flavored.status();
+  const std::string& scheme = *flavored;
   absl::MutexLock lock(&mu_);
   const std::vector<std::string> files =
       FindFiles(absl::StrCat(FilePrefix(DIST_PLUGIN_RENDEZVOUS), scheme, ".so"));

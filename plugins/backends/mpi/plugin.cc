@@ -5,6 +5,7 @@
 
 #include "comm.h"
 #include "dist/cpp/backend_adapter.hpp"
+#include "flavor.h"
 #include "ops.h"
 #include "options.h"
 #include "probe.h"
@@ -53,7 +54,8 @@ class MpiComm : public dist::BackendComm {
 
 class MpiBackend : public dist::Backend {
  public:
-  const char* name() const override { return "mpi"; }
+  // "openmpi" or "mpich": one build per implementation (flavor.h).
+  const char* name() const override { return dist_mpi_flavor::kName; }
   const char* version() const override { return "1.0.0"; }
   const char* LibraryVersion() override { return Runtime::Get().library_version(); }
   absl::Status Initialize(const dist_host_api_t* host) override {

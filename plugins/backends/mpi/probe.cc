@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "flavor.h"
 #include "runtime.h"
 
 namespace dist_mpi {
@@ -35,7 +36,10 @@ absl::Status ProbeLauncher() {
   // an MPI singleton of world size 1, which needs Open MPI's orted.
   int initialized = 0;
   MPI_Initialized(&initialized);
-  if (initialized || Runtime::StartedByLauncher() || InPath("orted")) return absl::OkStatus();
+  const char* helper = dist_mpi_flavor::kSingletonHelper;  // MPICH needs none
+  if (initialized || Runtime::StartedByLauncher() || helper == nullptr || InPath(helper)) {
+    return absl::OkStatus();
+  }
   return absl::UnavailableError(
       "mpi: not started by an MPI launcher and Open MPI's orted (needed to run as a singleton) "
       "is not in PATH; launch with `mpirun -np N <program>`");

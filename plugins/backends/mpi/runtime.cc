@@ -1,13 +1,17 @@
 #include "runtime.h"
 
 #include <dlfcn.h>
-#include <mpi-ext.h>
+#include <mpi.h>
+#if defined(OPEN_MPI) && OPEN_MPI
+#include <mpi-ext.h>  // MPIX_Query_cuda_support; MPICH has no such header
+#endif
 
 #include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "comm.h"
+#include "flavor.h"
 #include "datatypes.h"
 #include "dist/cpp/host_log.hpp"
 #include "nbc_tuning.h"
@@ -36,17 +40,29 @@ Runtime& Runtime::Get() {
 }
 
 absl::Status Runtime::Attach(const dist_host_api_t* host) {
-  // The plugin links libmpi, so it is loaded already (RTLD_NOLOAD finds it);
-  // reopening it RTLD_GLOBAL puts it and its dependencies in the global
+  (void)host;  // the adapter keeps the host's services (dist::Log)
+  return absl::OkStatus();
+}
+
+// Done just before the plugin initializes MPI, not when it is loaded: a
+// process that only lists plugins (distinfo) loads the Open MPI and the
+// MPICH build side by side, and a global libmpi would answer the MPICH
+// build's MPI_* lookups.
+absl::Status Runtime::PromoteLibrary() {
+  if (!dist_mpi_flavor::kNeedsGlobalSymbols) return absl::OkStatus();
+  const char* library = dist_mpi_flavor::kLibrary;
+  // The plugin links the library, so it is loaded already (RTLD_NOLOAD finds
+  // it); reopening it RTLD_GLOBAL puts it and its dependencies in the global
   // scope, where Open MPI's own dlopen'ed components look for its symbols.
   // The handle is kept forever on purpose.
-  void* handle = dlopen("libmpi.so.40", RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
-  if (handle == nullptr) handle = dlopen("libmpi.so.40", RTLD_NOW | RTLD_GLOBAL);
+  void* handle = dlopen(library, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+  if (handle == nullptr) handle = dlopen(library, RTLD_NOW | RTLD_GLOBAL);
   if (handle == nullptr) {
     const char* why = dlerror();
     return absl::FailedPreconditionError(absl::StrCat(
-        "mpi: cannot load libmpi.so.40 with RTLD_GLOBAL (", why ? why : "unknown dlerror",
-        "); install Open MPI 4 (apt-get install libopenmpi3) or use the gloo backend"));
+        dist_mpi_flavor::kName, ": cannot load ", library, " with RTLD_GLOBAL (",
+        why ? why : "unknown dlerror", "); install ", dist_mpi_flavor::kImplementation,
+        " or use the gloo backend"));
   }
   return absl::OkStatus();
 }
@@ -77,6 +93,7 @@ absl::Status Runtime::EnsureInitialized() {
   MPI_Initialized(&initialized);
   int provided = MPI_THREAD_SINGLE;
   if (!initialized) {
+    if (absl::Status s = PromoteLibrary(); !s.ok()) return fail(s);
     const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
     if (rc != MPI_SUCCESS) return fail(MpiStatus(rc, "MPI_Init_thread"));
     owns_mpi_ = true;
@@ -88,6 +105,15 @@ absl::Status Runtime::EnsureInitialized() {
     std::atexit([] { Runtime::Get().FinalizeAtExit(); });
   } else {
     MPI_Query_thread(&provided);
+    // Whoever initialized MPI (the host, or the mpi:// rendezvous) finalizes
+    // it. MPI_Finalize first deletes MPI_COMM_SELF's attributes, so this
+    // one's delete callback is where the plugin stops its progress thread
+    // and frees its datatypes, while MPI still works.
+    int keyval = MPI_KEYVAL_INVALID;
+    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &ReleaseAtFinalize, &keyval, nullptr) ==
+        MPI_SUCCESS) {
+      MPI_Comm_set_attr(MPI_COMM_SELF, keyval, nullptr);
+    }
   }
   provided_ = provided;
   multiple_ = provided >= MPI_THREAD_MULTIPLE;
@@ -112,6 +138,13 @@ absl::Status Runtime::EnsureInitialized() {
   }
   init_status_ = absl::OkStatus();
   return init_status_;
+}
+
+int Runtime::ReleaseAtFinalize(MPI_Comm, int, void*, void*) {
+  ProgressEngine::Get().Stop();
+  NbcTuning::Get().Finalize();
+  FreeDatatypes();
+  return MPI_SUCCESS;
 }
 
 bool Runtime::initialized() const {

@@ -20,9 +20,8 @@ class Runtime {
   static Runtime& Get();
 
   // Called from the plugin's initialize() (the adapter keeps the host's
-  // services for logging): makes libmpi's symbols global (Open MPI dlopens
-  // its components, which expect them, but the core loads plugins
-  // RTLD_LOCAL).
+  // services for logging). Open MPI's library is made global later, right
+  // before MPI_Init (PromoteLibrary).
   absl::Status Attach(const dist_host_api_t* host);
 
   // Initializes MPI on first use unless the host already did; idempotent.
@@ -52,6 +51,10 @@ class Runtime {
 
  private:
   Runtime() = default;
+  absl::Status PromoteLibrary();
+  // MPI_COMM_SELF attribute delete callback: runs inside someone else's
+  // MPI_Finalize.
+  static int ReleaseAtFinalize(MPI_Comm comm, int keyval, void* value, void* extra);
 
   mutable absl::Mutex mu_;
   bool attempted_ ABSL_GUARDED_BY(mu_) = false;

@@ -86,6 +86,10 @@ absl::StatusOr<dist_store_t*> OpenTcpStore(const TcpRendezvousConfig& config) {
                               ? (server->address()[0] == '[' ? "::1" : "127.0.0.1")
                               : bound;
     client_options.port = server->port();
+    if (config.announce) {
+      absl::Status announced = config.announce(config.host, server->port());
+      if (!announced.ok()) return WithUrl(config.url, announced);
+    }
   }
   absl::StatusOr<std::unique_ptr<store::TcpStoreClient>> client =
       store::TcpStoreClient::Connect(client_options);

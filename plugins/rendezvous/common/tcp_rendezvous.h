@@ -3,6 +3,7 @@
 #ifndef DIST_PLUGINS_RENDEZVOUS_COMMON_TCP_RENDEZVOUS_H_
 #define DIST_PLUGINS_RENDEZVOUS_COMMON_TCP_RENDEZVOUS_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -27,6 +28,9 @@ struct TcpRendezvousConfig {
   std::optional<std::string> bind;
   std::string token;
   absl::Duration timeout;
+  // Rank 0, once its server listens: told the address the others should
+  // use (mpi:// broadcasts it). Its error fails the rendezvous.
+  std::function<absl::Status(const std::string& host, int port)> announce;
 };
 
 // A store owned by the caller. For rank 0 its release lets the server
