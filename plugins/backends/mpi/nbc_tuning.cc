@@ -39,12 +39,24 @@ NbcTuning& NbcTuning::Get() {
   return *tuning;
 }
 
-void NbcTuning::Init() {
-  int provided = 0;
-  if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return;
-  tools_ready_ = true;
-  iallreduce_.Init();
-  ireduce_.Init();
+void NbcTuning::Init() {}
+
+// Open MPI's MPI_T_init_thread registers every MCA variable: 0.2 s, as long
+// as MPI_Init itself on 2 ranks, and most jobs never issue a tuned call. So
+// the tools interface starts with the first call that wants another
+// algorithm; every rank of a communicator decides that from the same
+// (size, bytes), so all build the same schedule. MPICH has no libnbc.
+void NbcTuning::EnsureTools() {
+#if defined(OPEN_MPI) && OPEN_MPI
+  absl::call_once(tools_once_, [this] {
+    int provided = 0;
+    if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return;
+    tools_ready_ = true;
+    iallreduce_.Init();
+    ireduce_.Init();
+    tools_started_.store(true, std::memory_order_release);
+  });
+#endif
 }
 
 void NbcTuning::Finalize() {
@@ -62,6 +74,10 @@ int NbcTuning::Iallreduce(const void* send, void* recv, int count, MPI_Datatype 
   const int wanted = comm_size > 1 && comm_size < 4 && bytes >= kRingMinBytes
                          ? kIallreduceRing
                          : NbcAlgorithm::kDefault;
+  if (wanted == NbcAlgorithm::kDefault && !tools_started_.load(std::memory_order_acquire)) {
+    return MPI_Iallreduce(send, recv, count, type, op, comm, request);
+  }
+  EnsureTools();
   return iallreduce_.With(
       wanted, [&] { return MPI_Iallreduce(send, recv, count, type, op, comm, request); });
 }
@@ -72,6 +88,10 @@ int NbcTuning::Ireduce(const void* send, void* recv, int count, MPI_Datatype typ
   const int wanted = comm_size > 1 && comm_size <= kBinomialMaxRanks && bytes >= kBinomialMinBytes
                          ? kIreduceBinomial
                          : NbcAlgorithm::kDefault;
+  if (wanted == NbcAlgorithm::kDefault && !tools_started_.load(std::memory_order_acquire)) {
+    return MPI_Ireduce(send, recv, count, type, op, root, comm, request);
+  }
+  EnsureTools();
   return ireduce_.With(
       wanted, [&] { return MPI_Ireduce(send, recv, count, type, op, root, comm, request); });
 }

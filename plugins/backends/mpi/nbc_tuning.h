@@ -21,8 +21,10 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstddef>
 
+#include "absl/base/call_once.h"
 #include "absl/synchronization/mutex.h"
 
 namespace dist_mpi {
@@ -64,7 +66,7 @@ class NbcTuning {
  public:
   static NbcTuning& Get();
 
-  void Init();      // after MPI_Init
+  void Init();      // after MPI_Init (the tools interface starts on first use)
   void Finalize();  // before MPI_Finalize
 
   // MPI_Iallreduce / MPI_Ireduce with the algorithm suited to `bytes`.
@@ -76,6 +78,10 @@ class NbcTuning {
  private:
   NbcTuning() = default;
 
+  void EnsureTools();
+
+  absl::once_flag tools_once_;
+  std::atomic<bool> tools_started_{false};
   bool tools_ready_ = false;
   NbcAlgorithm iallreduce_{"coll_libnbc_iallreduce_algorithm"};
   NbcAlgorithm ireduce_{"coll_libnbc_ireduce_algorithm"};
