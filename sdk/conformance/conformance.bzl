@@ -34,7 +34,8 @@ def dist_conformance_test(
       name: test_suite name; the tests are <name>_np<N>.
       plugin: label of the backend plugin .so.
       world_sizes: numbers of ranks to run with.
-      launcher: "local" (fork + loopback tcp:// rendezvous) or "mpirun".
+      launcher: "local" (fork + loopback tcp:// rendezvous), "mpirun" (Open MPI) or
+        "mpiexec.mpich" (MPICH's Hydra).
       quick: quick sizes (large = 64 KiB, roots 0 and N-1).
       via: "abi" (the plugin's table directly) or "core" (dist_init and the host API).
       extra_args: more dist_conformance flags.
@@ -43,8 +44,8 @@ def dist_conformance_test(
       size: test size; "small" (Bazel's 120 s) fits timeout_s = 110.
       **kwargs: passed to each sh_test (timeout, ...).
     """
-    if launcher not in ["local", "mpirun"]:
-        fail("dist_conformance_test: launcher must be 'local' or 'mpirun', not '%s'" % launcher)
+    if launcher not in ["local", "mpirun", "mpiexec.mpich"]:
+        fail("dist_conformance_test: launcher must be 'local', 'mpirun' or 'mpiexec.mpich', not '%s'" % launcher)
     tests = []
     for n in world_sizes:
         test = "%s_np%d" % (name, n)
@@ -65,7 +66,7 @@ def dist_conformance_test(
                 "//sdk/conformance:dist_conformance",
                 plugin,
             ],
-            tags = tags + (["mpi"] if launcher == "mpirun" else []),
+            tags = tags + (["mpi"] if launcher != "local" else []),
             size = size,
             **kwargs
         )

@@ -31,7 +31,8 @@ ABSL_FLAG(bool, quick, false,
           "quick sizes: the large size is --quick_large_bytes and rooted collectives use roots "
           "0 and N-1 only");
 ABSL_FLAG(std::string, launcher, "local",
-          "how ranks start: 'local' (fork, loopback rendezvous) or 'mpirun' (for backends that "
+          "how ranks start: 'local' (fork, loopback rendezvous), 'mpirun' or 'mpiexec.mpich' (MPICH's "
+          "Hydra) (for backends that "
           "need an MPI launcher)");
 ABSL_FLAG(std::string, via, "abi",
           "'abi' drives the plugin's table directly; 'core' goes through dist_init and the host "
@@ -76,7 +77,7 @@ std::string Absolute(const std::string& plugin) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "runs the dist conformance kit on a backend plugin.\n"
-      "  dist_conformance --plugin=PATH.so [-n N] [--quick] [--launcher=local|mpirun]\n"
+      "  dist_conformance --plugin=PATH.so [-n N] [--quick] [--launcher=local|mpirun|mpiexec.mpich]\n"
       "Prints a pass/fail table and 'N passed, N failed'; exits non-zero on any failure.");
   absl::ParseCommandLine(argc, argv);
   const std::string plugin = Absolute(absl::GetFlag(FLAGS_plugin));
@@ -125,8 +126,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dist_conformance: -n %d: need at least 1 rank\n", n);
     return 2;
   }
-  if (launcher != "local" && launcher != "mpirun") {
-    std::fprintf(stderr, "dist_conformance: --launcher=%s: use 'local' or 'mpirun'\n",
+  if (launcher != "local" && launcher != "mpirun" && launcher != "mpiexec.mpich") {
+    std::fprintf(stderr,
+                 "dist_conformance: --launcher=%s: use 'local', 'mpirun' or 'mpiexec.mpich'\n",
                  launcher.c_str());
     return 2;
   }

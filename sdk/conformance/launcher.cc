@@ -90,6 +90,13 @@ int Launch(const LaunchOptions& options) {
     argv.insert(argv.end(), common.begin(), common.end());
     argv.push_back("--results_dir=" + *dir);
     children.push_back(Child{"mpirun", Spawn(argv)});
+  } else if (options.launcher == "mpiexec.mpich") {
+    // MPICH's Hydra: runs as root and oversubscribes without flags.
+    std::vector<std::string> argv = {"mpiexec.mpich", "-n", absl::StrCat(options.world_size),
+                                     options.self};
+    argv.insert(argv.end(), common.begin(), common.end());
+    argv.push_back("--results_dir=" + *dir);
+    children.push_back(Child{"mpiexec.mpich", Spawn(argv)});
   } else {
     for (int r = 0; r < options.world_size; ++r) {
       std::vector<std::string> argv = {options.self};

@@ -12,6 +12,16 @@ MPI_Datatype g_bfloat16 = MPI_DATATYPE_NULL;
 MPI_Op g_half_ops[2][4] = {{MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL},
                            {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL}};
 
+// MPICH 4.0.2 (Debian 12) compares MPI_UINT8_T (and every unsigned type) as
+// signed in MPI_MIN/MPI_MAX: min(51, 169) = 169 (pmodels/mpich#6083, fixed
+// in 4.0.3). The MPICH build reduces uint8 min/max with its own ops.
+#if defined(MPICH)
+inline constexpr bool kUnsignedMinMaxBroken = true;
+#else
+inline constexpr bool kUnsignedMinMaxBroken = false;
+#endif
+MPI_Op g_uint8_ops[2] = {MPI_OP_NULL, MPI_OP_NULL};  // min, max
+
 // MPI calls this with inout = in (op) inout, element-wise, `len` elements.
 template <dist_dtype_t kDtype, dist_reduce_op_t kOp>
 void HalfOp(void* in, void* inout, int* len, MPI_Datatype* /*type*/) {
@@ -46,10 +56,24 @@ absl::Status InitDatatypes() {
   if (absl::Status s = CreateHalfType(&g_float16); !s.ok()) return s;
   if (absl::Status s = CreateHalfType(&g_bfloat16); !s.ok()) return s;
   if (absl::Status s = CreateHalfOps<DIST_FLOAT16>(g_half_ops[0]); !s.ok()) return s;
+  if (kUnsignedMinMaxBroken) {
+    for (int i = 0; i < 2; ++i) {
+      MPI_User_function* function =
+          i == 0 ? &HalfOp<DIST_UINT8, DIST_MIN> : &HalfOp<DIST_UINT8, DIST_MAX>;
+      if (absl::Status s = MpiStatus(MPI_Op_create(function, /*commute=*/1, &g_uint8_ops[i]),
+                                     "MPI_Op_create");
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
   return CreateHalfOps<DIST_BFLOAT16>(g_half_ops[1]);
 }
 
 void FreeDatatypes() {
+  for (MPI_Op& op : g_uint8_ops) {
+    if (op != MPI_OP_NULL) MPI_Op_free(&op);
+  }
   for (auto& row : g_half_ops) {
     for (MPI_Op& op : row) {
       if (op != MPI_OP_NULL) MPI_Op_free(&op);
@@ -84,6 +108,9 @@ MPI_Op MpiReduceOp(dist_dtype_t dtype, dist_reduce_op_t op) {
       case DIST_MAX: return g_half_ops[row][3];
       default: return MPI_OP_NULL;
     }
+  }
+  if (kUnsignedMinMaxBroken && dtype == DIST_UINT8 && (op == DIST_MIN || op == DIST_MAX)) {
+    return g_uint8_ops[op == DIST_MIN ? 0 : 1];
   }
   switch (op) {
     case DIST_SUM:
