@@ -211,8 +211,9 @@ inline bool StartDriver(int argc, char** argv, DriverStart* start) {
     std::fprintf(stderr, "usage: %s <libdist-backend-mpi.so> <scenario> [store_dir]\n", argv[0]);
     return false;
   }
-  start->rank = EnvInt("OMPI_COMM_WORLD_RANK", 0);
-  start->world = EnvInt("OMPI_COMM_WORLD_SIZE", 1);
+  // Open MPI's mpirun, else MPICH's Hydra (PMI_*).
+  start->rank = EnvInt("OMPI_COMM_WORLD_RANK", EnvInt("PMI_RANK", 0));
+  start->world = EnvInt("OMPI_COMM_WORLD_SIZE", EnvInt("PMI_SIZE", 1));
   g_rank = start->rank;
   start->plugin = LoadPlugin(argv[1]);
   start->scenario = argv[2];

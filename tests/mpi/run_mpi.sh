@@ -1,7 +1,8 @@
 #!/bin/bash
 # run_mpi.sh <np|none> <driver> <plugin.so> <scenario>
-# Runs the driver under real Open MPI (`mpirun -np N`), or without any
-# launcher for np=none, always bounded by a timeout.
+# Runs the driver under real Open MPI (`mpirun -np N`), or MPICH's
+# `mpiexec.mpich -n N` for the MPICH build (libdist-backend-mpich.so), or
+# without any launcher for np=none, always bounded by a timeout.
 set -u
 np="$1"
 driver="$(realpath "$2")"
@@ -13,6 +14,11 @@ if [[ "$np" == "none" ]]; then
   # No launcher variables may leak in from the environment.
   exec env -u OMPI_COMM_WORLD_SIZE -u OMPI_COMM_WORLD_RANK -u PMIX_RANK -u PMI_RANK -u PMI_SIZE \
     timeout 60 "$driver" "$plugin" "$scenario" "$store"
+fi
+if [[ "$(basename "$plugin")" == *mpich* ]]; then
+  # The MPICH build under MPICH's own launcher (Hydra): runs as root and
+  # oversubscribes without flags.
+  exec timeout 120 mpiexec.mpich -n "$np" "$driver" "$plugin" "$scenario" "$store"
 fi
 root_flags=()
 [[ "$(id -u)" == "0" ]] && root_flags=(--allow-run-as-root)

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "missing_ranks.h"
+#include "flavor.h"
 #include "mpi_status.h"
 #include "progress.h"
 #include "runtime.h"
@@ -57,8 +58,9 @@ absl::StatusOr<std::shared_ptr<Comm>> Comm::CreateWorld(const dist_comm_config_t
         "mpi: world size ", config.world_size,
         " requested but this process was not started by an MPI launcher (no "
         "OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_RANK in its environment); the mpi backend "
-        "takes its ranks from MPI: launch with `mpirun -np ",
-        config.world_size, " <program>` (as root add --allow-run-as-root), or use the gloo "
+        "takes its ranks from MPI: launch with `", dist_mpi_flavor::kLauncher,
+        config.world_size, " <program>`", dist_mpi_flavor::kNeedsGlobalSymbols ?
+        " (as root add --allow-run-as-root)" : "", ", or use the gloo "
         "backend (DIST_BACKEND=gloo)"));
   }
   if (absl::Status s = runtime.EnsureInitialized(); !s.ok()) return s;

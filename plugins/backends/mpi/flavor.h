@@ -13,7 +13,7 @@ namespace dist_mpi_flavor {
 inline constexpr char kName[] = "openmpi";        // plugin name and URL scheme
 inline constexpr char kImplementation[] = "Open MPI";
 inline constexpr char kLibrary[] = "libmpi.so.40";
-inline constexpr char kLauncher[] = "mpirun -np N";
+inline constexpr char kLauncher[] = "mpirun -np ";  // + N <program>
 // Open MPI dlopens its MCA components, which look for libmpi's symbols in
 // the global scope; the core loads plugins RTLD_LOCAL.
 inline constexpr bool kNeedsGlobalSymbols = true;
@@ -23,7 +23,7 @@ inline constexpr const char* kSingletonHelper = "orted";
 inline constexpr char kName[] = "mpich";
 inline constexpr char kImplementation[] = "MPICH";
 inline constexpr char kLibrary[] = "libmpich.so.12";
-inline constexpr char kLauncher[] = "mpiexec.mpich -n N";
+inline constexpr char kLauncher[] = "mpiexec.mpich -n ";
 // MPICH loads nothing that needs libmpich's symbols globally; keeping it
 // local also keeps it from answering an Open MPI plugin's lookups.
 inline constexpr bool kNeedsGlobalSymbols = false;

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "comm.h"
 #include "flavor.h"
@@ -190,7 +192,13 @@ const char* Runtime::library_version() {
     std::string all(text, static_cast<size_t>(length));
     const size_t end = all.find_first_of("\r\n");
     while (!all.empty() && (all.back() == '\n' || all.back() == '\r')) all.pop_back();
-    return new std::string(end == std::string::npos ? all : all.substr(0, end));
+    std::string first = end == std::string::npos ? all : all.substr(0, end);
+    // MPICH's is "MPICH Version:\t4.0.2"; say "MPICH 4.0.2" like "Open MPI v4.1.4".
+    constexpr absl::string_view kMpich = "MPICH Version:";
+    if (absl::StartsWith(first, kMpich)) {
+      first = absl::StrCat("MPICH ", absl::StripAsciiWhitespace(first.substr(kMpich.size())));
+    }
+    return new std::string(first);
   }();
   return version->c_str();
 }
