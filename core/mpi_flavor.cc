@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 
+#include <cstring>
+
 #include <optional>
 
 #include "absl/status/status.h"
@@ -68,17 +70,19 @@ absl::StatusOr<std::string> ResolveMpiFlavor(const std::string& name, const char
     return std::string(kOpenMpi.name);
   }
   const Flavor wanted = name == kOpenMpi.name ? kOpenMpi : kMpich;
+  // "init method 'mpich://'", "backend 'mpich'".
+  const std::string shown = std::strcmp(what, "backend") == 0 ? name : name + "://";
   const Flavor other = name == kOpenMpi.name ? kMpich : kOpenMpi;
   if (launcher && launcher->name != wanted.name) {
     return absl::FailedPreconditionError(absl::StrCat(
-        what, " '", name, "' is built for ", wanted.implementation, " but this process was "
+        what, " '", shown, "' is built for ", wanted.implementation, " but this process was "
         "started by ", launcher->implementation, "'s launcher (", variable, " is set); the two "
         "are not binary compatible: use '", other.name, "' or 'mpi' (picks the launcher's), or "
         "start the program with ", wanted.implementation, "'s `", wanted.launcher, "`"));
   }
   if (loaded && loaded->name != wanted.name) {
     return absl::FailedPreconditionError(absl::StrCat(
-        what, " '", name, "' is built for ", wanted.implementation, " but this process already "
+        what, " '", shown, "' is built for ", wanted.implementation, " but this process already "
         "has ", loaded->implementation, "'s ", loaded->library, " loaded; the two are not binary "
         "compatible: use '", other.name, "' or 'mpi', or link the program with ",
         wanted.implementation));

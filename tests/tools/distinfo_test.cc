@@ -100,10 +100,13 @@ TEST(DistinfoTest, ListsTheBackendsOfThisMachine) {
                                             DIST_RENDEZVOUS_ABI_MINOR)));
   EXPECT_THAT(r.out, HasSubstr("/dist/plugins (beside libdist.so)"));
   EXPECT_THAT(r.out, HasSubstr("\n  gloo: ok\n"));
-  EXPECT_THAT(r.out, HasSubstr("\n  mpi: ok\n"));
+  // The MPI backend, built once per implementation.
+  EXPECT_THAT(r.out, HasSubstr("\n  openmpi: ok\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  mpich: ok\n"));
   EXPECT_THAT(r.out, HasSubstr("\n  shm: ok\n"));
   EXPECT_THAT(r.out, HasSubstr("Library:             Gloo"));
-  EXPECT_THAT(r.out, HasSubstr("Library:             Open MPI"));
+  EXPECT_THAT(r.out, HasSubstr("Library:             Open MPI v4.1"));
+  EXPECT_THAT(r.out, HasSubstr("Library:             MPICH 4.0"));
 #if DIST_TEST_CUDA_FOUND
   if (HaveCudaDevice()) {
     EXPECT_THAT(r.out, HasSubstr("\n  nccl: ok\n"));
@@ -147,10 +150,16 @@ TEST(DistinfoTest, JsonHasEveryField) {
   EXPECT_THAT(caps["ops"]["all_reduce"], Contains("sum"));
   EXPECT_TRUE(caps.contains("flags"));
 
-  const json* mpi = FindNamed(j["backends"], "mpi");
-  ASSERT_NE(mpi, nullptr);
-  EXPECT_THAT((*mpi)["capabilities"]["flags"], Contains("needs_launcher"));
-  EXPECT_THAT((*mpi)["library_version"].get<std::string>(), HasSubstr("Open MPI"));
+  for (const auto& [name, library] : {std::make_pair("openmpi", "Open MPI v4.1"),
+                                      std::make_pair("mpich", "MPICH 4.0")}) {
+    const json* mpi = FindNamed(j["backends"], name);
+    ASSERT_NE(mpi, nullptr) << name;
+    EXPECT_THAT((*mpi)["capabilities"]["flags"], Contains("needs_launcher"));
+    EXPECT_THAT((*mpi)["library_version"].get<std::string>(), HasSubstr(library));
+    // Its mpi:// rendezvous, named alike.
+    const json* rendezvous = FindNamed(j["rendezvous"], name);
+    ASSERT_NE(rendezvous, nullptr) << name;
+  }
 #if DIST_TEST_CUDA_FOUND
   const json* nccl = FindNamed(j["backends"], "nccl");
   ASSERT_NE(nccl, nullptr);
@@ -218,9 +227,12 @@ TEST(DistinfoTest, RequireOfAMissingBackendFailsNamingIt) {
 }
 
 TEST(DistinfoTest, RequireOfUsableBackendsAndSchemesPasses) {
-  ProcessResult r = RunDistinfo({"--require=gloo,mpi,shm,tcp://,env://"});
+  ProcessResult r =
+      RunDistinfo({"--require=gloo,mpi,openmpi,mpich,shm,tcp://,env://,mpi://,mpich://"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("distinfo: mpi: ok"));
+  EXPECT_THAT(r.out, HasSubstr("distinfo: mpi: ok"));  // "mpi": the build the core would pick
+  EXPECT_THAT(r.out, HasSubstr("distinfo: mpich: ok"));
+  EXPECT_THAT(r.out, HasSubstr("distinfo: mpi://: ok"));
   EXPECT_THAT(r.out, HasSubstr("distinfo: tcp://: ok"));
   r = RunDistinfo({"--require=nosuch://"});
   EXPECT_EQ(r.exit_code, 1);
@@ -322,8 +334,8 @@ TEST(DistinfoTest, CrashingPluginsAreListedAsCrashedAndTheOthersAsUsual) {
   EXPECT_THAT(r.out, HasSubstr("plugin ABI 2."));
 
   // The healthy plugins read exactly as on this machine without the broken ones.
-  for (const char* line : {"  gloo: ok", "  mpi: ok", "  shm: ok", "  env: ok", "  file: ok",
-                           "  tcp: ok"}) {
+  for (const char* line : {"  gloo: ok", "  openmpi: ok", "  mpich: ok", "  shm: ok", "  env: ok",
+                           "  file: ok", "  tcp: ok"}) {
     const std::string expected = PluginBlock(normal.out, line);
     ASSERT_FALSE(expected.empty()) << line << " not in\n" << normal.out;
     EXPECT_EQ(PluginBlock(r.out, line), expected) << line;
@@ -348,7 +360,7 @@ TEST(DistinfoTest, CrashingPluginsAreListedAsCrashedAndTheOthersAsUsual) {
   EXPECT_THAT((*aborting)["reason"].get<std::string>(),
               HasSubstr("SIGABRT (Aborted) while loading "));
   EXPECT_THAT(j.value("isolation_note", ""), HasSubstr("crashed with SIGABRT (Aborted)"));
-  for (const char* name : {"gloo", "mpi", "shm"}) {
+  for (const char* name : {"gloo", "openmpi", "mpich", "shm"}) {
     const json* expected = FindNamed(normal_json["backends"], name);
     ASSERT_NE(expected, nullptr) << name;
     const json* got = FindNamed(j["backends"], name);
@@ -391,7 +403,7 @@ TEST(DistinfoTest, SelftestOfEveryUsableBackendAsJson) {
   json j = ParseJson(r);
   std::map<std::string, json> results;
   for (const json& s : j["selftest"]) results[s["backend"]] = s;
-  for (const char* backend : {"gloo", "mpi", "shm"}) {
+  for (const char* backend : {"gloo", "openmpi", "mpich", "shm"}) {
     ASSERT_TRUE(results.count(backend)) << backend;
     const json& s = results[backend];
     EXPECT_EQ(s["result"], "pass") << s.dump(2);
@@ -403,11 +415,15 @@ TEST(DistinfoTest, SelftestOfEveryUsableBackendAsJson) {
     }
     EXPECT_EQ(steps, (std::vector<std::string>{"init", "all_reduce", "broadcast", "barrier"}));
   }
-  EXPECT_THAT(results["mpi"]["launcher"].get<std::string>(), HasSubstr("mpirun"));
-  EXPECT_THAT(results["mpi"]["launcher"].get<std::string>(), HasSubstr("--oversubscribe -np 2"));
+  // Each MPI build under its own implementation's launcher.
+  EXPECT_THAT(results["openmpi"]["launcher"].get<std::string>(), HasSubstr("mpirun"));
+  EXPECT_THAT(results["openmpi"]["launcher"].get<std::string>(),
+              HasSubstr("--oversubscribe -np 2"));
   if (geteuid() == 0) {
-    EXPECT_THAT(results["mpi"]["launcher"].get<std::string>(), HasSubstr("--allow-run-as-root"));
+    EXPECT_THAT(results["openmpi"]["launcher"].get<std::string>(),
+                HasSubstr("--allow-run-as-root"));
   }
+  EXPECT_EQ(results["mpich"]["launcher"].get<std::string>(), "mpiexec.mpich -n 2");
 #if DIST_TEST_CUDA_FOUND
   if (!HaveCudaDevice()) {
     EXPECT_EQ(results["nccl"]["result"], "skip");
@@ -467,8 +483,12 @@ TEST(DistinfoTest, SelftestWithoutMpirunSaysSo) {
   ProcessResult r = RunDistinfo({"--selftest", "--selftest_backends=mpi"},
                                 {"PATH=/nonexistent"});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_THAT(r.out, HasSubstr("mpi  FAIL  cannot start mpirun: no such file or directory"));
+  // "mpi" selects both builds; each names its own launcher.
+  EXPECT_THAT(r.out, HasSubstr("openmpi  FAIL  cannot start mpirun: no such file or directory"));
   EXPECT_THAT(r.out, HasSubstr("put it in PATH"));
+  EXPECT_THAT(r.out, HasSubstr("mpich    FAIL  cannot start mpiexec.mpich: no such file or "
+                               "directory"));
+  EXPECT_THAT(r.out, HasSubstr("install MPICH's mpiexec.mpich"));
 }
 
 TEST(DistinfoTest, HangingPluginProbeIsKilledAtLoadTimeoutAndListedAsHung) {

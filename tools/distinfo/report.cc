@@ -5,6 +5,8 @@
 #include <climits>
 #include <cstdlib>
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -81,6 +83,41 @@ Report CollectReport(const dist_init_options_t* options, absl::Duration load_tim
     dist_config_entries_free(entries, num_entries);
   }
   return report;
+}
+
+namespace {
+
+// The MPI builds "mpi" may name, in the order the core's rule prefers them.
+std::vector<std::string> MpiBuilds() {
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("OMPI_COMM_WORLD_RANK")) {
+    return {"openmpi"};
+  }
+  if (std::getenv("PMI_RANK") || std::getenv("PMI_SIZE") || std::getenv("PMI_FD")) {
+    return {"mpich"};
+  }
+  return {"openmpi", "mpich"};
+}
+
+template <typename Find>
+const PluginEntry* FindMpi(const std::string& name, Find find) {
+  const PluginEntry* found = find(name);
+  if (found != nullptr || name != "mpi") return found;
+  for (const std::string& build : MpiBuilds()) {
+    const PluginEntry* entry = find(build);
+    if (entry != nullptr && entry->usable()) return entry;
+    if (found == nullptr) found = entry;
+  }
+  return found;
+}
+
+}  // namespace
+
+const PluginEntry* Report::FindBackendOrMpi(const std::string& name) const {
+  return FindMpi(name, [this](const std::string& n) { return FindBackend(n); });
+}
+
+const PluginEntry* Report::FindSchemeOrMpi(const std::string& scheme) const {
+  return FindMpi(scheme, [this](const std::string& n) { return FindScheme(n); });
 }
 
 const PluginEntry* Report::FindBackend(const std::string& name) const {

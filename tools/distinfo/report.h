@@ -66,6 +66,11 @@ struct Report {
   // The backend that a dist_init by this name would use: the first
   // non-shadowed entry of that name, or nullptr.
   const PluginEntry* FindBackend(const std::string& name) const;
+  // FindBackend/FindScheme, where "mpi" is the MPI build the core would pick
+  // (core/mpi_flavor.h): the launcher's (OMPI_COMM_WORLD_* -> openmpi, PMI_*
+  // -> mpich), and without a launcher the first usable of openmpi, mpich.
+  const PluginEntry* FindBackendOrMpi(const std::string& name) const;
+  const PluginEntry* FindSchemeOrMpi(const std::string& scheme) const;
   // The rendezvous plugin handling `scheme` ("tcp"), or nullptr.
   const PluginEntry* FindScheme(const std::string& scheme) const;
 };

@@ -38,7 +38,7 @@ std::vector<RequirementResult> CheckRequirements(const Report& report,
   for (const std::string& name : names) {
     absl::string_view scheme = name;
     if (absl::ConsumeSuffix(&scheme, "://")) {
-      const PluginEntry* entry = report.FindScheme(std::string(scheme));
+      const PluginEntry* entry = report.FindSchemeOrMpi(std::string(scheme));
       if (entry == nullptr) {
         // A plugin named after the scheme that failed says why.
         for (const PluginEntry& r : report.rendezvous) {
@@ -55,7 +55,7 @@ std::vector<RequirementResult> CheckRequirements(const Report& report,
       }
       continue;
     }
-    const PluginEntry* entry = report.FindBackend(name);
+    const PluginEntry* entry = report.FindBackendOrMpi(name);
     if (entry != nullptr) {
       results.push_back(FromEntry(name, *entry));
     } else {

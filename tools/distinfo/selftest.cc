@@ -156,14 +156,20 @@ SelftestResult RunOne(const Report& report, const PluginEntry& backend,
     // MASTER_* variables, which mpirun exports with -x.
     std::vector<std::string> env = distrun::RankEnvironment(job, 0, CurrentEnvironment());
     ProcessSpec spec;
-    spec.argv = {"mpirun"};
-    if (geteuid() == 0) spec.argv.push_back("--allow-run-as-root");
-    for (const char* arg : {"--oversubscribe", "-np", "2", "-x", "MASTER_ADDR", "-x",
-                            "MASTER_PORT", "-x", "DIST_INIT_METHOD"}) {
-      spec.argv.push_back(arg);
-    }
-    for (const char* var : {"DIST_PLUGIN_PATH", "DIST_LOG_LEVEL", "LD_LIBRARY_PATH"}) {
-      if (std::getenv(var) != nullptr) spec.argv.insert(spec.argv.end(), {"-x", var});
+    if (backend.name == "mpich") {
+      // MPICH's build under MPICH's own launcher (Hydra), which passes the
+      // whole environment and runs as root without flags.
+      spec.argv = {"mpiexec.mpich", "-n", "2"};
+    } else {
+      spec.argv = {"mpirun"};
+      if (geteuid() == 0) spec.argv.push_back("--allow-run-as-root");
+      for (const char* arg : {"--oversubscribe", "-np", "2", "-x", "MASTER_ADDR", "-x",
+                              "MASTER_PORT", "-x", "DIST_INIT_METHOD"}) {
+        spec.argv.push_back(arg);
+      }
+      for (const char* var : {"DIST_PLUGIN_PATH", "DIST_LOG_LEVEL", "LD_LIBRARY_PATH"}) {
+        if (std::getenv(var) != nullptr) spec.argv.insert(spec.argv.end(), {"-x", var});
+      }
     }
     // The ranks take RANK from OMPI_COMM_WORLD_RANK: drop the parent's.
     std::vector<std::string> mpirun_env;
@@ -191,7 +197,9 @@ SelftestResult RunOne(const Report& report, const PluginEntry& backend,
   if (outcomes.size() == 1 && !outcomes[0].started) {
     result.passed = false;
     result.detail = absl::StrCat("cannot start ", outcomes[0].start_error,
-                                 "; install Open MPI's mpirun or put it in PATH");
+                                 backend.name == "mpich"
+                                     ? "; install MPICH's mpiexec.mpich (apt-get install mpich)"
+                                     : "; install Open MPI's mpirun or put it in PATH");
     return result;
   }
   Evaluate(outcomes, result);
@@ -205,15 +213,19 @@ std::vector<SelftestResult> RunSelftests(const Report& report,
   std::vector<SelftestResult> results;
   for (const PluginEntry& backend : report.backends) {
     if (backend.status == DIST_PLUGIN_SHADOWED) continue;
+    // "mpi" selects every MPI build (openmpi, mpich).
+    const bool mpi_build = backend.name == "openmpi" || backend.name == "mpich";
     if (!options.only.empty() &&
         std::find(options.only.begin(), options.only.end(), backend.name) ==
-            options.only.end()) {
+            options.only.end() &&
+        !(mpi_build &&
+          std::find(options.only.begin(), options.only.end(), "mpi") != options.only.end())) {
       continue;
     }
     results.push_back(RunOne(report, backend, options));
   }
   for (const std::string& name : options.only) {
-    if (report.FindBackend(name) == nullptr) {
+    if (report.FindBackendOrMpi(name) == nullptr) {
       SelftestResult missing;
       missing.backend = name;
       missing.detail = "no such backend plugin in the search path";

@@ -161,7 +161,7 @@ std::string FormatSelftests(const std::vector<SelftestResult>& results) {
     }
     if (!steps.empty()) absl::StrAppend(&out, "  ", absl::StrJoin(steps, ", "));
     if (r.launcher != "local" && !r.launcher.empty()) {
-      absl::StrAppend(&out, "  (via mpirun)");
+      absl::StrAppend(&out, "  (via ", r.launcher.substr(0, r.launcher.find(' ')), ")");
     }
     if (!r.detail.empty()) absl::StrAppend(&out, "\n", std::string(width + 4, ' '), r.detail);
     out += "\n";
