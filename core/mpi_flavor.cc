@@ -18,10 +18,13 @@ struct Flavor {
   const char* implementation;  // for messages
   const char* library;         // soname the plugin links
   const char* launcher;        // how to start a job with it
+  const char* marker;          // a data symbol only this implementation's library defines
 };
 
-constexpr Flavor kOpenMpi = {"openmpi", "Open MPI", "libmpi.so.40", "mpirun -np N"};
-constexpr Flavor kMpich = {"mpich", "MPICH", "libmpich.so.12", "mpiexec.mpich -n N"};
+constexpr Flavor kOpenMpi = {"openmpi", "Open MPI", "libmpi.so.40", "mpirun -np N",
+                             "ompi_mpi_comm_world"};
+constexpr Flavor kMpich = {"mpich", "MPICH", "libmpich.so.12", "mpiexec.mpich -n N",
+                           "MPII_Version_string"};
 
 // The first of `names` that is set, or nullptr.
 const char* FirstSet(std::initializer_list<const char*> names) {
@@ -40,12 +43,12 @@ std::optional<Flavor> LauncherFlavor(const char** variable) {
   return std::nullopt;
 }
 
-bool Loaded(const Flavor& flavor) {
-  void* handle = dlopen(flavor.library, RTLD_NOW | RTLD_NOLOAD);
-  if (handle == nullptr) return false;
-  dlclose(handle);  // drops only the reference RTLD_NOLOAD took
-  return true;
-}
+// Whether the implementation's library is in the global symbol scope: the
+// program links it, or loaded it RTLD_GLOBAL (Open MPI's plugins do so when
+// they initialize MPI). Only there does it matter: its MPI_* would answer
+// the other build's lookups. A plugin loaded RTLD_LOCAL just to be listed
+// (distinfo) is not seen.
+bool Loaded(const Flavor& flavor) { return dlsym(RTLD_DEFAULT, flavor.marker) != nullptr; }
 
 }  // namespace
 
@@ -57,14 +60,20 @@ absl::StatusOr<std::string> ResolveMpiFlavor(const std::string& name, const char
   if (!IsMpiName(name)) return name;
   const char* variable = nullptr;
   const std::optional<Flavor> launcher = LauncherFlavor(&variable);
-  // The library in the process counts only when one of the two is loaded:
-  // the plugin files of both may have been loaded (RTLD_LOCAL) to list them.
   const bool openmpi_loaded = Loaded(kOpenMpi);
   const bool mpich_loaded = Loaded(kMpich);
   std::optional<Flavor> loaded;
   if (openmpi_loaded != mpich_loaded) loaded = openmpi_loaded ? kOpenMpi : kMpich;
 
   if (name == "mpi") {
+    if (launcher && loaded && loaded->name != launcher->name) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, " 'mpi': this program has ", loaded->implementation, "'s ", loaded->library,
+          " loaded but was started by ", launcher->implementation, "'s launcher (", variable,
+          " is set); the two are not binary compatible: start it with ",
+          loaded->implementation, "'s `", loaded->launcher, "`, or build it against ",
+          launcher->implementation));
+    }
     if (launcher) return std::string(launcher->name);
     if (loaded) return std::string(loaded->name);
     return std::string(kOpenMpi.name);

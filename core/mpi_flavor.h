@@ -5,11 +5,12 @@
 //   1. the launcher's environment: OMPI_COMM_WORLD_* (Open MPI's mpirun)
 //      -> openmpi; PMI_RANK/PMI_SIZE/PMI_FD without them (MPICH's Hydra
 //      mpiexec, or srun --mpi=pmi2) -> mpich;
-//   2. else the MPI library already loaded in the process (a host linked
-//      with libmpi.so.40 or libmpich.so.12, or one that initialized MPI);
+//   2. else the MPI library already in the process's global symbol scope (a
+//      host linked with libmpi.so.40 or libmpich.so.12);
 //   3. else openmpi, Debian's default MPI.
 // "openmpi" and "mpich" pick one explicitly; either under the other's
-// launcher, or with the other's library loaded, is an error naming both.
+// launcher, or with the other's library loaded, is an error naming both, and
+// so is "mpi" when the launcher and the loaded library disagree.
 #ifndef DIST_CORE_MPI_FLAVOR_H_
 #define DIST_CORE_MPI_FLAVOR_H_
 

@@ -15,7 +15,9 @@ absl::StatusOr<std::unique_ptr<Baseline>> MakeBaseline(const std::string& librar
   absl::StatusOr<std::unique_ptr<Baseline>> baseline;
   if (chosen == "gloo") {
     baseline = MakeGlooBaseline(setup);
-  } else if (chosen == "mpi") {
+  } else if (chosen == "mpi" || chosen == "openmpi" || chosen == "mpich") {
+    // The MPI this distbench links (distbench: Open MPI, distbench_mpich:
+    // MPICH); the core refuses the other build's backend in this process.
     baseline = MakeMpiBaseline(setup);
   } else if (chosen == "nccl") {
     baseline = MakeNcclBaseline(setup);

@@ -88,6 +88,13 @@ class MpiBaseline : public Baseline {
     int length = 0;
     MPI_Get_library_version(version, &length);
     std::string text(version);
+    // MPICH's first line is "MPICH Version:\t4.0.2": say "MPICH 4.0.2".
+    const std::string mpich = "MPICH Version:";
+    if (text.compare(0, mpich.size(), mpich) == 0) {
+      const size_t start = text.find_first_not_of(" \t", mpich.size());
+      const size_t end = text.find_first_of("\r\n", mpich.size());
+      return "MPICH " + text.substr(start, end == std::string::npos ? end : end - start);
+    }
     const size_t comma = text.find(',');  // "Open MPI v4.1.4, package: ..."
     return comma == std::string::npos ? text : text.substr(0, comma);
   }

@@ -142,7 +142,8 @@ int RunRank(const RunConfig& config) {
   }
   info.init_method =
       init_flag.empty()
-          ? (std::getenv("DIST_INIT_METHOD") ? std::getenv("DIST_INIT_METHOD") : "env://")
+          ? (std::getenv("DIST_INIT_METHOD") ? std::getenv("DIST_INIT_METHOD")
+                                             : "default (mpi:// for MPI backends, else env://)")
           : init_flag;
   info.device = DeviceText(config.bench.device);
   info.host = Hostname();

@@ -34,6 +34,10 @@ absl::Status ProbeLauncher() {
   // Does not initialize MPI (a singleton init forks an orted). Under a
   // launcher, or with MPI already up, the backend can run; alone, it runs as
   // an MPI singleton of world size 1, which needs Open MPI's orted.
+  if (!Runtime::ForeignMpi().empty()) {
+    return absl::UnavailableError(absl::StrCat(dist_mpi_flavor::kName, ": ",
+                                               Runtime::ForeignMpi()));
+  }
   int initialized = 0;
   MPI_Initialized(&initialized);
   const char* helper = dist_mpi_flavor::kSingletonHelper;  // MPICH needs none

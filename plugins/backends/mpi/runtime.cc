@@ -76,7 +76,30 @@ bool Runtime::StartedByLauncher() {
   return false;
 }
 
+const std::string& Runtime::ForeignMpi() {
+  static const std::string* why = [] {
+    // Where MPI_Init resolves for this plugin: the global scope comes first.
+    void* symbol = dlsym(RTLD_DEFAULT, "MPI_Init");
+    Dl_info info{};
+    if (symbol == nullptr || dladdr(symbol, &info) == 0 || info.dli_fname == nullptr) {
+      return new std::string();
+    }
+    const char* slash = std::strrchr(info.dli_fname, '/');
+    const std::string file = slash != nullptr ? slash + 1 : info.dli_fname;
+    if (file == dist_mpi_flavor::kLibrary) return new std::string();
+    return new std::string(absl::StrCat(
+        "the ", dist_mpi_flavor::kImplementation, " build (", dist_mpi_flavor::kLibrary,
+        ") cannot run in this process: it already has another MPI (", file,
+        ") in its global scope; use the build of that MPI (DIST_BACKEND=mpi picks it)"));
+  }();
+  return *why;
+}
+
 absl::Status Runtime::EnsureInitialized() {
+  if (!ForeignMpi().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(dist_mpi_flavor::kName, ": ",
+                                                      ForeignMpi()));
+  }
   absl::MutexLock lock(&mu_);
   if (attempted_) return init_status_;
   attempted_ = true;
@@ -185,6 +208,10 @@ const char* Runtime::thread_notes() const {
 
 const char* Runtime::library_version() {
   static const std::string* version = [] {
+    if (!ForeignMpi().empty()) {
+      return new std::string(absl::StrCat(dist_mpi_flavor::kImplementation, " (",
+                                          dist_mpi_flavor::kLibrary, "; another MPI is loaded)"));
+    }
     char text[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
     int length = 0;
     // Allowed before MPI_Init.

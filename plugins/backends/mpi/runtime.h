@@ -30,6 +30,12 @@ class Runtime {
   // Whether this process was started by an MPI launcher (mpirun, srun).
   static bool StartedByLauncher();
 
+  // Empty, or why this build must not call MPI here: the program links (or
+  // loaded globally) the other implementation, whose MPI_* would answer
+  // this plugin's calls (its MPI_Get_library_version alone overflows Open
+  // MPI's buffer). Listing tools load both builds side by side.
+  static const std::string& ForeignMpi();
+
   bool initialized() const;
   bool thread_multiple() const;
   bool cuda_aware() const;

@@ -6,6 +6,7 @@ set -u
 DISTBENCH="$1"
 CHECK="$2"  # results_check: JSON/CSV checks and a free port
 LIAR="$3"   # a backend whose float32 all_reduce is wrong in element 0
+DISTBENCH_MPICH="${4:-}"  # distbench built against MPICH (raw MPICH baseline)
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 export DIST_TIMEOUT=30000
 failures=0
@@ -211,6 +212,26 @@ if command -v mpirun >/dev/null; then
   fi
 else
   echo "skip: no mpirun in PATH (Debian: openmpi-bin)"
+fi
+
+# ---- 7. raw MPICH under mpiexec.mpich -------------------------------------
+# DIST_BACKEND=mpi alone: the core picks the MPICH build and mpi://.
+if [ -n "$DISTBENCH_MPICH" ] && command -v mpiexec.mpich >/dev/null; then
+  timeout -k 5 100 mpiexec.mpich -n 2 \
+      "$DISTBENCH_MPICH" --backend mpi --op all_reduce,all_to_all -b 8 -e 4K -f 8 -w 1 --iters 5 \
+      --check --baseline --progress=false >"$TMP/mpich.out" 2>"$TMP/mpich.err"
+  rc=$?
+  cat "$TMP/mpich.out"
+  bad=$(rows "$TMP/mpich.out" | awk 'NF != 13 || $12 <= 0 || $9 != "0"' | wc -l)
+  if [ $rc = 0 ] && grep -q '^# baseline: MPICH 4' "$TMP/mpich.out" &&
+     grep -q 'backend mpich ' "$TMP/mpich.out" && [ "$bad" = 0 ] &&
+     [ "$(rows "$TMP/mpich.out" | wc -l)" = 8 ]; then
+    pass "mpiexec.mpich -n 2 --backend mpi --baseline: raw MPICH ratios, #wrong 0"
+  else
+    fail "mpich baseline: rc $rc, $bad bad rows"; cat "$TMP/mpich.err"
+  fi
+else
+  echo "skip: no distbench_mpich or no mpiexec.mpich in PATH (Debian: mpich)"
 fi
 
 if [ $failures -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
