@@ -20,7 +20,7 @@
 #include "absl/flags/parse.h"
 #include "dist/backend_plugin.h"
 
-ABSL_FLAG(std::string, plugin, "", "libdist-backend-mpi.so (default: from runfiles)");
+ABSL_FLAG(std::string, plugin, "", "libdist-backend-openmpi.so (default: from runfiles)");
 ABSL_FLAG(int64_t, min_bytes, 8, "smallest message (of 8 B, 64 B, ..., 1 MiB, 4 MiB, 16 MiB, 64 MiB)");
 ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest message");
 ABSL_FLAG(int, rounds, 7, "alternating raw/plugin rounds per size; the median is reported");
@@ -45,7 +45,7 @@ dist_error_t* NoPrefix(const dist_store_t*, const char*, dist_store_t**) {
 
 const dist_backend_plugin_t* Load(std::string path, const char* argv0) {
   if (path.empty()) {
-    path = std::string(argv0) + ".runfiles/dist/plugins/backends/mpi/libdist-backend-mpi.so";
+    path = std::string(argv0) + ".runfiles/dist/plugins/backends/mpi/libdist-backend-openmpi.so";
   }
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
