@@ -40,6 +40,25 @@ TEST_F(ConfigTest, DefaultsWhenNothingIsSet) {
   EXPECT_FALSE(config->device_map[0].device.has_value());
 }
 
+TEST_F(ConfigTest, AnMpiBackendDefaultsToTheMpiInitMethod) {
+  setenv("DIST_BACKEND", "mpi", 1);
+  absl::StatusOr<ResolvedConfig> config = ResolveConfig(nullptr);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->init_method.value, "mpi://");
+  EXPECT_EQ(config->init_method.source, "default (backend mpi)");
+  // The build named in a device map keeps its scheme.
+  setenv("DIST_BACKEND", "cpu:mpich,cuda:nccl", 1);
+  config = ResolveConfig(nullptr);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->init_method.value, "mpich://");
+  // An init method that was set wins.
+  setenv("DIST_INIT_METHOD", "env://", 1);
+  config = ResolveConfig(nullptr);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->init_method.value, "env://");
+  EXPECT_EQ(config->init_method.source, "environment (DIST_INIT_METHOD)");
+}
+
 TEST_F(ConfigTest, ArgumentBeatsEnvironmentBeatsFileBeatsDefault) {
   const std::string file = WriteConfig("precedence.toml",
                                        "backend = \"mpi\"\n"
