@@ -11,12 +11,15 @@ bazel build //examples/hello_allreduce //tools:distrun //tools:distinfo
 backend=${DIST_BACKEND:-gloo}
 ranks=${DIST_DEMO_RANKS:-4}
 echo
-echo "== hello_allreduce: $ranks ranks, backend $backend (set DIST_BACKEND=shm|mpi|gloo to change) =="
-if [[ $backend == mpi ]]; then
+echo "== hello_allreduce: $ranks ranks, backend $backend (set DIST_BACKEND=shm|mpi|mpich|gloo to change) =="
+if [[ $backend == mpi || $backend == openmpi ]]; then
+  # Nothing but DIST_BACKEND=mpi: ranks and store come from MPI (mpi://).
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  DIST_BACKEND=mpi MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + RANDOM % 20000)) \
-    mpirun --oversubscribe -np "$ranks" -x DIST_BACKEND -x MASTER_ADDR -x MASTER_PORT \
+  DIST_BACKEND=mpi mpirun --oversubscribe -np "$ranks" -x DIST_BACKEND \
     bazel-bin/examples/hello_allreduce/hello_allreduce
+elif [[ $backend == mpich ]]; then
+  # The same program under MPICH's launcher picks the MPICH build.
+  DIST_BACKEND=mpi mpiexec.mpich -n "$ranks" bazel-bin/examples/hello_allreduce/hello_allreduce
 else
   bazel-bin/tools/distrun/distrun -n "$ranks" --backend "$backend" \
     bazel-bin/examples/hello_allreduce/hello_allreduce
