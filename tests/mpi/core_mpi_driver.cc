@@ -1,8 +1,9 @@
 // DIST_BACKEND=mpi under an MPI launcher with nothing else set, through the
 // core (libdist.so): no init method, no MASTER_ADDR/PORT. The core must pick
 // the plugin build of the launcher's implementation and the mpi://
-// rendezvous; ranks must be MPI's; a uint8 min and a float64 avg are checked
-// against values computed here; a subgroup works.
+// rendezvous; ranks must be the launcher's; a uint8 min and a float64 avg are
+// checked against values computed here; a subgroup works. run_core_mpi.sh
+// also runs it with gloo (over env:// or mpi://) under the same launchers.
 //   core_mpi_driver ok <expected build: openmpi|mpich>
 //   core_mpi_driver mismatch <backend or init method> <text...>: dist_init
 //     must fail with an error containing every <text> (never hang or crash)
@@ -93,8 +94,10 @@ int Ok(const std::string& expected) {
   CHECK_OK(dist_barrier(world, nullptr));
   dist_destroy(world);
   if (g_failures > 0) return 1;
-  std::fprintf(stderr, "[rank %d] DIST_BACKEND=mpi alone: %s, mpi://, all checks passed (%d)\n",
-               rank, backend, size);
+  const char* init = std::getenv("DIST_INIT_METHOD");
+  std::fprintf(stderr, "[rank %d] DIST_BACKEND=%s, init method %s: backend %s, all checks "
+               "passed (world size %d)\n", rank, std::getenv("DIST_BACKEND"),
+               init != nullptr ? init : "(default)", backend, size);
   return 0;
 }
 
