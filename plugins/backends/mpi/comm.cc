@@ -1,5 +1,7 @@
 #include "comm.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <thread>
@@ -30,7 +32,11 @@ absl::Duration DiagnosisGrace(absl::Duration timeout) {
 absl::Status PollUntil(MPI_Request* request, absl::Time deadline, const char* call,
                        bool* timed_out) {
   *timed_out = false;
-  while (true) {
+  for (int polls = 0;; ++polls) {
+    // After a short spin, let a peer that shares this core run: with more
+    // ranks than cores (MPICH especially) spinning starves the very rank
+    // this waits for.
+    if (polls > 1000) sched_yield();
     int flag = 0;
     int rc;
     {
