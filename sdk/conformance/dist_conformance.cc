@@ -31,9 +31,8 @@ ABSL_FLAG(bool, quick, false,
           "quick sizes: the large size is --quick_large_bytes and rooted collectives use roots "
           "0 and N-1 only");
 ABSL_FLAG(std::string, launcher, "local",
-          "how ranks start: 'local' (fork, loopback rendezvous), 'mpirun' or 'mpiexec.mpich' (MPICH's "
-          "Hydra) (for backends that "
-          "need an MPI launcher)");
+          "how ranks start: 'local' (fork, loopback rendezvous), or for backends that need an MPI "
+          "launcher 'mpirun' (Open MPI) or 'mpiexec.mpich' (MPICH's Hydra)");
 ABSL_FLAG(std::string, via, "abi",
           "'abi' drives the plugin's table directly; 'core' goes through dist_init and the host "
           "API");
@@ -77,7 +76,8 @@ std::string Absolute(const std::string& plugin) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "runs the dist conformance kit on a backend plugin.\n"
-      "  dist_conformance --plugin=PATH.so [-n N] [--quick] [--launcher=local|mpirun|mpiexec.mpich]\n"
+      "  dist_conformance --plugin=PATH.so [-n N] [--quick]\n"
+      "                   [--launcher=local|mpirun|mpiexec.mpich]\n"
       "Prints a pass/fail table and 'N passed, N failed'; exits non-zero on any failure.");
   absl::ParseCommandLine(argc, argv);
   const std::string plugin = Absolute(absl::GetFlag(FLAGS_plugin));

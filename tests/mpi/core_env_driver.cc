@@ -48,7 +48,8 @@ int main() {
   CHECK_TRUE(rank == g_rank);
   CHECK_TRUE(size == std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE")));
   const char* backend = dist_backend_name(world, DIST_DEVICE_CPU);
-  CHECK_TRUE(backend != nullptr && std::string(backend) == "openmpi");  // mpi -> the launcher's build
+  // "mpi" resolves to the launcher's build.
+  CHECK_TRUE(backend != nullptr && std::string(backend) == "openmpi");
 
   std::vector<double> x(1000);
   for (size_t i = 0; i < x.size(); ++i) x[i] = rank * 1000.0 + i;
