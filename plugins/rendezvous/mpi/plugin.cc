@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "dist/cpp/rendezvous_adapter.hpp"
 #include "dist/cpp/status.hpp"
 #include "dist/rendezvous_plugin.h"
 #include "plugins/backends/mpi/flavor.h"
@@ -174,7 +175,5 @@ absl::Status ResolveMpi(const char* text, const dist_rendezvous_hints_t* hints,
 }  // namespace
 }  // namespace dist::rendezvous
 
-extern "C" DIST_EXPORT const dist_rendezvous_plugin_t* dist_rendezvous_plugin_v1(void) {
-  return dist::rendezvous::PluginTable<&dist::rendezvous::ResolveMpi>(
-      dist_mpi_flavor::kName, dist::rendezvous::kSchemes);
-}
+DIST_EXPORT_RENDEZVOUS_PLUGIN(dist_mpi_flavor::kName, dist::rendezvous::kSchemes,
+                              dist::rendezvous::ResolveMpi)
