@@ -45,10 +45,14 @@ else
   fail "mpirun did not place the ranks on both hosts: $output"
 fi
 
-# The mpi backend takes its ranks from MPI; the core's rendezvous (env://)
-# still needs rank 0's address for its store.
-output=$(mpi_run -x DIST_BACKEND=mpi -x MASTER_ADDR="$(cluster_addr 1)" -x MASTER_PORT=29701 2>&1)
-check "mpi backend under mpirun" mpi $? "$output"
+# DIST_BACKEND=mpi alone: the Open MPI build, ranks and store from MPI
+# (mpi://); rank 0 announces its non-loopback address, as the ranks span hosts.
+output=$(mpi_run -x DIST_BACKEND=mpi 2>&1)
+check "mpi backend under mpirun (mpi://, nothing else set)" openmpi $? "$output"
+# With env:// chosen, rank 0's address for the core's store comes from MASTER_*.
+output=$(mpi_run -x DIST_BACKEND=mpi -x DIST_INIT_METHOD=env:// -x MASTER_ADDR="$(cluster_addr 1)" \
+  -x MASTER_PORT=29701 2>&1)
+check "mpi backend under mpirun (env://)" openmpi $? "$output"
 
 output=$(mpi_run -x DIST_BACKEND=gloo -x MASTER_ADDR="$(cluster_addr 1)" -x MASTER_PORT=29700 2>&1)
 check "gloo backend under mpirun (env:// from OMPI_COMM_WORLD_*)" gloo $? "$output"
