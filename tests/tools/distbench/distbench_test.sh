@@ -222,7 +222,7 @@ if [ -n "$DISTBENCH_MPICH" ] && command -v mpiexec.mpich >/dev/null; then
       --check --baseline --progress=false >"$TMP/mpich.out" 2>"$TMP/mpich.err"
   rc=$?
   cat "$TMP/mpich.out"
-  bad=$(rows "$TMP/mpich.out" | awk 'NF != 13 || $12 <= 0 || $9 != "0"' | wc -l)
+  bad=$(rows "$TMP/mpich.out" | awk 'NF != 14 || $12 <= 0 || $9 != "0"' | wc -l)
   if [ $rc = 0 ] && grep -q '^# baseline: MPICH 4' "$TMP/mpich.out" &&
      grep -q 'backend mpich ' "$TMP/mpich.out" && [ "$bad" = 0 ] &&
      [ "$(rows "$TMP/mpich.out" | wc -l)" = 8 ]; then
