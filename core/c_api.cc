@@ -183,6 +183,9 @@ DIST_EXPORT dist_error_t* dist_recv(dist_process_group_t* group, const dist_buff
 
 DIST_EXPORT dist_error_t* dist_work_wait(dist_work_t* work, int64_t timeout_ms) {
   if (work == nullptr) return NullArgument("dist_work_wait", "work");
+  // Longer than kMaxTimeoutMs is as good as forever, and overflows plugins'
+  // deadline arithmetic.
+  if (timeout_ms > dist::kMaxTimeoutMs) timeout_ms = dist::kMaxTimeoutMs;
   return work->plugin->work_wait(work->work, timeout_ms < 0 ? work->default_timeout_ms : timeout_ms);
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "core/config.h"
 #include "core/logging.h"
+#include "core/op_sizes.h"
 #include "core/prefix_store.h"
 #include "core/rendezvous.h"
 #include "dist/cpp/status.hpp"
@@ -284,6 +285,7 @@ absl::StatusOr<dist_work_t*> ProcessGroup::Submit(dist_collective_t kind,
   if (rank_ < 0) return NotMemberError();
   absl::StatusOr<const BackendComm*> comm = CommFor(kind, args);
   if (!comm.ok()) return comm.status();
+  DIST_RETURN_IF_ERROR(CheckOpSizes(kind, args, rank_, world_size_));
   DIST_RETURN_IF_ERROR(ValidateOpArgs(kind, args, rank_, world_size_));
   const PluginRecord& plugin = *(*comm)->plugin;
   dist_backend_op_fn fn = OpFunction(plugin.backend, kind);
