@@ -86,7 +86,22 @@ dist_comm_config_t MakeCommConfig(int32_t rank, int32_t world_size, int32_t loca
 }  // namespace
 
 StoreOwner::~StoreOwner() {
-  if (store_ != nullptr) store_->release(store_->ctx);
+  if (store_ == nullptr) return;
+  std::string failure;
+  {
+    absl::MutexLock lock(&mu_);
+    failure = failure_;
+  }
+  if (failure.empty()) {
+    store_->release(store_->ctx);
+  } else {
+    ReleaseStoreFailed(store_, failure);
+  }
+}
+
+void StoreOwner::MarkFailed(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  if (failure_.empty()) failure_ = reason.empty() ? "an operation failed" : reason;
 }
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
@@ -318,6 +333,7 @@ absl::StatusOr<dist_work_t*> ProcessGroup::Submit(dist_collective_t kind,
   handle->work = work;
   handle->default_timeout_ms = absl::ToInt64Milliseconds(timeout_);
   handle->kind = kind;
+  handle->store = store_;
   return handle;
 }
 
@@ -328,6 +344,7 @@ absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& arg
       TakeError((*work)->plugin->work_wait((*work)->work, (*work)->default_timeout_ms));
   (*work)->plugin->work_destroy((*work)->work);
   delete *work;
+  if (!status.ok() && store_ != nullptr) store_->MarkFailed(std::string(status.message()));
   if (status.code() == absl::StatusCode::kDeadlineExceeded) {
     // The operation is stuck somewhere in the group: abort so that this
     // rank's later calls fail at once instead of queueing behind it.
@@ -341,6 +358,7 @@ absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& arg
 }
 
 void ProcessGroup::Abort(const std::string& reason) {
+  if (store_ != nullptr) store_->MarkFailed(reason);
   for (BackendComm& comm : comms_) {
     if (comm.comm != nullptr && comm.plugin->backend.comm_abort != nullptr) {
       comm.plugin->backend.comm_abort(comm.comm, reason.c_str());
