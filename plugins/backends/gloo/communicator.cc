@@ -79,7 +79,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
   // Gloo writes without MSG_NOSIGNAL: Gloo's loop thread (started with the
   // device) and this communicator's threads inherit a mask with SIGPIPE
   // blocked, and writes made here (connecting) raise none (no_sigpipe.hpp).
-  ScopedSigpipeBlock no_sigpipe;
+  dist::ScopedSigpipeBlock no_sigpipe;
   if (config.store == nullptr || config.world_size < 1 || config.rank < 0 ||
       config.rank >= config.world_size || config.timeout_ms <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -199,7 +199,7 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t kind
 }
 
 void Communicator::WorkerLoop() {
-  BlockSigpipeInThisThread();  // inherited from Create already; said again for clarity
+  dist::BlockSigpipeInThisThread();  // inherited from Create already; said again for clarity
   for (;;) {
     Task task;
     {
@@ -254,7 +254,7 @@ bool Communicator::TryRunInline(const std::shared_ptr<Work>& work, absl::Duratio
     callers_run_ops_ = true;
   }
   {
-    ScopedSigpipeBlock no_sigpipe;  // Gloo writes on the caller's thread here
+    dist::ScopedSigpipeBlock no_sigpipe;  // Gloo writes on the caller's thread here
     Execute(std::move(task));
   }
   absl::MutexLock lock(&mu_);
@@ -307,7 +307,7 @@ void Communicator::Execute(Task task) {
 }
 
 void Communicator::P2pLoop() {
-  BlockSigpipeInThisThread();
+  dist::BlockSigpipeInThisThread();
   for (;;) {
     PendingP2p pending;
     {
@@ -372,7 +372,7 @@ void Communicator::Abort(const std::string& reason) {
   }
   // Wakes an operation blocked in Gloo (and the peers, whose connections
   // to this rank close).
-  ScopedSigpipeBlock no_sigpipe;
+  dist::ScopedSigpipeBlock no_sigpipe;
   FailAllPairs(*context_, abort_reason_);
   const absl::Status aborted = absl::AbortedError(abort_reason_);
   for (Task& task : dropped) task.work->Complete(aborted);
@@ -406,6 +406,7 @@ void Communicator::Shutdown() {
   // lose them (and reset the peers' connections while those still wait).
   // One unbound barrier, which waits for its own sends, settles them.
   if (healthy && bound_ != nullptr && bound_->used()) {
+    dist::ScopedSigpipeBlock no_sigpipe;  // Gloo writes on the caller's thread here
     try {
       gloo::BarrierOptions opts(context_);
       opts.setTag(kShutdownTag);
