@@ -191,9 +191,17 @@ DIST_EXPORT dist_error_t* dist_recv(dist_process_group_t* group, const dist_buff
 
 DIST_EXPORT dist_error_t* dist_work_wait(dist_work_t* work, int64_t timeout_ms) {
   if (work == nullptr) return NullArgument("dist_work_wait", "work");
+  // Longer than kMaxTimeoutMs is as good as forever, and overflows plugins'
+  // deadline arithmetic.
+  if (timeout_ms > dist::kMaxTimeoutMs) timeout_ms = dist::kMaxTimeoutMs;
   dist_error_t* error =
       work->plugin->work_wait(work->work, timeout_ms < 0 ? work->default_timeout_ms : timeout_ms);
   TraceWorkEnd(work, error);
+  // A wait that merely timed out leaves the operation pending (the caller
+  // may wait again); any other error means it failed.
+  if (error != nullptr && dist_error_code(error) != DIST_DEADLINE_EXCEEDED && work->store) {
+    work->store->MarkFailed(dist_error_message(error));
+  }
   return error;
 }
 

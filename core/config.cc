@@ -221,6 +221,11 @@ absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text, absl::string
         source, ": timeout '", text,
         "' is not a positive duration; use seconds (30) or a unit (500ms, 30s, 2m)"));
   }
+  if (duration < kMinTimeout || duration > kMaxTimeout) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": timeout '", text,
+        "' is outside [1ms, 30 days]; use seconds (30) or a unit (500ms, 30s, 2m)"));
+  }
   return duration;
 }
 
@@ -309,6 +314,11 @@ absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options)
   config.log_level = Pick(nullptr, "DIST_LOG_LEVEL", file, "log_level", "warn");
 
   // Timeout: the argument is already in milliseconds.
+  if (options->timeout_ms > kMaxTimeoutMs) {
+    return absl::InvalidArgumentError(absl::StrCat("argument: timeout_ms ", options->timeout_ms,
+                                                   " is longer than 30 days (", kMaxTimeoutMs,
+                                                   " ms), the most dist accepts"));
+  }
   if (options->timeout_ms > 0) {
     config.timeout = {absl::StrCat(options->timeout_ms), "argument"};
     config.timeout_duration = absl::Milliseconds(options->timeout_ms);

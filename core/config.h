@@ -65,6 +65,13 @@ inline constexpr char kDefaultInitMethod[] = "env://";
 inline constexpr absl::Duration kDefaultTimeout = absl::Minutes(5);
 inline constexpr int64_t kDefaultTraceEntries = 2000;
 inline constexpr int64_t kMaxTraceEntries = 100000;  // ~14 MB per group
+// The bounds of every timeout dist accepts (DIST_TIMEOUT, timeout_ms
+// arguments, per operation): longer ones overflow deadline arithmetic in
+// plugins (steady_clock::now() + milliseconds) and wait for nothing useful;
+// shorter ones round to 0 ms, which plugins read as "none".
+inline constexpr absl::Duration kMinTimeout = absl::Milliseconds(1);
+inline constexpr absl::Duration kMaxTimeout = absl::Hours(24 * 30);
+inline constexpr int64_t kMaxTimeoutMs = int64_t{30} * 24 * 3600 * 1000;
 
 absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options);
 
@@ -72,7 +79,7 @@ absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options)
 absl::StatusOr<std::vector<DeviceAssignment>> ParseDeviceMap(absl::string_view text,
                                                               absl::string_view source);
 
-// "30" (seconds), "30s", "500ms", "2m", "1h"; must be positive.
+// "30" (seconds), "30s", "500ms", "2m", "1h"; within [kMinTimeout, kMaxTimeout].
 absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text, absl::string_view source);
 
 // Flattens the configuration into (key, value, source) rows for distinfo.

@@ -15,9 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/elf_check.h"
 #include "core/host_api.h"
 #include "core/logging.h"
 #include "core/mpi_flavor.h"
+#include "core/plugin_permissions.h"
 #include "dist/cpp/status.hpp"
 
 namespace dist {
@@ -174,6 +176,67 @@ void Activate(PluginRecord& record) {
   record.reason.clear();
 }
 
+std::string DirName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// The file as given (`path`, perhaps a link in a search directory) and as
+// resolved (`absolute`): its directories and the file itself must be
+// writable only by their owner, and the file must be a complete ELF shared
+// object, before dlopen runs any of it.
+absl::Status CheckBeforeLoading(const std::string& path, const std::string& absolute) {
+  std::vector<std::string> dirs = {DirName(absolute)};
+  if (DirName(path) != dirs[0]) dirs.push_back(DirName(path));
+  for (const std::string& dir : dirs) DIST_RETURN_IF_ERROR(CheckOnlyOwnerWrites(dir));
+  DIST_RETURN_IF_ERROR(CheckOnlyOwnerWrites(absolute));
+  return CheckElfSharedObject(absolute);
+}
+
+// dlopens the file, finds its entry symbol, copies its table and activates it.
+void OpenAndActivate(PluginRecord& record) {
+  dlerror();
+  void* handle = dlopen(record.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* text = dlerror();
+    record.status = DIST_PLUGIN_LOAD_FAILED;
+    record.reason = text != nullptr ? text : "dlopen failed";
+  } else {
+    const char* symbol = record.kind == DIST_PLUGIN_BACKEND ? DIST_BACKEND_ENTRY_SYMBOL
+                                                            : DIST_RENDEZVOUS_ENTRY_SYMBOL;
+    void* entry = dlsym(handle, symbol);
+    if (entry == nullptr) {
+      record.status = DIST_PLUGIN_BAD_ABI;
+      record.reason = absl::StrCat("no entry symbol ", symbol, OtherMajorHint(handle, record.kind));
+    } else if (record.kind == DIST_PLUGIN_BACKEND) {
+      const dist_backend_plugin_t* table =
+          reinterpret_cast<dist_backend_plugin_entry_fn>(entry)();
+      if (table == nullptr) {
+        record.status = DIST_PLUGIN_BAD_ABI;
+        record.reason = absl::StrCat(symbol, "() returned NULL");
+      } else {
+        record.status = DIST_PLUGIN_OK;
+        FillBackend(record, table);
+        if (record.status == DIST_PLUGIN_OK) Activate(record);
+      }
+    } else {
+      const dist_rendezvous_plugin_t* table =
+          reinterpret_cast<dist_rendezvous_plugin_entry_fn>(entry)();
+      if (table == nullptr) {
+        record.status = DIST_PLUGIN_BAD_ABI;
+        record.reason = absl::StrCat(symbol, "() returned NULL");
+      } else {
+        record.status = DIST_PLUGIN_OK;
+        FillRendezvous(record, table);
+        if (record.status == DIST_PLUGIN_OK) Activate(record);
+      }
+    }
+    // The handle is kept open on purpose, even on failure: errors and
+    // strings a plugin handed out must stay valid.
+  }
+}
+
 void FinishSchemePointers(PluginRecord& record) {
   record.scheme_pointers.clear();
   for (const std::string& scheme : record.schemes) record.scheme_pointers.push_back(scheme.c_str());
@@ -182,9 +245,7 @@ void FinishSchemePointers(PluginRecord& record) {
 
 }  // namespace
 
-bool LooksLikePath(const std::string& text) {
-  return text.find('/') != std::string::npos || absl::EndsWith(text, ".so");
-}
+bool LooksLikePath(const std::string& text) { return text.find('/') != std::string::npos; }
 
 PluginRegistry& PluginRegistry::Get() {
   static PluginRegistry* registry = new PluginRegistry();  // never destroyed: plugins stay loaded
@@ -197,11 +258,25 @@ std::vector<std::string> PluginRegistry::SearchPath() const {
   if (!core_dir.empty()) dirs.push_back(absl::StrCat(core_dir, "/dist/plugins"));
   if (const char* env = std::getenv("DIST_PLUGIN_PATH")) {
     for (absl::string_view dir : absl::StrSplit(env, ':', absl::SkipEmpty())) {
+      if (!absl::StartsWith(dir, "/")) continue;  // refused by SearchPathError
       const std::string absolute = Absolute(std::string(dir));
       if (std::find(dirs.begin(), dirs.end(), absolute) == dirs.end()) dirs.push_back(absolute);
     }
   }
   return dirs;
+}
+
+absl::Status SearchPathError() {
+  const char* env = std::getenv("DIST_PLUGIN_PATH");
+  if (env == nullptr) return absl::OkStatus();
+  for (absl::string_view dir : absl::StrSplit(env, ':', absl::SkipEmpty())) {
+    if (!absl::StartsWith(dir, "/")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "environment (DIST_PLUGIN_PATH): entry '", dir,
+          "' is relative, and would depend on the current directory; use absolute directories"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::vector<std::string> PluginRegistry::FindFiles(const std::string& file_prefix) const {
@@ -232,44 +307,14 @@ const PluginRecord* PluginRegistry::LoadFile(dist_plugin_kind_t kind, const std:
   record->path = absolute;
   record->name = NameFromPath(kind, absolute);
   LogLine(DIST_LOG_DEBUG, "core", absl::StrCat("loading ", KindWord(kind), " plugin ", absolute));
-  dlerror();
-  void* handle = dlopen(absolute.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* text = dlerror();
+  // Nothing of the file runs before it passed these checks.
+  absl::Status safe = CheckBeforeLoading(path, absolute);
+  if (!safe.ok()) {
     record->status = DIST_PLUGIN_LOAD_FAILED;
-    record->reason = text != nullptr ? text : "dlopen failed";
+    record->reason = std::string(safe.message());
+    record->refused = true;
   } else {
-    const char* symbol = kind == DIST_PLUGIN_BACKEND ? DIST_BACKEND_ENTRY_SYMBOL
-                                                     : DIST_RENDEZVOUS_ENTRY_SYMBOL;
-    void* entry = dlsym(handle, symbol);
-    if (entry == nullptr) {
-      record->status = DIST_PLUGIN_BAD_ABI;
-      record->reason = absl::StrCat("no entry symbol ", symbol, OtherMajorHint(handle, kind));
-    } else if (kind == DIST_PLUGIN_BACKEND) {
-      const dist_backend_plugin_t* table =
-          reinterpret_cast<dist_backend_plugin_entry_fn>(entry)();
-      if (table == nullptr) {
-        record->status = DIST_PLUGIN_BAD_ABI;
-        record->reason = absl::StrCat(symbol, "() returned NULL");
-      } else {
-        record->status = DIST_PLUGIN_OK;
-        FillBackend(*record, table);
-        if (record->status == DIST_PLUGIN_OK) Activate(*record);
-      }
-    } else {
-      const dist_rendezvous_plugin_t* table =
-          reinterpret_cast<dist_rendezvous_plugin_entry_fn>(entry)();
-      if (table == nullptr) {
-        record->status = DIST_PLUGIN_BAD_ABI;
-        record->reason = absl::StrCat(symbol, "() returned NULL");
-      } else {
-        record->status = DIST_PLUGIN_OK;
-        FillRendezvous(*record, table);
-        if (record->status == DIST_PLUGIN_OK) Activate(*record);
-      }
-    }
-    // The handle is kept open on purpose, even on failure: errors and
-    // strings a plugin handed out must stay valid.
+    OpenAndActivate(*record);
   }
   FinishSchemePointers(*record);
   if (record->status != DIST_PLUGIN_OK) {
@@ -287,20 +332,35 @@ void PluginRegistry::ScanAll() {
   }
 }
 
-std::string PluginRegistry::AvailableNames(dist_plugin_kind_t kind) {
-  ScanAll();
+std::string PluginRegistry::AvailableNames(dist_plugin_kind_t kind) const {
+  // From file names alone: building an error message loads nothing.
   std::vector<std::string> names;
-  for (const auto& record : records_) {
-    if (record->kind != kind || record->status != DIST_PLUGIN_OK) continue;
-    if (kind == DIST_PLUGIN_BACKEND) {
-      names.push_back(record->name);
-    } else {
-      for (const std::string& scheme : record->schemes) names.push_back(scheme + "://");
-    }
+  for (const std::string& file : FindFiles(FilePrefix(kind))) {
+    std::string name = NameFromPath(kind, file);
+    names.push_back(kind == DIST_PLUGIN_BACKEND ? name : name + "://");
   }
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
   return names.empty() ? "none" : absl::StrJoin(names, ", ");
+}
+
+absl::StatusOr<std::string> PluginRegistry::ResolveByName(dist_plugin_kind_t kind,
+                                                          const std::string& name) const {
+  DIST_RETURN_IF_ERROR(SearchPathError());
+  const std::vector<std::string> files =
+      FindFiles(absl::StrCat(FilePrefix(kind), name, ".so"));
+  if (!files.empty()) return files.front();  // the earliest directory wins
+  const std::vector<std::string> dirs = SearchPath();
+  const std::string searched = dirs.empty() ? "(no directories)" : absl::StrJoin(dirs, ":");
+  if (kind == DIST_PLUGIN_BACKEND) {
+    return absl::NotFoundError(absl::StrCat(
+        "unknown backend '", name, "'; available: ", AvailableNames(kind), "; searched: ",
+        searched, "; add its directory to DIST_PLUGIN_PATH or give the path to the .so"));
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "no rendezvous plugin handles '", name, "://'; available: ", AvailableNames(kind),
+      "; searched: ", searched,
+      "; use env://, tcp:// or file://, or add the plugin's directory to DIST_PLUGIN_PATH"));
 }
 
 absl::Status RecordStatus(const PluginRecord& record) {
@@ -315,6 +375,10 @@ absl::Status RecordStatus(const PluginRecord& record) {
       return absl::UnavailableError(
           absl::StrCat(kind, " '", record.name, "' is unavailable here: ", record.reason));
     case DIST_PLUGIN_LOAD_FAILED:
+      if (record.refused) {  // the reason names the file and the fix
+        return absl::FailedPreconditionError(
+            absl::StrCat("cannot load ", kind, " plugin '", record.name, "': ", record.reason));
+      }
       return absl::FailedPreconditionError(absl::StrCat(
           "cannot load ", kind, " plugin '", record.name, "' from ", record.path, ": ",
           record.reason, " (plugin ABI ", abi, ", core ABI ", CoreAbi(record.kind),
@@ -339,37 +403,19 @@ absl::StatusOr<const PluginRecord*> PluginRegistry::LoadBackend(const std::strin
   const std::string& name_or_path = *flavored;
   absl::MutexLock lock(&mu_);
   if (name_or_path.empty()) return absl::InvalidArgumentError("backend name is empty");
-  const PluginRecord* record = nullptr;
+  std::string file = name_or_path;
   if (LooksLikePath(name_or_path)) {
     struct stat st;
     if (stat(name_or_path.c_str(), &st) != 0) {
       return absl::NotFoundError(absl::StrCat("backend plugin file ", name_or_path,
                                               " does not exist; check the path"));
     }
-    record = LoadFile(DIST_PLUGIN_BACKEND, name_or_path);
   } else {
-    const std::vector<std::string> files =
-        FindFiles(absl::StrCat(FilePrefix(DIST_PLUGIN_BACKEND), name_or_path, ".so"));
-    if (!files.empty()) {
-      record = LoadFile(DIST_PLUGIN_BACKEND, files.front());
-    } else {
-      ScanAll();  // a file named otherwise may still declare this name
-      for (const auto& candidate : records_) {
-        if (candidate->kind == DIST_PLUGIN_BACKEND && candidate->name == name_or_path &&
-            candidate->shadowed_by.empty()) {
-          record = candidate.get();
-          break;
-        }
-      }
-    }
-    if (record == nullptr) {
-      const std::vector<std::string> dirs = SearchPath();
-      return absl::NotFoundError(absl::StrCat(
-          "unknown backend '", name_or_path, "'; available: ", AvailableNames(DIST_PLUGIN_BACKEND),
-          "; searched: ", dirs.empty() ? "(no directories)" : absl::StrJoin(dirs, ":"),
-          "; add its directory to DIST_PLUGIN_PATH or give the path to the .so"));
-    }
+    absl::StatusOr<std::string> found = ResolveByName(DIST_PLUGIN_BACKEND, name_or_path);
+    if (!found.ok()) return found.status();
+    file = *std::move(found);
   }
+  const PluginRecord* record = LoadFile(DIST_PLUGIN_BACKEND, file);
   DIST_RETURN_IF_ERROR(RecordStatus(*record));
   return record;
 }
@@ -379,30 +425,21 @@ absl::StatusOr<const PluginRecord*> PluginRegistry::LoadRendezvous(const std::st
   if (!flavored.ok()) return flavored.status();
   const std::string& scheme = *flavored;
   absl::MutexLock lock(&mu_);
-  const std::vector<std::string> files =
-      FindFiles(absl::StrCat(FilePrefix(DIST_PLUGIN_RENDEZVOUS), scheme, ".so"));
-  for (const std::string& file : files) {
-    const PluginRecord* record = LoadFile(DIST_PLUGIN_RENDEZVOUS, file);
-    if (std::find(record->schemes.begin(), record->schemes.end(), scheme) !=
-        record->schemes.end()) {
-      return record;
-    }
-    DIST_RETURN_IF_ERROR(RecordStatus(*record));
+  if (scheme.empty() || LooksLikePath(scheme)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rendezvous scheme '", scheme, "' is not a name; use env://, tcp:// or file://"));
   }
-  ScanAll();
-  for (const auto& record : records_) {
-    if (record->kind == DIST_PLUGIN_RENDEZVOUS && record->status == DIST_PLUGIN_OK &&
-        std::find(record->schemes.begin(), record->schemes.end(), scheme) !=
-            record->schemes.end()) {
-      return record.get();
-    }
+  absl::StatusOr<std::string> file = ResolveByName(DIST_PLUGIN_RENDEZVOUS, scheme);
+  if (!file.ok()) return file.status();
+  const PluginRecord* record = LoadFile(DIST_PLUGIN_RENDEZVOUS, *file);
+  DIST_RETURN_IF_ERROR(RecordStatus(*record));
+  if (std::find(record->schemes.begin(), record->schemes.end(), scheme) == record->schemes.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rendezvous plugin ", record->path, " is named for '", scheme,
+        "://' but handles ", record->schemes.empty() ? "no scheme" : absl::StrJoin(record->schemes, ", "),
+        "; rename the file libdist-rendezvous-<scheme>.so after the scheme it handles"));
   }
-  const std::vector<std::string> dirs = SearchPath();
-  return absl::NotFoundError(absl::StrCat(
-      "no rendezvous plugin handles '", scheme, "://'; available: ",
-      AvailableNames(DIST_PLUGIN_RENDEZVOUS), "; searched: ",
-      dirs.empty() ? "(no directories)" : absl::StrJoin(dirs, ":"),
-      "; use env://, tcp:// or file://, or add the plugin's directory to DIST_PLUGIN_PATH"));
+  return record;
 }
 
 std::vector<const PluginRecord*> PluginRegistry::ListAll() {

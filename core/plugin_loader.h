@@ -42,23 +42,29 @@ struct PluginRecord {
   // Set by ListAll when a plugin of the same kind and name comes earlier in
   // the search path; such a plugin is listed but never chosen by name.
   std::string shadowed_by;
+  // Refused before dlopen (not a complete ELF shared object, or writable by
+  // other users); the reason then names the file and the fix.
+  bool refused = false;
 };
 
 class PluginRegistry {
  public:
   static PluginRegistry& Get();
 
-  // The directories searched, in order.
+  // The directories searched, in order: <libdir>/dist/plugins, then the
+  // absolute entries of DIST_PLUGIN_PATH (see SearchPathError).
   std::vector<std::string> SearchPath() const;
 
-  // Loads a backend by name ("gloo") or path. A backend whose probe failed
-  // is DIST_UNAVAILABLE with the probe's reason.
+  // Loads a backend by name ("gloo": libdist-backend-gloo.so in the search
+  // path) or path (anything with a '/'). A backend whose probe failed is
+  // DIST_UNAVAILABLE with the probe's reason.
   absl::StatusOr<const PluginRecord*> LoadBackend(const std::string& name_or_path);
 
-  // The rendezvous plugin handling `scheme`.
+  // The rendezvous plugin handling `scheme`: libdist-rendezvous-<scheme>.so.
   absl::StatusOr<const PluginRecord*> LoadRendezvous(const std::string& scheme);
 
-  // Every plugin file in the search path (scanned once).
+  // Every plugin file in the search path (scanned once). Loads them all:
+  // distinfo calls this in a child process of its own.
   std::vector<const PluginRecord*> ListAll();
 
  private:
@@ -69,7 +75,11 @@ class PluginRegistry {
   const PluginRecord* LoadFile(dist_plugin_kind_t kind, const std::string& path)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<std::string> FindFiles(const std::string& file_prefix) const;
-  std::string AvailableNames(dist_plugin_kind_t kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The one place a name becomes a file: the first
+  // libdist-{backend,rendezvous}-<name>.so in the search path, by file name
+  // alone (nothing is loaded). A miss lists the names the files there carry.
+  absl::StatusOr<std::string> ResolveByName(dist_plugin_kind_t kind, const std::string& name) const;
+  std::string AvailableNames(dist_plugin_kind_t kind) const;
   void ScanAll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
@@ -77,8 +87,13 @@ class PluginRegistry {
   bool scanned_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// Whether `text` names a file rather than a plugin ("./x.so", "/a/b.so").
+// Whether `text` names a file rather than a plugin: it has a '/' ("./x.so",
+// "/a/b.so"); a bare "x.so" is a name.
 bool LooksLikePath(const std::string& text);
+
+// InvalidArgument when DIST_PLUGIN_PATH has a relative entry (such entries
+// are left out of the search path).
+absl::Status SearchPathError();
 
 // The status of a loaded record as an error for a user who asked for it.
 absl::Status RecordStatus(const PluginRecord& record);

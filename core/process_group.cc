@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "core/config.h"
 #include "core/logging.h"
+#include "core/op_sizes.h"
 #include "core/prefix_store.h"
 #include "core/rendezvous.h"
 #include "dist/cpp/status.hpp"
@@ -85,7 +86,22 @@ dist_comm_config_t MakeCommConfig(int32_t rank, int32_t world_size, int32_t loca
 }  // namespace
 
 StoreOwner::~StoreOwner() {
-  if (store_ != nullptr) store_->release(store_->ctx);
+  if (store_ == nullptr) return;
+  std::string failure;
+  {
+    absl::MutexLock lock(&mu_);
+    failure = failure_;
+  }
+  if (failure.empty()) {
+    store_->release(store_->ctx);
+  } else {
+    ReleaseStoreFailed(store_, failure);
+  }
+}
+
+void StoreOwner::MarkFailed(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  if (failure_.empty()) failure_ = reason.empty() ? "an operation failed" : reason;
 }
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
@@ -304,6 +320,7 @@ absl::StatusOr<dist_work_t*> ProcessGroup::Submit(dist_collective_t kind,
   if (rank_ < 0) return NotMemberError();
   absl::StatusOr<const BackendComm*> comm = CommFor(kind, args);
   if (!comm.ok()) return comm.status();
+  DIST_RETURN_IF_ERROR(CheckOpSizes(kind, args, rank_, world_size_));
   DIST_RETURN_IF_ERROR(ValidateOpArgs(kind, args, rank_, world_size_));
   const PluginRecord& plugin = *(*comm)->plugin;
   dist_backend_op_fn fn = OpFunction(plugin.backend, kind);
@@ -347,6 +364,7 @@ absl::StatusOr<dist_work_t*> ProcessGroup::Submit(dist_collective_t kind,
   handle->kind = kind;
   handle->recorder = tracing_->recorder();
   handle->trace_id = op->trace_id;
+  handle->store = store_;
   return handle;
 }
 
@@ -358,6 +376,7 @@ absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& arg
   const uint64_t trace_id = (*work)->trace_id;
   (*work)->plugin->work_destroy((*work)->work);
   delete *work;
+  if (!status.ok() && store_ != nullptr) store_->MarkFailed(std::string(status.message()));
   if (status.code() == absl::StatusCode::kDeadlineExceeded) {
     // The operation is stuck somewhere in the group: abort so that this
     // rank's later calls fail at once instead of queueing behind it.
@@ -373,6 +392,7 @@ absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& arg
 }
 
 void ProcessGroup::Abort(const std::string& reason) {
+  if (store_ != nullptr) store_->MarkFailed(reason);
   AbortComms(reason);
   tracing_->recorder()->DumpAfterFailure(absl::StrCat("group '", name_, "' aborted: ", reason));
 }

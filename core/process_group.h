@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/group_tracing.h"
 #include "core/plugin_loader.h"
@@ -19,6 +21,10 @@ namespace dist {
 
 // Owns the store the rendezvous returned; shared by a group and its
 // subgroups so that the store outlives all of them.
+// After an operation of any group on it failed (MarkFailed), the store is
+// handed back with release_failed, so that shutdown takes a small bound
+// instead of another timeout (a rank-0 TCP store stops waiting for ranks
+// that may be stopped or hung).
 class StoreOwner {
  public:
   explicit StoreOwner(dist_store_t* store) : store_(store) {}
@@ -26,9 +32,12 @@ class StoreOwner {
   StoreOwner(const StoreOwner&) = delete;
   StoreOwner& operator=(const StoreOwner&) = delete;
   const dist_store_t* get() const { return store_; }
+  void MarkFailed(const std::string& reason);
 
  private:
   dist_store_t* store_;
+  absl::Mutex mu_;
+  std::string failure_ ABSL_GUARDED_BY(mu_);  // the first one
 };
 
 // One backend's communicator within a group.
@@ -102,6 +111,7 @@ struct dist_work {
   dist_collective_t kind = DIST_COLL_BARRIER;
   std::shared_ptr<dist::FlightRecorder> recorder;  // may outlive the group
   uint64_t trace_id = 0;                           // 0: not recorded
+  std::shared_ptr<dist::StoreOwner> store;  // told when the operation fails
 };
 
 #endif  // DIST_CORE_PROCESS_GROUP_H_

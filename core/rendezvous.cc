@@ -13,21 +13,21 @@
 namespace dist {
 namespace {
 
-// Hands the store back after a failed join and says why, so a store shared
-// through a file can tell ranks that arrive later. Stores built against ABI
-// 1.0 end before release_failed (struct_size says so): they are released.
 void ReleaseFailed(dist_store_t* store, const absl::Status& why) {
+  ReleaseStoreFailed(store, std::string(why.message()));
+}
+
+}  // namespace
+
+void ReleaseStoreFailed(dist_store_t* store, const std::string& reason) {
   constexpr size_t kNeeded =
       offsetof(dist_store_t, release_failed) + sizeof(dist_store_t::release_failed);
   if (store->struct_size >= kNeeded && store->release_failed != nullptr) {
-    const std::string reason(why.message());
     store->release_failed(store->ctx, reason.c_str());
   } else {
     store->release(store->ctx);
   }
 }
-
-}  // namespace
 
 absl::StatusOr<std::string> UrlScheme(const std::string& url) {
   const size_t separator = url.find("://");

@@ -13,6 +13,13 @@ namespace dist {
 // "tcp://h:p?x" -> "tcp". Errors name the URL and the accepted forms.
 absl::StatusOr<std::string> UrlScheme(const std::string& url);
 
+// Hands a store back after its job failed and says why (release_failed), so
+// a store shared through a file can tell ranks that arrive later, and a
+// rank-0 TCP store stops waiting for ranks that may never disconnect. Stores
+// built against ABI 1.0 end before release_failed (struct_size says so):
+// they are released.
+void ReleaseStoreFailed(dist_store_t* store, const std::string& reason);
+
 // On success the caller owns result.store.
 absl::StatusOr<dist_rendezvous_result_t> Rendezvous(const std::string& url,
                                                     const dist_rendezvous_hints_t& hints,

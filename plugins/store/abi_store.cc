@@ -18,7 +18,8 @@ struct Holder {
   dist_store_t table;
   std::unique_ptr<Store> store;
   absl::Duration default_timeout;
-  std::function<void()> after_release;
+  std::function<void(bool failed)> after_release;
+  bool failed = false;  // released through release_failed
 };
 
 Holder* H(void* ctx) { return static_cast<Holder*>(ctx); }
@@ -175,7 +176,7 @@ void Release(void* ctx) {
   Holder* h = H(ctx);
   try {
     h->store.reset();
-    if (h->after_release) h->after_release();
+    if (h->after_release) h->after_release(h->failed);
   } catch (...) {
     // Nothing can be reported from release; never let it escape the ABI.
   }
@@ -184,6 +185,7 @@ void Release(void* ctx) {
 
 void ReleaseFailed(void* ctx, const char* reason) {
   try {
+    H(ctx)->failed = true;
     H(ctx)->store->Abandon(reason != nullptr ? reason : "(no reason given)");
   } catch (...) {
     // Best effort, like release: the holder is already failing.
@@ -194,7 +196,7 @@ void ReleaseFailed(void* ctx, const char* reason) {
 }  // namespace
 
 dist_store_t* MakeAbiStore(std::unique_ptr<Store> store, absl::Duration default_timeout,
-                           std::function<void()> after_release) {
+                           std::function<void(bool failed)> after_release) {
   auto* h = new Holder();
   h->store = std::move(store);
   h->default_timeout = default_timeout;

@@ -12,13 +12,14 @@
 namespace dist::store {
 
 // Returns a heap-allocated dist_store_t that owns `store`. Its release()
-// destroys the store, then runs `after_release` (a rank-0 TCP store uses it
-// to let its server linger until the other ranks have left);
-// release_failed(reason) first calls store->Abandon(reason), then releases.
+// destroys the store, then runs after_release(false) (a rank-0 TCP store uses
+// it to let its server linger until the other ranks have left);
+// release_failed(reason) first calls store->Abandon(reason), then releases
+// and runs after_release(true) (the job failed: linger only briefly).
 // `default_timeout` serves get/wait calls that pass timeout_ms < 0.
 dist_store_t* MakeAbiStore(std::unique_ptr<Store> store,
                            absl::Duration default_timeout,
-                           std::function<void()> after_release = nullptr);
+                           std::function<void(bool failed)> after_release = nullptr);
 
 }  // namespace dist::store
 

@@ -209,7 +209,9 @@ TEST(HostApi, OldMinorPluginWorksWithThisCore) {
   dist_work_t* work = nullptr;
   ASSERT_EQ(dist_barrier(group, &work), nullptr);
   // work_wait_stream was appended in 1.1: absent from this plugin's table.
-  EXPECT_EQ(dist_error_code(dist_work_wait_stream(work, nullptr)), DIST_UNIMPLEMENTED);
+  dist_error_t* no_stream = dist_work_wait_stream(work, nullptr);
+  EXPECT_EQ(dist_error_code(no_stream), DIST_UNIMPLEMENTED);
+  dist_error_destroy(no_stream);
   dist_work_destroy(work);
   dist_destroy(group);
 }

@@ -54,6 +54,15 @@ int Fail(dist_error_t* error) {
   return 1;
 }
 
+// Fail, after handing the store back so that nothing leaks. Plain release:
+// release_failed would tell the other ranks this rendezvous failed, and the
+// tests check that each rank reports its own error.
+int FailReleasing(dist_store_t* store, const absl::Status& status) {
+  const int code = Fail(status);
+  store->release(store->ctx);
+  return code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -97,11 +106,11 @@ int main(int argc, char** argv) {
   } else if (mode == "exchange") {
     absl::Status set = store.Set(absl::StrCat("worker/", rank),
                                  absl::StrCat("value of rank ", rank, " of ", world));
-    if (!set.ok()) return Fail(set);
+    if (!set.ok()) return FailReleasing(result.store, set);
     int seen = 0;
     for (int r = 0; r < world && code == 0; ++r) {
       absl::StatusOr<std::string> value = store.Get(absl::StrCat("worker/", r), timeout);
-      if (!value.ok()) return Fail(value.status());
+      if (!value.ok()) return FailReleasing(result.store, value.status());
       if (*value != absl::StrCat("value of rank ", r, " of ", world)) {
         printf("MISMATCH key worker/%d holds '%s'\n", r, value->c_str());
         code = 2;
@@ -113,18 +122,18 @@ int main(int argc, char** argv) {
     const int count = absl::GetFlag(FLAGS_count);
     for (int i = 0; i < count; ++i) {
       absl::StatusOr<int64_t> added = store.Add("counter", 1);
-      if (!added.ok()) return Fail(added.status());
+      if (!added.ok()) return FailReleasing(result.store, added.status());
     }
     absl::StatusOr<int64_t> finished = store.Add("finished", 1);
-    if (!finished.ok()) return Fail(finished.status());
+    if (!finished.ok()) return FailReleasing(result.store, finished.status());
     if (*finished == world) {
       absl::Status set = store.Set("all_finished", "1");
-      if (!set.ok()) return Fail(set);
+      if (!set.ok()) return FailReleasing(result.store, set);
     }
     absl::Status waited = store.Wait({"all_finished"}, timeout);
-    if (!waited.ok()) return Fail(waited);
+    if (!waited.ok()) return FailReleasing(result.store, waited);
     absl::StatusOr<std::string> counter = store.Get("counter", timeout);
-    if (!counter.ok()) return Fail(counter.status());
+    if (!counter.ok()) return FailReleasing(result.store, counter.status());
     printf("counter=%s\n", counter->c_str());
   } else {
     printf("ERROR ARGS: unknown --mode=%s\n", mode.c_str());

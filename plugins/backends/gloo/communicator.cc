@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "dist/cpp/no_sigpipe.hpp"
 #include "dist/cpp/store.hpp"
 #include "gloo/barrier.h"
 #include "gloo/common/error.h"
@@ -75,6 +76,10 @@ absl::Status RunCollective(const Op& op, const OpEnv& env) {
 
 absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
     const dist_comm_config_t& config, std::shared_ptr<gloo::transport::Device> device) {
+  // Gloo writes without MSG_NOSIGNAL: Gloo's loop thread (started with the
+  // device) and this communicator's threads inherit a mask with SIGPIPE
+  // blocked, and writes made here (connecting) raise none (no_sigpipe.hpp).
+  dist::ScopedSigpipeBlock no_sigpipe;
   if (config.store == nullptr || config.world_size < 1 || config.rank < 0 ||
       config.rank >= config.world_size || config.timeout_ms <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -194,6 +199,7 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t kind
 }
 
 void Communicator::WorkerLoop() {
+  dist::BlockSigpipeInThisThread();  // inherited from Create already; said again for clarity
   for (;;) {
     Task task;
     {
@@ -247,7 +253,10 @@ bool Communicator::TryRunInline(const std::shared_ptr<Work>& work, absl::Duratio
     running_ = true;
     callers_run_ops_ = true;
   }
-  Execute(std::move(task));
+  {
+    dist::ScopedSigpipeBlock no_sigpipe;  // Gloo writes on the caller's thread here
+    Execute(std::move(task));
+  }
   absl::MutexLock lock(&mu_);
   running_ = false;
   // Operations queued behind this one (perhaps waited for by other
@@ -298,6 +307,7 @@ void Communicator::Execute(Task task) {
 }
 
 void Communicator::P2pLoop() {
+  dist::BlockSigpipeInThisThread();
   for (;;) {
     PendingP2p pending;
     {
@@ -362,6 +372,7 @@ void Communicator::Abort(const std::string& reason) {
   }
   // Wakes an operation blocked in Gloo (and the peers, whose connections
   // to this rank close).
+  dist::ScopedSigpipeBlock no_sigpipe;
   FailAllPairs(*context_, abort_reason_);
   const absl::Status aborted = absl::AbortedError(abort_reason_);
   for (Task& task : dropped) task.work->Complete(aborted);
@@ -395,6 +406,7 @@ void Communicator::Shutdown() {
   // lose them (and reset the peers' connections while those still wait).
   // One unbound barrier, which waits for its own sends, settles them.
   if (healthy && bound_ != nullptr && bound_->used()) {
+    dist::ScopedSigpipeBlock no_sigpipe;  // Gloo writes on the caller's thread here
     try {
       gloo::BarrierOptions opts(context_);
       opts.setTag(kShutdownTag);

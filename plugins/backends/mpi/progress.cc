@@ -5,6 +5,7 @@
 #include "absl/time/time.h"
 #include "absl/time/clock.h"
 #include "comm.h"
+#include "dist/cpp/no_sigpipe.hpp"
 
 namespace dist_mpi {
 
@@ -63,6 +64,7 @@ void ProgressEngine::Stop() {
 }
 
 void ProgressEngine::Loop() {
+  dist::BlockSigpipeInThisThread();  // its MPI calls may write to a dead peer
   absl::Duration interval = absl::Milliseconds(2);
   while (true) {
     {

@@ -118,6 +118,8 @@ absl::Status Runtime::EnsureInitialized() {
   MPI_Initialized(&initialized);
   int provided = MPI_THREAD_SINGLE;
   if (!initialized) {
+    // Threads MPI starts now (progress, PMIx) inherit SIGPIPE blocked.
+    dist::ScopedSigpipeBlock no_sigpipe;
     if (absl::Status s = PromoteLibrary(); !s.ok()) return fail(s);
     const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
     if (rc != MPI_SUCCESS) return fail(MpiStatus(rc, "MPI_Init_thread"));

@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "dist/cpp/no_sigpipe.hpp"
 #include "dist/host.h"
 
 namespace dist_mpi {
@@ -87,6 +88,8 @@ class MpiCallGuard {
 
  private:
   absl::Mutex* mu_;
+  // The MPI library may write to a dead peer's socket without MSG_NOSIGNAL.
+  dist::ScopedSigpipeBlock no_sigpipe_;
 };
 
 }  // namespace dist_mpi

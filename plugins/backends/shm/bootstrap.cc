@@ -23,6 +23,7 @@ namespace dist_shm {
 namespace {
 
 constexpr char kErrorPrefix[] = "error:";
+constexpr uint64_t kMaxSpinUs = 1000000;
 
 uint64_t RoundDown4K(uint64_t value) { return std::max<uint64_t>(4096, value / 4096 * 4096); }
 
@@ -141,12 +142,18 @@ absl::StatusOr<Tuning> ParseTuning(const dist_comm_config_t& config) {
           "shm: option ", key, "=\"", kv.value, "\" is not a non-negative integer"));
     }
     if (key == "shm.slot_bytes" || key == "shm.ring_bytes") {
-      if (value < 4096 || value % 64 != 0) {
+      if (value < kMinSlotBytes || value > kMaxSlotBytes || value % 64 != 0) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "shm: option ", key, "=", value, " must be a multiple of 64 and at least 4096"));
+            "shm: option ", key, "=", value, " must be a multiple of 64 in [", kMinSlotBytes,
+            ", ", kMaxSlotBytes, "] (4 KiB to 1 GiB)"));
       }
       (key == "shm.slot_bytes" ? tuning.slot_bytes : tuning.ring_bytes) = value;
     } else if (key == "shm.spin_us") {
+      if (value > kMaxSpinUs) {
+        return absl::InvalidArgumentError(absl::StrCat("shm: option ", key, "=", value,
+                                                       " must be at most ", kMaxSpinUs,
+                                                       " (one second)"));
+      }
       tuning.spin = absl::Microseconds(static_cast<int64_t>(value));
     } else if (key == "shm.inline_wait") {
       tuning.inline_wait = value != 0;

@@ -16,28 +16,48 @@ namespace {
 
 constexpr uint64_t kPage = 4096;
 
-uint64_t RoundUp(uint64_t value, uint64_t align) {
-  return (value + align - 1) / align * align;
+// value rounded up to a multiple of align; false when that overflows.
+bool RoundUp(uint64_t value, uint64_t align, uint64_t* out) {
+  uint64_t sum = 0;
+  if (__builtin_add_overflow(value, align - 1, &sum)) return false;
+  *out = sum / align * align;
+  return true;
 }
 
 struct Offsets {
   uint64_t ranks, rings, slots, ring_data, total;
 };
 
-Offsets ComputeOffsets(int32_t world_size, uint64_t slot_bytes, uint64_t ring_bytes) {
+// Where everything lies for this geometry; false when a size overflows (a
+// slot_bytes of 2^63, or a header another process corrupted).
+bool ComputeOffsets(int32_t world_size, uint64_t slot_bytes, uint64_t ring_bytes, Offsets* o) {
+  if (world_size < 1) return false;
   const uint64_t w = static_cast<uint64_t>(world_size);
-  Offsets o;
-  o.ranks = RoundUp(sizeof(Header), 64);
-  o.rings = o.ranks + w * sizeof(RankControl);
-  o.slots = RoundUp(o.rings + w * w * sizeof(RingControl), kPage);
-  o.ring_data = o.slots + 2 * w * slot_bytes;
-  o.total = RoundUp(o.ring_data + w * w * ring_bytes, kPage);
-  return o;
+  uint64_t rank_bytes, ring_controls, slots, rings;
+  bool ok = RoundUp(sizeof(Header), 64, &o->ranks) &&
+            !__builtin_mul_overflow(w, sizeof(RankControl), &rank_bytes) &&
+            !__builtin_add_overflow(o->ranks, rank_bytes, &o->rings) &&
+            !__builtin_mul_overflow(w * w, sizeof(RingControl), &ring_controls) &&
+            !__builtin_add_overflow(o->rings, ring_controls, &o->slots) &&
+            RoundUp(o->slots, kPage, &o->slots) &&
+            !__builtin_mul_overflow(2 * w, slot_bytes, &slots) &&
+            !__builtin_add_overflow(o->slots, slots, &o->ring_data) &&
+            !__builtin_mul_overflow(w * w, ring_bytes, &rings) &&
+            !__builtin_add_overflow(o->ring_data, rings, &o->total) &&
+            RoundUp(o->total, kPage, &o->total);
+  return ok && o->total <= static_cast<uint64_t>(PTRDIFF_MAX);
 }
 
 std::string Errno() { return std::strerror(errno); }
 
 }  // namespace
+
+bool ValidSizes(uint64_t slot_bytes, uint64_t ring_bytes) {
+  for (uint64_t bytes : {slot_bytes, ring_bytes}) {
+    if (bytes < kMinSlotBytes || bytes > kMaxSlotBytes || bytes % 64 != 0) return false;
+  }
+  return true;
+}
 
 Segment::Segment(std::string name, void* base, size_t size)
     : name_(std::move(name)), base_(base), size_(size) {}
@@ -45,7 +65,8 @@ Segment::Segment(std::string name, void* base, size_t size)
 Segment::~Segment() { munmap(base_, size_); }
 
 void Segment::Locate(int32_t world_size, uint64_t slot_bytes, uint64_t ring_bytes) {
-  const Offsets o = ComputeOffsets(world_size, slot_bytes, ring_bytes);
+  Offsets o{};
+  ComputeOffsets(world_size, slot_bytes, ring_bytes, &o);  // checked by Create/Attach
   char* base = static_cast<char*>(base_);
   world_size_ = world_size;
   slot_bytes_ = slot_bytes;
@@ -58,7 +79,12 @@ void Segment::Locate(int32_t world_size, uint64_t slot_bytes, uint64_t ring_byte
 
 absl::StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& name,
                                                          const Geometry& g) {
-  const Offsets o = ComputeOffsets(g.world_size, g.slot_bytes, g.ring_bytes);
+  Offsets o{};
+  if (!ComputeOffsets(g.world_size, g.slot_bytes, g.ring_bytes, &o)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shm: a segment for ", g.world_size, " ranks with shm.slot_bytes=", g.slot_bytes,
+        " and shm.ring_bytes=", g.ring_bytes, " would be larger than memory can be; lower them"));
+  }
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) {
     return absl::UnavailableError(absl::StrCat(
@@ -129,6 +155,19 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::Attach(const std::string& name
         "shm: segment ", name, " does not match this communicator (world size ",
         header.world_size, " vs ", world_size, ", layout version ", header.version,
         " vs ", kLayoutVersion, "); all ranks must load the same shm plugin version"));
+  }
+  // Another process wrote the header: every size in it must be one this
+  // plugin could have chosen and must describe exactly the mapped bytes,
+  // or Locate would point past the mapping.
+  Offsets o{};
+  if (!ValidSizes(header.slot_bytes, header.ring_bytes) ||
+      !ComputeOffsets(header.world_size, header.slot_bytes, header.ring_bytes, &o) ||
+      o.total != size) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shm: segment ", name, " has a corrupt header (slot_bytes ", header.slot_bytes,
+        ", ring_bytes ", header.ring_bytes, ", ", size,
+        " bytes mapped); all ranks must load the same shm plugin version, and nothing else may "
+        "write /dev/shm", name));
   }
   segment->Locate(header.world_size, header.slot_bytes, header.ring_bytes);
   return segment;

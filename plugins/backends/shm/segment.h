@@ -14,6 +14,12 @@
 
 namespace dist_shm {
 
+// Bounds of shm.slot_bytes and shm.ring_bytes (also checked in a header that
+// another process wrote): at least a page, at most 1 GiB, multiples of 64.
+inline constexpr uint64_t kMinSlotBytes = 4096;
+inline constexpr uint64_t kMaxSlotBytes = uint64_t{1} << 30;
+bool ValidSizes(uint64_t slot_bytes, uint64_t ring_bytes);
+
 struct Geometry {
   int32_t world_size = 0;
   uint64_t slot_bytes = 0;

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -95,12 +96,16 @@ absl::StatusOr<dist_store_t*> OpenTcpStore(const TcpRendezvousConfig& config) {
       store::TcpStoreClient::Connect(client_options);
   if (!client.ok()) return WithUrl(config.url, client.status());
 
-  std::function<void()> after_release;
+  std::function<void(bool)> after_release;
   if (server != nullptr) {
-    const absl::Duration linger = config.timeout;
-    after_release = [server, linger] {
+    const absl::Duration timeout = config.timeout;
+    after_release = [server, timeout](bool failed) {
       // The other ranks may still be reading their last keys: keep serving
       // until they have disconnected, but never longer than the timeout.
+      // After a failure (the core released the store with release_failed) a
+      // stopped or hung rank may never disconnect: then only briefly, so
+      // that dist_destroy returns within about a second.
+      const absl::Duration linger = failed ? std::min(timeout, absl::Seconds(1)) : timeout;
       if (!server->WaitForClientsToLeave(linger)) {
         dist::Log(DIST_LOG_WARN,
                   absl::StrCat(server->clients(), " rank(s) still connected to the store on ",

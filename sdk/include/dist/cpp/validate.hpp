@@ -99,6 +99,19 @@ inline absl::Status CheckCount(const char* op, const char* which, uint64_t actua
                                                  " but must be ", expected, " (", rule, ")"));
 }
 
+// CheckCount against base x world, which must not overflow (a wrapped
+// product could equal a small count and pass).
+inline absl::Status CheckCountTimes(const char* op, const char* which, uint64_t actual,
+                                    const char* base_name, uint64_t base, uint64_t world,
+                                    const char* rule) {
+  uint64_t expected = 0;
+  if (__builtin_mul_overflow(base, world, &expected)) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", base_name, " count ", base,
+                                                   " x world size ", world, " overflows"));
+  }
+  return CheckCount(op, which, actual, expected, rule);
+}
+
 }  // namespace internal
 
 // Validates `args` for `kind` on a rank of a communicator of `world_size`.
@@ -164,23 +177,23 @@ inline absl::Status ValidateOpArgs(dist_collective_t kind, const dist_op_args_t&
       }
       return absl::OkStatus();
     case DIST_COLL_ALL_GATHER:
-      return internal::CheckCount(op, "recv", args.recv.count, args.send.count * w,
-                                  "send count x world size");
+      return internal::CheckCountTimes(op, "recv", args.recv.count, "send", args.send.count, w,
+                                       "send count x world size");
     case DIST_COLL_GATHER:
       if (is_root) {
-        return internal::CheckCount(op, "recv", args.recv.count, args.send.count * w,
-                                    "send count x world size on the root");
+        return internal::CheckCountTimes(op, "recv", args.recv.count, "send", args.send.count, w,
+                                         "send count x world size on the root");
       }
       return absl::OkStatus();
     case DIST_COLL_SCATTER:
       if (is_root) {
-        return internal::CheckCount(op, "send", args.send.count, args.recv.count * w,
-                                    "recv count x world size on the root");
+        return internal::CheckCountTimes(op, "send", args.send.count, "recv", args.recv.count, w,
+                                         "recv count x world size on the root");
       }
       return absl::OkStatus();
     case DIST_COLL_REDUCE_SCATTER:
-      return internal::CheckCount(op, "send", args.send.count, args.recv.count * w,
-                                  "recv count x world size");
+      return internal::CheckCountTimes(op, "send", args.send.count, "recv", args.recv.count, w,
+                                       "recv count x world size");
     case DIST_COLL_ALL_TO_ALL:
       if (args.send.count % w != 0) {
         return absl::InvalidArgumentError(absl::StrCat(

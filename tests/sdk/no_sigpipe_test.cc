@@ -1,0 +1,86 @@
+// ScopedSigpipeBlock: a write to a closed socket inside it raises no
+// SIGPIPE that survives the scope, the thread's mask comes back as it was,
+// a SIGPIPE the host had pending already stays pending, and the process-wide
+// disposition is never touched.
+#include "dist/cpp/no_sigpipe.hpp"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "gtest/gtest.h"
+
+namespace {
+
+bool Blocked() {
+  sigset_t mask;
+  pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+  return sigismember(&mask, SIGPIPE) == 1;
+}
+
+// A write to a socket whose peer is closed, without MSG_NOSIGNAL (as Gloo does).
+void WriteToClosedSocket() {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  close(fds[1]);
+  char byte = 'x';
+  EXPECT_EQ(write(fds[0], &byte, 1), -1);
+  EXPECT_EQ(errno, EPIPE);  // errno survives the scope's own calls
+  close(fds[0]);
+}
+
+TEST(NoSigpipe, WriteInsideTheScopeNeitherKillsNorLeavesASignal) {
+  struct sigaction before {};
+  ASSERT_EQ(sigaction(SIGPIPE, nullptr, &before), 0);
+  ASSERT_EQ(before.sa_handler, SIG_DFL);  // default action: a leak would kill the test
+  ASSERT_FALSE(Blocked());
+  {
+    dist::ScopedSigpipeBlock block;
+    EXPECT_TRUE(Blocked());
+    WriteToClosedSocket();
+    EXPECT_TRUE(dist::SigpipePending());
+  }
+  EXPECT_FALSE(Blocked());
+  EXPECT_FALSE(dist::SigpipePending());
+  struct sigaction after {};
+  ASSERT_EQ(sigaction(SIGPIPE, nullptr, &after), 0);
+  EXPECT_EQ(after.sa_handler, SIG_DFL);
+}
+
+TEST(NoSigpipe, ASignalTheHostHadPendingIsLeftAlone) {
+  sigset_t pipe = dist::SigpipeSet();
+  sigset_t old;
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &pipe, &old), 0);
+  ASSERT_EQ(pthread_kill(pthread_self(), SIGPIPE), 0);
+  {
+    dist::ScopedSigpipeBlock block;
+    WriteToClosedSocket();
+  }
+  EXPECT_TRUE(Blocked());  // the host's own mask, restored
+  EXPECT_TRUE(dist::SigpipePending());
+  const struct timespec zero = {0, 0};
+  EXPECT_EQ(sigtimedwait(&pipe, nullptr, &zero), SIGPIPE);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+TEST(NoSigpipe, ThreadsStartedInsideInheritTheBlock) {
+  bool blocked_in_thread = false;
+  {
+    dist::ScopedSigpipeBlock block;
+    pthread_t thread;
+    ASSERT_EQ(pthread_create(
+                  &thread, nullptr,
+                  [](void* out) -> void* {
+                    *static_cast<bool*>(out) = Blocked();
+                    return nullptr;
+                  },
+                  &blocked_in_thread),
+              0);
+    pthread_join(thread, nullptr);
+  }
+  EXPECT_TRUE(blocked_in_thread);
+  EXPECT_FALSE(Blocked());
+}
+
+}  // namespace
