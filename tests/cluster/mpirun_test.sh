@@ -14,6 +14,10 @@ agent="$here/launch_agent.sh"
 cluster_require
 command -v mpirun >/dev/null || cluster_skip "mpirun is missing (apt-get install openmpi-bin)"
 cluster_up dcm 2
+# The hosts' /tmp is their own, and the checkout may live under /tmp (as a CI
+# clone can): hand the agent over in the directory every host sees.
+cp "$agent" "$CLUSTER_DIR/launch_agent.sh"
+agent="$CLUSTER_DIR/launch_agent.sh"
 failures=0
 fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 

@@ -15,6 +15,10 @@ cluster_require
 slurm_require
 cluster_up dcs 2
 slurm_up 2
+# sbatch reads the script on h1, whose /tmp is its own, and the checkout may
+# live under /tmp (as a CI clone can): hand it over in the shared directory.
+cp "$script" "$CLUSTER_DIR/allreduce.sbatch"
+script="$CLUSTER_DIR/allreduce.sbatch"
 failures=0
 fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 unset MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE DIST_INIT_METHOD
