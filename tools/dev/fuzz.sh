@@ -28,7 +28,7 @@ declare -A sources=(
   [server_fuzz]="${store[*]} plugins/store/tcp_store_server.cc plugins/store/tcp_store_client.cc plugins/store/net.cc plugins/store/auth.cc"
   [file_store_fuzz]="${store[*]} plugins/store/file_store.cc"
   [url_fuzz]="plugins/rendezvous/common/url.cc"
-  [config_fuzz]="core/config.cc core/logging.cc"
+  [config_fuzz]="core/config.cc core/logging.cc core/mpi_flavor.cc"
 )
 declare -A libs=(
   [server_fuzz]="-luv -lcrypto"
