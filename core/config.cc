@@ -1,5 +1,7 @@
 #include "core/config.h"
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -14,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "core/logging.h"
 #include "core/mpi_flavor.h"
+#include "core/toml_text.h"
 #include "dist/cpp/status.hpp"
 // toml++ 3.3 asserts on some malformed documents (e.g. "[)" as a table
 // header) instead of reporting them; without the assertion it reports them,
@@ -54,76 +57,24 @@ std::string TomlScalarToString(const toml::node& node) {
   return "";
 }
 
-// toml++ 3.3 reaches an assertion (with NDEBUG: undefined behaviour) on
-// some inputs TOML does not allow anyway: control bytes such as a NUL after
-// '[', and a non-ASCII character where it looks for whitespace (its table
-// for U+00A1..U+03F9 is wrong). Both were found by tests/fuzz/config_fuzz;
-// such a file is refused here, before the parser sees it. Non-ASCII text
-// stays allowed in strings and comments.
-absl::Status CheckTomlText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::OkStatus();  // the parser reports it
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  char quote = 0;        // inside a string: its quote character
-  bool multi = false;    // a """ or ''' string
-  bool comment = false;
-  int line = 1;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    const auto byte = static_cast<unsigned char>(c);
-    if ((byte < 0x20 && c != '\t' && c != '\r' && c != '\n') || byte == 0x7f) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "config file ", path, " line ", line, ": invalid TOML: control character 0x",
-          absl::Hex(byte, absl::kZeroPad2), "; is this a text file?"));
-    }
-    if (c == '\n') {
-      ++line;
-      comment = false;
-      if (!multi) quote = 0;  // an unterminated string: the parser says so
-      continue;
-    }
-    if (comment) continue;
-    if (quote != 0) {
-      if (c == '\\' && quote == '"') {
-        ++i;  // an escaped character (a newline after it is a line break)
-        if (i < text.size() && text[i] == '\n') ++line;
-      } else if (c == quote && (!multi || text.compare(i, 3, std::string(3, quote)) == 0)) {
-        if (multi) i += 2;
-        quote = 0;
-        multi = false;
-      }
-      continue;
-    }
-    if (c == '#') {
-      comment = true;
-    } else if (c == '"' || c == '\'') {
-      quote = c;
-      multi = text.compare(i, 3, std::string(3, c)) == 0;
-      if (multi) i += 2;
-    } else if (byte >= 0x80) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "config file ", path, " line ", line,
-          ": invalid TOML: a non-ASCII character outside a string or comment; quote it"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<FileConfig> LoadConfigFile(const std::string& path) {
   FileConfig file;
   file.path = path;
-  if (absl::Status text = CheckTomlText(path); !text.ok()) return text;
+  struct stat info;
+  std::ifstream in(path, std::ios::binary);
+  if (stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode) || !in) {
+    return absl::NotFoundError(
+        absl::StrCat("config file ", path, " cannot be opened; check DIST_CONFIG or the path"));
+  }
+  const std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  absl::StatusOr<std::string> text = SafeTomlText(raw, path);
+  if (!text.ok()) return text.status();
   toml::table table;
   try {
-    table = toml::parse_file(path);
+    table = toml::parse(*text, path);
   } catch (const toml::parse_error& error) {
     const auto& where = error.source().begin;
     std::string description(error.description());
-    if (description.find("File could not be opened") != std::string::npos ||
-        description.find("could not be opened") != std::string::npos) {
-      return absl::NotFoundError(absl::StrCat("config file ", path,
-                                              " cannot be opened; check DIST_CONFIG or the path"));
-    }
     return absl::InvalidArgumentError(absl::StrCat("config file ", path, " line ", where.line,
                                                    " column ", where.column,
                                                    ": invalid TOML: ", description));
