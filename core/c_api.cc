@@ -135,8 +135,7 @@ DIST_EXPORT dist_error_t* dist_all_gather(dist_process_group_t* group, const dis
 }
 
 DIST_EXPORT dist_error_t* dist_gather(dist_process_group_t* group, const dist_buffer_t* send,
-                                      const dist_buffer_t* recv, int32_t root,
-                                      dist_work_t** work) {
+                                      const dist_buffer_t* recv, int32_t root, dist_work_t** work) {
   if (send == nullptr) return NullArgument("dist_gather", "send");
   dist_op_args_t args = MakeArgs(send, recv);
   args.root = root;
@@ -284,8 +283,8 @@ DIST_EXPORT dist_error_t* dist_list_plugins(const dist_plugin_info_t** infos, si
       info.path = record->path.c_str();
       info.status = record->shadowed_by.empty() ? record->status : DIST_PLUGIN_SHADOWED;
       if (!record->shadowed_by.empty()) {
-        auto* reason = new std::string(absl::StrCat("shadowed by ", record->shadowed_by,
-                                                    " (earlier in the search path)"));
+        auto* reason = new std::string(
+            absl::StrCat("shadowed by ", record->shadowed_by, " (earlier in the search path)"));
         info.reason = reason->c_str();
       } else {
         info.reason = record->reason.empty() ? nullptr : record->reason.c_str();
@@ -371,7 +370,8 @@ DIST_EXPORT dist_error_t* dist_resolve_config(const dist_init_options_t* options
   if (!config.ok()) return ToError(config.status());
   std::vector<dist::ConfigOption> rows = dist::ConfigRows(*config);
   auto* out = static_cast<dist_config_entry_t*>(calloc(rows.size(), sizeof(dist_config_entry_t)));
-  if (out == nullptr) return dist_error_new(DIST_RESOURCE_EXHAUSTED, "dist_resolve_config: out of memory");
+  if (out == nullptr)
+    return dist_error_new(DIST_RESOURCE_EXHAUSTED, "dist_resolve_config: out of memory");
   for (size_t i = 0; i < rows.size(); ++i) {
     out[i].struct_size = sizeof(dist_config_entry_t);
     out[i].key = strdup(rows[i].key.c_str());

@@ -24,9 +24,9 @@ std::string RankList(const std::vector<int32_t>& ranks) {
 }  // namespace
 
 std::string EncodeFingerprint(const OpFingerprint& fp) {
-  return absl::StrCat("1|", static_cast<int>(fp.op), "|", static_cast<int>(fp.dtype), "|",
-                      fp.count, "|", static_cast<int>(fp.reduce), "|", fp.root, "|", fp.peer,
-                      "|", fp.tag, "|", static_cast<int>(fp.device));
+  return absl::StrCat("1|", static_cast<int>(fp.op), "|", static_cast<int>(fp.dtype), "|", fp.count,
+                      "|", static_cast<int>(fp.reduce), "|", fp.root, "|", fp.peer, "|", fp.tag,
+                      "|", static_cast<int>(fp.device));
 }
 
 bool DecodeFingerprint(const std::string& text, OpFingerprint* fp) {
@@ -98,13 +98,12 @@ std::string CollectiveCheck::Compare(uint64_t seq) {
   }
   if (calls.size() == 1) return kOk;
   // The largest group (the lowest rank breaks ties) is "what the others called".
-  std::stable_sort(calls.begin(), calls.end(), [](const auto& a, const auto& b) {
-    return a.second.size() > b.second.size();
-  });
+  std::stable_sort(calls.begin(), calls.end(),
+                   [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
   std::vector<std::string> odd;
   for (size_t i = 1; i < calls.size(); ++i) {
-    odd.push_back(absl::StrCat(RankList(calls[i].second), " called ",
-                               DescribeEncoded(calls[i].first)));
+    odd.push_back(
+        absl::StrCat(RankList(calls[i].second), " called ", DescribeEncoded(calls[i].first)));
   }
   OpFingerprint majority;
   const std::string op = DecodeFingerprint(calls[0].first, &majority)
@@ -121,10 +120,10 @@ absl::Status CollectiveCheck::Check(uint64_t seq, const OpFingerprint& fp) {
   StoreView store(store_);
   const std::string base = absl::StrCat("c", seq, "/");
   auto store_failed = [&](const absl::Status& status) {
-    return absl::UnavailableError(absl::StrCat(
-        dist_collective_name(fp.op), " #", seq, " on group '", group_,
-        "': the fingerprint check (DIST_DEBUG=detail) could not use the store: ",
-        status.message()));
+    return absl::UnavailableError(
+        absl::StrCat(dist_collective_name(fp.op), " #", seq, " on group '", group_,
+                     "': the fingerprint check (DIST_DEBUG=detail) could not use the store: ",
+                     status.message()));
   };
   const std::string mine = EncodeFingerprint(fp);
   // This rank's slot (for the messages; overwritten two operations later,
@@ -169,15 +168,16 @@ absl::Status CollectiveCheck::Check(uint64_t seq, const OpFingerprint& fp) {
         missing.empty()
             ? absl::StrCat(dist_collective_name(fp.op), " #", seq, " on group '", group_,
                            "': every rank arrived but the fingerprint comparison did not finish "
-                           "within ", absl::FormatDuration(timeout_),
+                           "within ",
+                           absl::FormatDuration(timeout_),
                            " (DIST_DEBUG=detail); the rank comparing stalled")
-            : absl::StrCat(dist_collective_name(fp.op), " #", seq, " on group '", group_, "': ",
-                           RankList(missing), " did not reach it within ",
-                           absl::FormatDuration(timeout_), " (", RankList(present),
-                           " did, calling ", DescribeOp(fp), "); ",
-                           missing.size() == 1 ? "it skipped this call, is"
-                                               : "they skipped this call, are",
-                           " stuck in an earlier one, or exited (DIST_DEBUG=detail)");
+            : absl::StrCat(
+                  dist_collective_name(fp.op), " #", seq, " on group '", group_,
+                  "': ", RankList(missing), " did not reach it within ",
+                  absl::FormatDuration(timeout_), " (", RankList(present), " did, calling ",
+                  DescribeOp(fp), "); ",
+                  missing.size() == 1 ? "it skipped this call, is" : "they skipped this call, are",
+                  " stuck in an earlier one, or exited (DIST_DEBUG=detail)");
     verdict = store.CompareSet(done, "", absl::StrCat(kGaveUp, message));
     if (!verdict.ok()) return store_failed(verdict.status());
     if (absl::StartsWith(*verdict, kGaveUp)) return absl::DeadlineExceededError(message);
@@ -186,9 +186,9 @@ absl::Status CollectiveCheck::Check(uint64_t seq, const OpFingerprint& fp) {
     const absl::string_view reason = absl::string_view(*verdict).substr(sizeof(kGaveUp) - 1);
     // A rank still waiting shares the verdict of the one that gave up first.
     if (!last) return absl::DeadlineExceededError(reason);
-    return absl::DeadlineExceededError(absl::StrCat(
-        dist_collective_name(fp.op), " #", seq, " on group '", group_, "': rank ", rank_,
-        " arrived after the others had given up waiting for it: ", reason));
+    return absl::DeadlineExceededError(
+        absl::StrCat(dist_collective_name(fp.op), " #", seq, " on group '", group_, "': rank ",
+                     rank_, " arrived after the others had given up waiting for it: ", reason));
   }
   if (*verdict != kOk) return absl::InvalidArgumentError(*verdict);
   return absl::OkStatus();
@@ -226,8 +226,8 @@ absl::StatusOr<uint64_t> CollectiveCheck::CheckPeer(const OpFingerprint& fp) {
   // Both stay: the peer, already inside the backend, quotes them when it fails.
   return absl::InvalidArgumentError(absl::StrCat(
       dist_collective_name(fp.op), " #", pairing, " between ranks ", rank_, " and ", fp.peer,
-      " on group '", group_, "': rank ", rank_, " called ", DescribeOp(fp), " where rank ",
-      fp.peer, " called ", DescribeEncoded(*value),
+      " on group '", group_, "': rank ", rank_, " called ", DescribeOp(fp), " where rank ", fp.peer,
+      " called ", DescribeEncoded(*value),
       " (DIST_DEBUG=detail); make the counts and dtypes of each send and its recv agree"));
 }
 

@@ -30,7 +30,7 @@ namespace {
 // What the config file said, before precedence is applied.
 struct FileConfig {
   std::string path;
-  std::map<std::string, std::string> values;            // top-level keys
+  std::map<std::string, std::string> values;                 // top-level keys
   std::vector<std::pair<std::string, std::string>> options;  // "gloo.ifname" -> value
 };
 
@@ -95,9 +95,11 @@ absl::StatusOr<FileConfig> LoadConfigFile(const std::string& path) {
       }
       const bool ok = node.is_string() || (numeric && node.is_number());
       if (!ok) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "config file ", path, " line ", line, ": '", name, "' must be a string",
-            name == "timeout" ? " or a number of seconds" : numeric ? " or a number" : ""));
+        return absl::InvalidArgumentError(absl::StrCat("config file ", path, " line ", line, ": '",
+                                                       name, "' must be a string",
+                                                       name == "timeout" ? " or a number of seconds"
+                                                       : numeric         ? " or a number"
+                                                                         : ""));
       }
       file.values[name] = TomlScalarToString(node);
     } else if (const toml::table* section = node.as_table()) {
@@ -105,8 +107,8 @@ absl::StatusOr<FileConfig> LoadConfigFile(const std::string& path) {
       for (const auto& [option_key, option_node] : *section) {
         if (!option_node.is_value()) {
           return absl::InvalidArgumentError(absl::StrCat(
-              "config file ", path, " line ", option_node.source().begin.line, ": option '",
-              prefix, std::string(option_key.str()), "' must be a string, number or boolean"));
+              "config file ", path, " line ", option_node.source().begin.line, ": option '", prefix,
+              std::string(option_key.str()), "' must be a string, number or boolean"));
         }
         file.options.emplace_back(absl::StrCat(prefix, std::string(option_key.str())),
                                   TomlScalarToString(option_node));
@@ -168,20 +170,20 @@ absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text, absl::string
     parsed = absl::ParseDuration(trimmed, &duration);
   }
   if (!parsed || duration <= absl::ZeroDuration() || duration == absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": timeout '", text,
-        "' is not a positive duration; use seconds (30) or a unit (500ms, 30s, 2m)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": timeout '", text,
+                     "' is not a positive duration; use seconds (30) or a unit (500ms, 30s, 2m)"));
   }
   if (duration < kMinTimeout || duration > kMaxTimeout) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": timeout '", text,
-        "' is outside [1ms, 30 days]; use seconds (30) or a unit (500ms, 30s, 2m)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": timeout '", text,
+                     "' is outside [1ms, 30 days]; use seconds (30) or a unit (500ms, 30s, 2m)"));
   }
   return duration;
 }
 
 absl::StatusOr<std::vector<DeviceAssignment>> ParseDeviceMap(absl::string_view text,
-                                                              absl::string_view source) {
+                                                             absl::string_view source) {
   const std::string usage =
       "use a backend name (gloo), a path to a .so, or a device map (cpu:gloo,cuda:nccl)";
   const absl::string_view trimmed = absl::StripAsciiWhitespace(text);
@@ -209,9 +211,8 @@ absl::StatusOr<std::vector<DeviceAssignment>> ParseDeviceMap(absl::string_view t
       } else if (device == "cuda" || device == "gpu") {
         assignment.device = DIST_DEVICE_CUDA;
       } else {
-        return absl::InvalidArgumentError(absl::StrCat(source, ": unknown device '", device,
-                                                       "' in '", text,
-                                                       "'; devices are cpu and cuda"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            source, ": unknown device '", device, "' in '", text, "'; devices are cpu and cuda"));
       }
       for (const DeviceAssignment& earlier : map) {
         if (earlier.device == assignment.device) {
@@ -224,8 +225,8 @@ absl::StatusOr<std::vector<DeviceAssignment>> ParseDeviceMap(absl::string_view t
     const bool is_path = assignment.backend.find('/') != std::string::npos ||
                          absl::EndsWith(assignment.backend, ".so");
     if (!is_path && !IsPluginName(assignment.backend)) {
-      return absl::InvalidArgumentError(absl::StrCat(source, ": '", assignment.backend,
-                                                     "' is not a backend name; ", usage));
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": '", assignment.backend, "' is not a backend name; ", usage));
     }
     map.push_back(std::move(assignment));
   }
@@ -236,9 +237,9 @@ absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options)
   dist_init_options_t defaults = dist_init_options_default();
   if (options == nullptr) options = &defaults;
   if (options->struct_size < offsetof(dist_init_options_t, options)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dist_init_options_t.struct_size is ", options->struct_size,
-        "; start from dist_init_options_default()"));
+    return absl::InvalidArgumentError(absl::StrCat("dist_init_options_t.struct_size is ",
+                                                   options->struct_size,
+                                                   "; start from dist_init_options_default()"));
   }
   // Fields appended later would be read only when struct_size covers them.
   auto has = [&](size_t offset_end) { return options->struct_size >= offset_end; };
@@ -282,14 +283,14 @@ absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options)
     config.timeout = {absl::StrCat(absl::ToInt64Milliseconds(*parsed)), raw.source};
   }
   if (options->timeout_ms < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "argument: timeout_ms ", options->timeout_ms, " is negative; pass 0 for the default"));
+    return absl::InvalidArgumentError(absl::StrCat("argument: timeout_ms ", options->timeout_ms,
+                                                   " is negative; pass 0 for the default"));
   }
 
   absl::StatusOr<dist_log_level_t> level = ParseLogLevel(config.log_level.value);
   if (!level.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(config.log_level.source, ": ",
-                                                   level.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(config.log_level.source, ": ", level.status().message()));
   }
   config.log_level_value = *level;
 
@@ -313,9 +314,9 @@ absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options)
 
   const std::string& url = config.init_method.value;
   if (url.find("://") == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        config.init_method.source, ": init method '", url,
-        "' is not a URL; use env://, tcp://host:port or file:///path"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(config.init_method.source, ": init method '", url,
+                     "' is not a URL; use env://, tcp://host:port or file:///path"));
   }
 
   if (options->world_size > 0) {
@@ -327,9 +328,9 @@ absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options)
     config.rank = options->rank;
     config.world_size = options->world_size;
   } else if (options->world_size < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "argument: world_size ", options->world_size, " is negative; pass 0 to take it from the "
-        "init method"));
+    return absl::InvalidArgumentError(absl::StrCat("argument: world_size ", options->world_size,
+                                                   " is negative; pass 0 to take it from the "
+                                                   "init method"));
   }
 
   for (const auto& [key, value] : file.options) {

@@ -43,7 +43,7 @@ struct ResolvedConfig {
   ConfigValue init_method;
   ConfigValue timeout;  // value in milliseconds, as text
   ConfigValue log_level;
-  ConfigValue config_file;  // value empty when none
+  ConfigValue config_file;    // value empty when none
   ConfigValue debug;          // "off" or "detail" (DIST_DEBUG)
   ConfigValue trace_entries;  // flight recorder ring size (DIST_TRACE_ENTRIES)
   ConfigValue trace_dir;      // where dumps go (DIST_TRACE_DIR); value empty: none
@@ -77,7 +77,7 @@ absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options)
 
 // "gloo", "/path/libdist-backend-x.so", "cpu:gloo,cuda:nccl".
 absl::StatusOr<std::vector<DeviceAssignment>> ParseDeviceMap(absl::string_view text,
-                                                              absl::string_view source);
+                                                             absl::string_view source);
 
 // "30" (seconds), "30s", "500ms", "2m", "1h"; within [kMinTimeout, kMaxTimeout].
 absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text, absl::string_view source);

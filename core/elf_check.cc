@@ -36,9 +36,9 @@ constexpr unsigned char kData = ELFDATA2MSB;
 static_assert(sizeof(void*) == 8, "elf_check.cc reads 64-bit ELF only");
 
 absl::Status Bad(const std::string& path, const std::string& what) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      path, ": not a complete ELF shared object for this machine (", what,
-      "); reinstall or rebuild the plugin"));
+  return absl::FailedPreconditionError(
+      absl::StrCat(path, ": not a complete ELF shared object for this machine (", what,
+                   "); reinstall or rebuild the plugin"));
 }
 
 bool ReadAt(int fd, void* out, size_t size, uint64_t offset) {
@@ -63,8 +63,8 @@ bool Within(uint64_t offset, uint64_t size, uint64_t file_size) {
 absl::Status CheckElfSharedObject(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, ": cannot open: ", std::strerror(errno), "; check the path and its permissions"));
+    return absl::FailedPreconditionError(absl::StrCat(path, ": cannot open: ", std::strerror(errno),
+                                                      "; check the path and its permissions"));
   }
   struct Closer {
     int fd;
@@ -82,8 +82,8 @@ absl::Status CheckElfSharedObject(const std::string& path) {
   if (header.e_ident[EI_DATA] != kData) return Bad(path, "wrong byte order");
   if (header.e_type != ET_DYN) return Bad(path, "not a shared object (ELF type is not ET_DYN)");
   if (header.e_machine != kMachine) {
-    return Bad(path, absl::StrCat("built for ELF machine ", header.e_machine, ", this one is ",
-                                  kMachine));
+    return Bad(
+        path, absl::StrCat("built for ELF machine ", header.e_machine, ", this one is ", kMachine));
   }
   if (header.e_phentsize != sizeof(Elf64_Phdr) || header.e_phnum == 0) {
     return Bad(path, "no usable program headers");
@@ -100,9 +100,9 @@ absl::Status CheckElfSharedObject(const std::string& path) {
   for (const Elf64_Phdr& segment : segments) {
     if ((segment.p_type == PT_LOAD || segment.p_type == PT_DYNAMIC) &&
         !Within(segment.p_offset, segment.p_filesz, file_size)) {
-      return Bad(path, absl::StrCat("a segment ends at byte ", segment.p_offset + segment.p_filesz,
-                                    ", past the file's ", file_size,
-                                    " bytes: the file is truncated"));
+      return Bad(path,
+                 absl::StrCat("a segment ends at byte ", segment.p_offset + segment.p_filesz,
+                              ", past the file's ", file_size, " bytes: the file is truncated"));
     }
   }
   if (header.e_shnum != 0 &&

@@ -89,11 +89,16 @@ std::string DescribeOp(const OpFingerprint& fp) {
 
 const char* TraceStateName(TraceState state) {
   switch (state) {
-    case TraceState::kIssued: return "issued";
-    case TraceState::kStarted: return "started";
-    case TraceState::kCompleted: return "completed";
-    case TraceState::kFailed: return "failed";
-    case TraceState::kTimedOut: return "timed_out";
+    case TraceState::kIssued:
+      return "issued";
+    case TraceState::kStarted:
+      return "started";
+    case TraceState::kCompleted:
+      return "completed";
+    case TraceState::kFailed:
+      return "failed";
+    case TraceState::kTimedOut:
+      return "timed_out";
   }
   return "unknown";
 }
@@ -217,8 +222,7 @@ void FlightRecorder::DumpAfterFailure(const std::string& reason) const {
   static std::atomic<int64_t> last_dump_us{0};
   static std::atomic<int> dumps{0};
   const int64_t now = NowMicros();
-  if (dumps.fetch_add(1) >= kAlwaysDumped &&
-      now - last_dump_us.load() < kDumpIntervalMicros) {
+  if (dumps.fetch_add(1) >= kAlwaysDumped && now - last_dump_us.load() < kDumpIntervalMicros) {
     return;
   }
   last_dump_us = now;
@@ -268,21 +272,20 @@ absl::StatusOr<std::string> FlightRecorder::DumpRank(int32_t global_rank, const 
   {
     std::ofstream file(temporary, std::ios::trunc);
     if (!file) {
-      return absl::UnavailableError(absl::StrCat("flight recorder: cannot write ", temporary,
-                                                 ": ", std::strerror(errno),
-                                                 "; check DIST_TRACE_DIR"));
+      return absl::UnavailableError(absl::StrCat("flight recorder: cannot write ", temporary, ": ",
+                                                 std::strerror(errno), "; check DIST_TRACE_DIR"));
     }
     file << dump.dump(1) << "\n";
     if (!file.flush()) {
-      return absl::UnavailableError(absl::StrCat("flight recorder: writing ", temporary,
-                                                 " failed: ", std::strerror(errno)));
+      return absl::UnavailableError(
+          absl::StrCat("flight recorder: writing ", temporary, " failed: ", std::strerror(errno)));
     }
   }
   if (std::rename(temporary.c_str(), target.c_str()) != 0) {
     const int error = errno;
     std::remove(temporary.c_str());
-    return absl::UnavailableError(absl::StrCat("flight recorder: cannot rename ", temporary,
-                                               " to ", target, ": ", std::strerror(error)));
+    return absl::UnavailableError(absl::StrCat("flight recorder: cannot rename ", temporary, " to ",
+                                               target, ": ", std::strerror(error)));
   }
   return target;
 }

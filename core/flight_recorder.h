@@ -17,9 +17,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "nlohmann/json_fwd.hpp"
 #include "dist/backend_plugin.h"
 #include "dist/types.h"
+#include "nlohmann/json_fwd.hpp"
 
 namespace dist {
 

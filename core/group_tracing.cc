@@ -14,13 +14,13 @@ GroupTracing::GroupTracing(const TraceOptions& options, std::string group, int32
       group, global_rank, rank, world_size, std::move(backends),
       rank < 0 ? 0 : static_cast<size_t>(options.entries), options.dir);
   if (check_store != nullptr) {
-    check_ = std::make_unique<CollectiveCheck>(check_store, std::move(group), rank, world_size,
-                                               timeout);
+    check_ =
+        std::make_unique<CollectiveCheck>(check_store, std::move(group), rank, world_size, timeout);
   }
 }
 
-absl::StatusOr<TracedOp> GroupTracing::Enter(
-    const OpFingerprint& fp, const std::function<void(const std::string&)>& abort) {
+absl::StatusOr<TracedOp> GroupTracing::Enter(const OpFingerprint& fp,
+                                             const std::function<void(const std::string&)>& abort) {
   TracedOp op;
   op.fp = fp;
   const bool p2p = IsPointToPoint(fp.op);

@@ -17,7 +17,8 @@ int HostLogEnabled(dist_log_level_t level) { return LogEnabled(level) ? 1 : 0; }
 
 dist_error_t* HostStoreWithPrefix(const dist_store_t* base, const char* prefix,
                                   dist_store_t** out) {
-  if (out == nullptr) return dist_error_new(DIST_INVALID_ARGUMENT, "store_with_prefix: out is NULL");
+  if (out == nullptr)
+    return dist_error_new(DIST_INVALID_ARGUMENT, "store_with_prefix: out is NULL");
   absl::StatusOr<dist_store_t*> store = MakePrefixStore(base, prefix != nullptr ? prefix : "");
   if (!store.ok()) return ToError(store.status());
   *out = *store;
@@ -28,8 +29,13 @@ dist_error_t* HostStoreWithPrefix(const dist_store_t* base, const char* prefix,
 
 const dist_host_api_t* HostApi() {
   static const dist_host_api_t api = {
-      sizeof(dist_host_api_t), DIST_BACKEND_ABI_MAJOR, DIST_BACKEND_ABI_MINOR, kCoreVersion,
-      HostLog,                 HostLogEnabled,         HostStoreWithPrefix,
+      sizeof(dist_host_api_t),
+      DIST_BACKEND_ABI_MAJOR,
+      DIST_BACKEND_ABI_MINOR,
+      kCoreVersion,
+      HostLog,
+      HostLogEnabled,
+      HostStoreWithPrefix,
   };
   return &api;
 }

@@ -25,9 +25,7 @@ std::string Identity() {
   return absl::StrCat(host, ":", getpid());
 }
 
-std::string Seconds(absl::Duration d) {
-  return absl::StrCat(absl::ToDoubleSeconds(d), " s");
-}
+std::string Seconds(absl::Duration d) { return absl::StrCat(absl::ToDoubleSeconds(d), " s"); }
 
 // Lists up to a few ranks, then how many more.
 std::string RankList(const std::vector<int>& ranks) {
@@ -70,9 +68,9 @@ absl::Status RunJoinCheck(const dist_store_t* raw_store, int rank, int world_siz
   absl::StatusOr<std::string> owner = store.CompareSet(RankKey(rank), "", me);
   if (!owner.ok()) return owner.status();
   if (*owner != me) {
-    return fail(absl::AlreadyExistsError(absl::StrCat(
-        "rendezvous ", url, ": rank ", rank, " claimed by two processes (", *owner, " and ", me,
-        "); give every process a unique RANK")));
+    return fail(absl::AlreadyExistsError(
+        absl::StrCat("rendezvous ", url, ": rank ", rank, " claimed by two processes (", *owner,
+                     " and ", me, "); give every process a unique RANK")));
   }
   // The last rank to arrive announces completion, so that every rank waits
   // on one key: the work stays linear in the world size.
@@ -90,8 +88,7 @@ absl::Status RunJoinCheck(const dist_store_t* raw_store, int rank, int world_siz
     absl::Status waited = store.Wait({complete_key}, std::min(left, slice));
     if (waited.ok()) return absl::OkStatus();
     if (waited.code() != absl::StatusCode::kDeadlineExceeded) {
-      return absl::Status(waited.code(),
-                          absl::StrCat("rendezvous ", url, ": ", waited.message()));
+      return absl::Status(waited.code(), absl::StrCat("rendezvous ", url, ": ", waited.message()));
     }
     absl::StatusOr<bool> conflict = store.Check({conflict_key});
     if (conflict.ok() && *conflict) {

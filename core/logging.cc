@@ -39,11 +39,16 @@ absl::StatusOr<dist_log_level_t> ParseLogLevel(absl::string_view text) {
 
 const char* LogLevelName(dist_log_level_t level) {
   switch (level) {
-    case DIST_LOG_ERROR: return "error";
-    case DIST_LOG_WARN: return "warn";
-    case DIST_LOG_INFO: return "info";
-    case DIST_LOG_DEBUG: return "debug";
-    case DIST_LOG_TRACE: return "trace";
+    case DIST_LOG_ERROR:
+      return "error";
+    case DIST_LOG_WARN:
+      return "warn";
+    case DIST_LOG_INFO:
+      return "info";
+    case DIST_LOG_DEBUG:
+      return "debug";
+    case DIST_LOG_TRACE:
+      return "trace";
   }
   return "unknown";
 }

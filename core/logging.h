@@ -24,8 +24,7 @@ bool LogEnabled(dist_log_level_t level);
 // The rank shown in every line; -1 shows no rank (before init).
 void SetLogRank(int rank);
 
-void LogLine(dist_log_level_t level, absl::string_view component,
-             absl::string_view message);
+void LogLine(dist_log_level_t level, absl::string_view component, absl::string_view message);
 
 }  // namespace dist
 

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 
 #include <cstring>
-
 #include <optional>
 
 #include "absl/status/status.h"
@@ -70,9 +69,8 @@ absl::StatusOr<std::string> ResolveMpiFlavor(const std::string& name, const char
       return absl::FailedPreconditionError(absl::StrCat(
           what, " 'mpi': this program has ", loaded->implementation, "'s ", loaded->library,
           " loaded but was started by ", launcher->implementation, "'s launcher (", variable,
-          " is set); the two are not binary compatible: start it with ",
-          loaded->implementation, "'s `", loaded->launcher, "`, or build it against ",
-          launcher->implementation));
+          " is set); the two are not binary compatible: start it with ", loaded->implementation,
+          "'s `", loaded->launcher, "`, or build it against ", launcher->implementation));
     }
     if (launcher) return std::string(launcher->name);
     if (loaded) return std::string(loaded->name);
@@ -83,18 +81,27 @@ absl::StatusOr<std::string> ResolveMpiFlavor(const std::string& name, const char
   const std::string shown = std::strcmp(what, "backend") == 0 ? name : name + "://";
   const Flavor other = name == kOpenMpi.name ? kMpich : kOpenMpi;
   if (launcher && launcher->name != wanted.name) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        what, " '", shown, "' is built for ", wanted.implementation, " but this process was "
-        "started by ", launcher->implementation, "'s launcher (", variable, " is set); the two "
-        "are not binary compatible: use '", other.name, "' or 'mpi' (picks the launcher's), or "
-        "start the program with ", wanted.implementation, "'s `", wanted.launcher, "`"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, " '", shown, "' is built for ", wanted.implementation,
+                     " but this process was "
+                     "started by ",
+                     launcher->implementation, "'s launcher (", variable,
+                     " is set); the two "
+                     "are not binary compatible: use '",
+                     other.name,
+                     "' or 'mpi' (picks the launcher's), or "
+                     "start the program with ",
+                     wanted.implementation, "'s `", wanted.launcher, "`"));
   }
   if (loaded && loaded->name != wanted.name) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        what, " '", shown, "' is built for ", wanted.implementation, " but this process already "
-        "has ", loaded->implementation, "'s ", loaded->library, " loaded; the two are not binary "
-        "compatible: use '", other.name, "' or 'mpi', or link the program with ",
-        wanted.implementation));
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, " '", shown, "' is built for ", wanted.implementation,
+                     " but this process already "
+                     "has ",
+                     loaded->implementation, "'s ", loaded->library,
+                     " loaded; the two are not binary "
+                     "compatible: use '",
+                     other.name, "' or 'mpi', or link the program with ", wanted.implementation));
   }
   return name;
 }

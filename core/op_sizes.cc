@@ -25,14 +25,15 @@ absl::Status CheckBufferBytes(const char* op, const char* which, const dist_buff
   uint64_t bytes = 0;
   if (__builtin_mul_overflow(buffer.count, element, &bytes) ||
       bytes > static_cast<uint64_t>(PTRDIFF_MAX)) {
-    return Overflow(op, absl::StrCat(which, " buffer of ", buffer.count, " ",
-                                     dist_dtype_name(buffer.dtype), " elements (", element,
-                                     " bytes each) is larger than any buffer can be"));
+    return Overflow(
+        op, absl::StrCat(which, " buffer of ", buffer.count, " ", dist_dtype_name(buffer.dtype),
+                         " elements (", element, " bytes each) is larger than any buffer can be"));
   }
   uintptr_t end = 0;
   if (__builtin_add_overflow(reinterpret_cast<uintptr_t>(buffer.data), bytes, &end)) {
-    return Overflow(op, absl::StrCat(which, " buffer at 0x", absl::Hex(reinterpret_cast<uintptr_t>(buffer.data)), " with ", bytes,
-                                     " bytes would end past the end of the address space"));
+    return Overflow(op, absl::StrCat(which, " buffer at 0x",
+                                     absl::Hex(reinterpret_cast<uintptr_t>(buffer.data)), " with ",
+                                     bytes, " bytes would end past the end of the address space"));
   }
   return absl::OkStatus();
 }

@@ -131,14 +131,15 @@ void Activate(PluginRecord& record) {
     return;
   }
   auto initialize = backend ? record.backend.initialize : record.rendezvous.initialize;
-  const bool has_ops = backend ? (record.backend.comm_create != nullptr &&
-                                  record.backend.work_wait != nullptr &&
-                                  record.backend.work_destroy != nullptr)
-                               : record.rendezvous.resolve != nullptr;
+  const bool has_ops =
+      backend ? (record.backend.comm_create != nullptr && record.backend.work_wait != nullptr &&
+                 record.backend.work_destroy != nullptr)
+              : record.rendezvous.resolve != nullptr;
   if (name == nullptr || !has_ops) {
     record.status = DIST_PLUGIN_BAD_ABI;
-    record.reason = "plugin table lacks a required field (name, comm_create, work_wait, "
-                    "work_destroy or resolve)";
+    record.reason =
+        "plugin table lacks a required field (name, comm_create, work_wait, "
+        "work_destroy or resolve)";
     return;
   }
   if (initialize != nullptr) {
@@ -210,8 +211,7 @@ void OpenAndActivate(PluginRecord& record) {
       record.status = DIST_PLUGIN_BAD_ABI;
       record.reason = absl::StrCat("no entry symbol ", symbol, OtherMajorHint(handle, record.kind));
     } else if (record.kind == DIST_PLUGIN_BACKEND) {
-      const dist_backend_plugin_t* table =
-          reinterpret_cast<dist_backend_plugin_entry_fn>(entry)();
+      const dist_backend_plugin_t* table = reinterpret_cast<dist_backend_plugin_entry_fn>(entry)();
       if (table == nullptr) {
         record.status = DIST_PLUGIN_BAD_ABI;
         record.reason = absl::StrCat(symbol, "() returned NULL");
@@ -347,15 +347,14 @@ std::string PluginRegistry::AvailableNames(dist_plugin_kind_t kind) const {
 absl::StatusOr<std::string> PluginRegistry::ResolveByName(dist_plugin_kind_t kind,
                                                           const std::string& name) const {
   DIST_RETURN_IF_ERROR(SearchPathError());
-  const std::vector<std::string> files =
-      FindFiles(absl::StrCat(FilePrefix(kind), name, ".so"));
+  const std::vector<std::string> files = FindFiles(absl::StrCat(FilePrefix(kind), name, ".so"));
   if (!files.empty()) return files.front();  // the earliest directory wins
   const std::vector<std::string> dirs = SearchPath();
   const std::string searched = dirs.empty() ? "(no directories)" : absl::StrJoin(dirs, ":");
   if (kind == DIST_PLUGIN_BACKEND) {
     return absl::NotFoundError(absl::StrCat(
-        "unknown backend '", name, "'; available: ", AvailableNames(kind), "; searched: ",
-        searched, "; add its directory to DIST_PLUGIN_PATH or give the path to the .so"));
+        "unknown backend '", name, "'; available: ", AvailableNames(kind), "; searched: ", searched,
+        "; add its directory to DIST_PLUGIN_PATH or give the path to the .so"));
   }
   return absl::NotFoundError(absl::StrCat(
       "no rendezvous plugin handles '", name, "://'; available: ", AvailableNames(kind),
@@ -366,8 +365,7 @@ absl::StatusOr<std::string> PluginRegistry::ResolveByName(dist_plugin_kind_t kin
 absl::Status RecordStatus(const PluginRecord& record) {
   const char* kind = KindWord(record.kind);
   const std::string abi =
-      record.abi_major == 0 ? "unknown"
-                            : absl::StrCat(record.abi_major, ".", record.abi_minor);
+      record.abi_major == 0 ? "unknown" : absl::StrCat(record.abi_major, ".", record.abi_minor);
   switch (record.status) {
     case DIST_PLUGIN_OK:
       return absl::OkStatus();
@@ -379,17 +377,17 @@ absl::Status RecordStatus(const PluginRecord& record) {
         return absl::FailedPreconditionError(
             absl::StrCat("cannot load ", kind, " plugin '", record.name, "': ", record.reason));
       }
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot load ", kind, " plugin '", record.name, "' from ", record.path, ": ",
-          record.reason, " (plugin ABI ", abi, ", core ABI ", CoreAbi(record.kind),
-          "); install the missing library or fix LD_LIBRARY_PATH"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot load ", kind, " plugin '", record.name, "' from ", record.path, ": ",
+                       record.reason, " (plugin ABI ", abi, ", core ABI ", CoreAbi(record.kind),
+                       "); install the missing library or fix LD_LIBRARY_PATH"));
     case DIST_PLUGIN_BAD_ABI:
       return absl::FailedPreconditionError(absl::StrCat(
           "cannot use ", kind, " plugin '", record.name, "' from ", record.path, ": ",
           record.reason, " (plugin ABI ", abi, ", core ABI ", CoreAbi(record.kind), ")"));
     case DIST_PLUGIN_INIT_FAILED:
-      return absl::FailedPreconditionError(absl::StrCat(kind, " plugin '", record.name, "' (",
-                                                        record.path, "): ", record.reason));
+      return absl::FailedPreconditionError(
+          absl::StrCat(kind, " plugin '", record.name, "' (", record.path, "): ", record.reason));
     case DIST_PLUGIN_SHADOWED:  // only reported by listings, see shadowed_by
       break;
   }
@@ -407,8 +405,8 @@ absl::StatusOr<const PluginRecord*> PluginRegistry::LoadBackend(const std::strin
   if (LooksLikePath(name_or_path)) {
     struct stat st;
     if (stat(name_or_path.c_str(), &st) != 0) {
-      return absl::NotFoundError(absl::StrCat("backend plugin file ", name_or_path,
-                                              " does not exist; check the path"));
+      return absl::NotFoundError(
+          absl::StrCat("backend plugin file ", name_or_path, " does not exist; check the path"));
     }
   } else {
     absl::StatusOr<std::string> found = ResolveByName(DIST_PLUGIN_BACKEND, name_or_path);
@@ -435,8 +433,8 @@ absl::StatusOr<const PluginRecord*> PluginRegistry::LoadRendezvous(const std::st
   DIST_RETURN_IF_ERROR(RecordStatus(*record));
   if (std::find(record->schemes.begin(), record->schemes.end(), scheme) == record->schemes.end()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "rendezvous plugin ", record->path, " is named for '", scheme,
-        "://' but handles ", record->schemes.empty() ? "no scheme" : absl::StrJoin(record->schemes, ", "),
+        "rendezvous plugin ", record->path, " is named for '", scheme, "://' but handles ",
+        record->schemes.empty() ? "no scheme" : absl::StrJoin(record->schemes, ", "),
         "; rename the file libdist-rendezvous-<scheme>.so after the scheme it handles"));
   }
   return record;

@@ -39,7 +39,8 @@ absl::Status CheckOnlyOwnerWrites(const std::string& path) {
   return absl::PermissionDeniedError(absl::StrCat(
       "refusing ", what, " ", path, ": it is writable by ", who,
       ", who could run code in this process; fix with chmod go-w (and chown to you or root), "
-      "or set ", kAllowWritablePluginsEnv, "=1 to allow it for development"));
+      "or set ",
+      kAllowWritablePluginsEnv, "=1 to allow it for development"));
 }
 
 }  // namespace dist

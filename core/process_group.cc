@@ -19,27 +19,43 @@ namespace {
 
 dist_backend_op_fn OpFunction(const dist_backend_plugin_t& plugin, dist_collective_t kind) {
   switch (kind) {
-    case DIST_COLL_ALL_REDUCE: return plugin.all_reduce;
-    case DIST_COLL_BROADCAST: return plugin.broadcast;
-    case DIST_COLL_REDUCE: return plugin.reduce;
-    case DIST_COLL_ALL_GATHER: return plugin.all_gather;
-    case DIST_COLL_GATHER: return plugin.gather;
-    case DIST_COLL_SCATTER: return plugin.scatter;
-    case DIST_COLL_REDUCE_SCATTER: return plugin.reduce_scatter;
-    case DIST_COLL_ALL_TO_ALL: return plugin.all_to_all;
-    case DIST_COLL_BARRIER: return plugin.barrier;
-    case DIST_COLL_SEND: return plugin.send;
-    case DIST_COLL_RECV: return plugin.recv;
-    default: return nullptr;
+    case DIST_COLL_ALL_REDUCE:
+      return plugin.all_reduce;
+    case DIST_COLL_BROADCAST:
+      return plugin.broadcast;
+    case DIST_COLL_REDUCE:
+      return plugin.reduce;
+    case DIST_COLL_ALL_GATHER:
+      return plugin.all_gather;
+    case DIST_COLL_GATHER:
+      return plugin.gather;
+    case DIST_COLL_SCATTER:
+      return plugin.scatter;
+    case DIST_COLL_REDUCE_SCATTER:
+      return plugin.reduce_scatter;
+    case DIST_COLL_ALL_TO_ALL:
+      return plugin.all_to_all;
+    case DIST_COLL_BARRIER:
+      return plugin.barrier;
+    case DIST_COLL_SEND:
+      return plugin.send;
+    case DIST_COLL_RECV:
+      return plugin.recv;
+    default:
+      return nullptr;
   }
 }
 
 uint32_t OpsMask(const dist_backend_capabilities_t& caps, dist_collective_t kind) {
   switch (kind) {
-    case DIST_COLL_ALL_REDUCE: return caps.all_reduce_ops;
-    case DIST_COLL_REDUCE: return caps.reduce_ops;
-    case DIST_COLL_REDUCE_SCATTER: return caps.reduce_scatter_ops;
-    default: return ~0u;
+    case DIST_COLL_ALL_REDUCE:
+      return caps.all_reduce_ops;
+    case DIST_COLL_REDUCE:
+      return caps.reduce_ops;
+    case DIST_COLL_REDUCE_SCATTER:
+      return caps.reduce_scatter_ops;
+    default:
+      return ~0u;
   }
 }
 
@@ -59,7 +75,8 @@ dist_device_type_t OpDevice(dist_collective_t kind, const dist_op_args_t& args, 
 std::string SupportedDevices(uint32_t mask) {
   std::vector<std::string> names;
   for (int d = 0; d < DIST_DEVICE_TYPE_COUNT; ++d) {
-    if (mask & (1u << d)) names.push_back(dist_device_type_name(static_cast<dist_device_type_t>(d)));
+    if (mask & (1u << d))
+      names.push_back(dist_device_type_name(static_cast<dist_device_type_t>(d)));
   }
   return names.empty() ? "none" : absl::StrJoin(names, ", ");
 }
@@ -124,11 +141,12 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
   // Backends first: a missing or unusable backend should fail before the
   // rendezvous makes other ranks wait.
   for (const DeviceAssignment& assignment : config->device_map) {
-    absl::StatusOr<const PluginRecord*> plugin = PluginRegistry::Get().LoadBackend(assignment.backend);
+    absl::StatusOr<const PluginRecord*> plugin =
+        PluginRegistry::Get().LoadBackend(assignment.backend);
     if (!plugin.ok()) {
-      return absl::Status(plugin.status().code(),
-                          absl::StrCat(plugin.status().message(), " [backend from ",
-                                       config->backend.source, "]"));
+      return absl::Status(
+          plugin.status().code(),
+          absl::StrCat(plugin.status().message(), " [backend from ", config->backend.source, "]"));
     }
     const uint32_t devices = (*plugin)->capabilities.device_types;
     int index = -1;
@@ -143,14 +161,15 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
       if ((devices & (1u << *assignment.device)) == 0) {
         return absl::InvalidArgumentError(absl::StrCat(
             "backend '", (*plugin)->name, "' does not take ",
-            dist_device_type_name(*assignment.device), " buffers (it takes: ",
-            SupportedDevices(devices), "); fix the device map '", config->backend.value, "' (",
-            config->backend.source, ")"));
+            dist_device_type_name(*assignment.device),
+            " buffers (it takes: ", SupportedDevices(devices), "); fix the device map '",
+            config->backend.value, "' (", config->backend.source, ")"));
       }
       group->comm_for_device_[*assignment.device] = index;
     } else {
       for (int d = 0; d < DIST_DEVICE_TYPE_COUNT; ++d) {
-        if ((devices & (1u << d)) && group->comm_for_device_[d] < 0) group->comm_for_device_[d] = index;
+        if ((devices & (1u << d)) && group->comm_for_device_[d] < 0)
+          group->comm_for_device_[d] = index;
       }
     }
   }
@@ -180,12 +199,12 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
     if (!store.ok()) return store.status();
     comm.store = *store;
     const dist_comm_config_t comm_config = MakeCommConfig(
-        group->rank_, group->world_size_, group->local_rank_, group->local_world_size_,
-        comm.store, group->timeout_, group->option_views_, group->name_);
+        group->rank_, group->world_size_, group->local_rank_, group->local_world_size_, comm.store,
+        group->timeout_, group->option_views_, group->name_);
     absl::Status created = TakeError(comm.plugin->backend.comm_create(&comm_config, &comm.comm));
     if (!created.ok()) {
-      return absl::Status(created.code(), absl::StrCat("backend '", comm.plugin->name,
-                                                       "': ", created.message()));
+      return absl::Status(created.code(),
+                          absl::StrCat("backend '", comm.plugin->name, "': ", created.message()));
     }
   }
   DIST_RETURN_IF_ERROR(group->StartTracing(
@@ -209,8 +228,8 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::NewGroup(std::vector
   std::sort(ranks.begin(), ranks.end());
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (ranks[i] < 0 || ranks[i] >= world_size_) {
-      return absl::InvalidArgumentError(absl::StrCat("new_group: rank ", ranks[i],
-                                                     " is outside [0, ", world_size_, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("new_group: rank ", ranks[i], " is outside [0, ", world_size_, ")"));
     }
     if (i > 0 && ranks[i] == ranks[i - 1]) {
       return absl::InvalidArgumentError(
@@ -252,9 +271,9 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::NewGroup(std::vector
       status = TakeError(parent.plugin->backend.comm_create(&config, &made.comm));
     }
     if (!status.ok()) {
-      return absl::Status(status.code(), absl::StrCat("new_group [", absl::StrJoin(ranks, ","),
-                                                      "] on backend '", parent.plugin->name,
-                                                      "': ", status.message()));
+      return absl::Status(status.code(),
+                          absl::StrCat("new_group [", absl::StrJoin(ranks, ","), "] on backend '",
+                                       parent.plugin->name, "': ", status.message()));
     }
   }
   group->global_rank_ = global_rank_;
@@ -280,8 +299,7 @@ absl::Status ProcessGroup::StartTracing(const TraceOptions& options) {
 absl::Status ProcessGroup::NotMemberError() const {
   return absl::FailedPreconditionError(absl::StrCat(
       "this process (rank ", parent_rank_, " of the parent group) is not a member of group '",
-      name_, "' (ranks ", absl::StrJoin(parent_ranks_, ","),
-      "); only members may use it"));
+      name_, "' (ranks ", absl::StrJoin(parent_ranks_, ","), "); only members may use it"));
 }
 
 const char* ProcessGroup::BackendName(dist_device_type_t device) const {
@@ -298,9 +316,8 @@ absl::StatusOr<const BackendComm*> ProcessGroup::CommFor(dist_collective_t kind,
   } else {
     const dist_device_type_t device = OpDevice(kind, args, rank_);
     if (static_cast<int>(device) < 0 || device >= DIST_DEVICE_TYPE_COUNT) {
-      return absl::InvalidArgumentError(absl::StrCat(dist_collective_name(kind),
-                                                     ": unknown device type ",
-                                                     static_cast<int>(device)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          dist_collective_name(kind), ": unknown device type ", static_cast<int>(device)));
     }
     index = comm_for_device_[device];
     if (index < 0) {
@@ -354,8 +371,9 @@ absl::StatusOr<dist_work_t*> ProcessGroup::Submit(dist_collective_t kind,
   absl::Status started = TakeError(fn((*comm)->comm, &args, &work));
   if (!started.ok()) return tracing_->Failed(*op, started);
   if (work == nullptr) {
-    return tracing_->Failed(*op, absl::InternalError(absl::StrCat(
-        "backend '", plugin.name, "' returned no work for ", dist_collective_name(kind))));
+    return tracing_->Failed(
+        *op, absl::InternalError(absl::StrCat("backend '", plugin.name, "' returned no work for ",
+                                              dist_collective_name(kind))));
   }
   auto* handle = new dist_work();
   handle->plugin = &plugin.backend;
@@ -380,9 +398,9 @@ absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& arg
   if (status.code() == absl::StatusCode::kDeadlineExceeded) {
     // The operation is stuck somewhere in the group: abort so that this
     // rank's later calls fail at once instead of queueing behind it.
-    const std::string reason = absl::StrCat(dist_collective_name(kind), " on rank ", rank_,
-                                            " did not finish within ",
-                                            absl::FormatDuration(timeout_), ": ", status.message());
+    const std::string reason =
+        absl::StrCat(dist_collective_name(kind), " on rank ", rank_, " did not finish within ",
+                     absl::FormatDuration(timeout_), ": ", status.message());
     AbortComms(reason);
     status = absl::DeadlineExceededError(absl::StrCat(reason, "; group '", name_, "' aborted"));
   }

@@ -111,7 +111,7 @@ struct dist_work {
   dist_collective_t kind = DIST_COLL_BARRIER;
   std::shared_ptr<dist::FlightRecorder> recorder;  // may outlive the group
   uint64_t trace_id = 0;                           // 0: not recorded
-  std::shared_ptr<dist::StoreOwner> store;  // told when the operation fails
+  std::shared_ptr<dist::StoreOwner> store;         // told when the operation fails
 };
 
 #endif  // DIST_CORE_PROCESS_GROUP_H_

@@ -58,8 +58,8 @@ absl::StatusOr<dist_rendezvous_result_t> Rendezvous(const std::string& url,
   DIST_RETURN_IF_ERROR(TakeError((*plugin)->rendezvous.resolve(
       url.c_str(), &hints, absl::ToInt64Milliseconds(timeout), &result)));
   if (result.store == nullptr) {
-    return absl::InternalError(absl::StrCat("rendezvous plugin ", (*plugin)->path,
-                                            " returned no store for ", url));
+    return absl::InternalError(
+        absl::StrCat("rendezvous plugin ", (*plugin)->path, " returned no store for ", url));
   }
   if (result.world_size <= 0 || result.rank < 0 || result.rank >= result.world_size) {
     result.store->release(result.store->ctx);

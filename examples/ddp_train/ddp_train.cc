@@ -55,8 +55,10 @@ struct Replica {
   absl::Status Setup() {
     for (size_t l = 0; l < model.layers().size(); ++l) {
       const ddp_example::Layer& layer = model.layers()[l];
-      DIST_RETURN_IF_ERROR(reducer.AddBucketedGradient(WeightName(l), layer.weight.size(), DIST_FLOAT32));
-      DIST_RETURN_IF_ERROR(reducer.AddBucketedGradient(BiasName(l), layer.bias.size(), DIST_FLOAT32));
+      DIST_RETURN_IF_ERROR(
+          reducer.AddBucketedGradient(WeightName(l), layer.weight.size(), DIST_FLOAT32));
+      DIST_RETURN_IF_ERROR(
+          reducer.AddBucketedGradient(BiasName(l), layer.bias.size(), DIST_FLOAT32));
     }
     DIST_RETURN_IF_ERROR(reducer.Finalize());
     for (size_t l = 0; l < model.layers().size(); ++l) {
@@ -117,10 +119,12 @@ double MaxDifference(const Mlp& a, const Mlp& b) {
   double worst = 0;
   for (size_t l = 0; l < a.layers().size(); ++l) {
     for (size_t k = 0; k < a.layers()[l].weight.size(); ++k) {
-      worst = std::max(worst, static_cast<double>(std::fabs(a.layers()[l].weight[k] - b.layers()[l].weight[k])));
+      worst = std::max(
+          worst, static_cast<double>(std::fabs(a.layers()[l].weight[k] - b.layers()[l].weight[k])));
     }
     for (size_t k = 0; k < a.layers()[l].bias.size(); ++k) {
-      worst = std::max(worst, static_cast<double>(std::fabs(a.layers()[l].bias[k] - b.layers()[l].bias[k])));
+      worst = std::max(
+          worst, static_cast<double>(std::fabs(a.layers()[l].bias[k] - b.layers()[l].bias[k])));
     }
   }
   return worst;
@@ -177,24 +181,29 @@ int main(int argc, char** argv) {
       const bool overlap = s % 2 == 0;
       if (!group->Barrier().ok()) return 1;
       const auto start = std::chrono::steady_clock::now();
-      absl::StatusOr<double> loss = replica.TrainStep(data, rank * shard, (rank + 1) * shard, lr, overlap);
+      absl::StatusOr<double> loss =
+          replica.TrainStep(data, rank * shard, (rank + 1) * shard, lr, overlap);
       if (!loss.ok()) return Fail(rank, loss.status());
-      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double took =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (s >= 2) seconds[overlap ? 0 : 1] += took;  // first pair is warm-up
     }
     if (rank == 0) {
       const double overlapped = 1e3 * seconds[0] / steps, sequential = 1e3 * seconds[1] / steps;
       std::printf("ddp_train bench: %d ranks, backend %s, layers %s, %zu buckets\n", world,
-                  group->backend(), absl::GetFlag(FLAGS_layers).c_str(), replica.reducer.num_buckets());
-      std::printf("  step time overlapped: %.2f ms   reduce after backward: %.2f ms   speedup %.2fx\n",
-                  overlapped, sequential, sequential / overlapped);
+                  group->backend(), absl::GetFlag(FLAGS_layers).c_str(),
+                  replica.reducer.num_buckets());
+      std::printf(
+          "  step time overlapped: %.2f ms   reduce after backward: %.2f ms   speedup %.2fx\n",
+          overlapped, sequential, sequential / overlapped);
     }
     return 0;
   }
 
   double loss = 0;
   for (int s = 0; s < steps; ++s) {
-    absl::StatusOr<double> step_loss = replica.TrainStep(data, rank * shard, (rank + 1) * shard, lr, true);
+    absl::StatusOr<double> step_loss =
+        replica.TrainStep(data, rank * shard, (rank + 1) * shard, lr, true);
     if (!step_loss.ok()) return Fail(rank, step_loss.status());
     loss = *step_loss;
   }

@@ -46,7 +46,8 @@ double Mlp::ForwardBackward(const Dataset& data, size_t begin, size_t end,
   const size_t depth = layers_.size();
   // activations[l]: input of layer l (batch x in); activations[depth]: output.
   std::vector<std::vector<float>> activations(depth + 1);
-  activations[0].assign(data.x.begin() + begin * data.features, data.x.begin() + end * data.features);
+  activations[0].assign(data.x.begin() + begin * data.features,
+                        data.x.begin() + end * data.features);
   for (size_t l = 0; l < depth; ++l) {
     const Layer& layer = layers_[l];
     std::vector<float>& out = activations[l + 1];
@@ -105,8 +106,10 @@ double Mlp::ForwardBackward(const Dataset& data, size_t begin, size_t end,
 void Mlp::Step(const GradientSlots& slots, float learning_rate) {
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& layer = layers_[l];
-    for (size_t k = 0; k < layer.weight.size(); ++k) layer.weight[k] -= learning_rate * slots.weight[l][k];
-    for (size_t k = 0; k < layer.bias.size(); ++k) layer.bias[k] -= learning_rate * slots.bias[l][k];
+    for (size_t k = 0; k < layer.weight.size(); ++k)
+      layer.weight[k] -= learning_rate * slots.weight[l][k];
+    for (size_t k = 0; k < layer.bias.size(); ++k)
+      layer.bias[k] -= learning_rate * slots.bias[l][k];
   }
 }
 

@@ -22,8 +22,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdarg>
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -113,8 +113,8 @@ struct dist_backend_comm {
   bool stopping = false;
   bool aborted = false;
   std::string abort_reason;
-  uint64_t next_collective = 0;                           // guarded by mu
-  std::map<std::pair<int32_t, int64_t>, uint64_t> sent;    // (peer, tag) -> count
+  uint64_t next_collective = 0;                          // guarded by mu
+  std::map<std::pair<int32_t, int64_t>, uint64_t> sent;  // (peer, tag) -> count
   std::map<std::pair<int32_t, int64_t>, uint64_t> received;
   std::thread worker;
 
@@ -143,12 +143,13 @@ Status StoreGet(dist_backend_comm* comm, const std::string& key, int64_t timeout
   for (;;) {
     std::string reason;
     if (comm->IsAborted(&reason)) return Aborted(reason);
-    const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             deadline - Clock::now()).count();
+    const int64_t left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) {
       return Error(DIST_DEADLINE_EXCEEDED,
                    std::string(what) + " did not arrive within " + std::to_string(timeout_ms) +
-                       " ms (store key " + key + "); check that every rank issues the same "
+                       " ms (store key " + key +
+                       "); check that every rank issues the same "
                        "operations in the same order and that no rank died");
     }
     void* data = nullptr;
@@ -172,10 +173,18 @@ void ReduceTyped(dist_reduce_op_t op, T* acc, const T* in, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     switch (op) {
       case DIST_SUM:
-      case DIST_AVG: acc[i] = static_cast<T>(acc[i] + in[i]); break;
-      case DIST_PRODUCT: acc[i] = static_cast<T>(acc[i] * in[i]); break;
-      case DIST_MIN: acc[i] = std::min(acc[i], in[i]); break;
-      case DIST_MAX: acc[i] = std::max(acc[i], in[i]); break;
+      case DIST_AVG:
+        acc[i] = static_cast<T>(acc[i] + in[i]);
+        break;
+      case DIST_PRODUCT:
+        acc[i] = static_cast<T>(acc[i] * in[i]);
+        break;
+      case DIST_MIN:
+        acc[i] = std::min(acc[i], in[i]);
+        break;
+      case DIST_MAX:
+        acc[i] = std::max(acc[i], in[i]);
+        break;
       default:
         if constexpr (std::is_integral_v<T>) {
           if (op == DIST_BAND) acc[i] = static_cast<T>(acc[i] & in[i]);
@@ -195,13 +204,26 @@ void Divide(T* acc, size_t n, int world) {
 template <typename F>
 void Dispatch(dist_dtype_t dtype, F&& f) {
   switch (dtype) {
-    case DIST_INT8: f(int8_t{}); break;
-    case DIST_UINT8: f(uint8_t{}); break;
-    case DIST_INT32: f(int32_t{}); break;
-    case DIST_INT64: f(int64_t{}); break;
-    case DIST_FLOAT32: f(float{}); break;
-    case DIST_FLOAT64: f(double{}); break;
-    default: break;  // rejected by Validate
+    case DIST_INT8:
+      f(int8_t{});
+      break;
+    case DIST_UINT8:
+      f(uint8_t{});
+      break;
+    case DIST_INT32:
+      f(int32_t{});
+      break;
+    case DIST_INT64:
+      f(int64_t{});
+      break;
+    case DIST_FLOAT32:
+      f(float{});
+      break;
+    case DIST_FLOAT64:
+      f(double{});
+      break;
+    default:
+      break;  // rejected by Validate
   }
 }
 
@@ -313,8 +335,8 @@ class Exchange {
 
   Status Fetch(const std::string& key, int32_t from, size_t expected, void* out) {
     std::string value;
-    Status status = StoreGet(comm_, key, timeout_ms_, &value,
-                             ("data of rank " + std::to_string(from)).c_str());
+    Status status =
+        StoreGet(comm_, key, timeout_ms_, &value, ("data of rank " + std::to_string(from)).c_str());
     if (!status.ok()) return status;
     if (value.size() != expected) {
       return Error(DIST_INVALID_ARGUMENT,
@@ -351,9 +373,9 @@ class Exchange {
   bool blocks_;
 };
 
-#define KV_RETURN_IF_ERROR(expr)      \
-  do {                                \
-    Status kv_status_ = (expr);       \
+#define KV_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    Status kv_status_ = (expr);              \
     if (!kv_status_.ok()) return kv_status_; \
   } while (0)
 
@@ -377,8 +399,8 @@ Status RunCollective(dist_collective_t coll, dist_backend_comm* comm, uint64_t k
                      const dist_op_args_t& a, int64_t timeout_ms) {
   const int32_t me = comm->rank;
   const int32_t world = comm->world_size;
-  const bool blocks = coll == DIST_COLL_REDUCE_SCATTER || coll == DIST_COLL_ALL_TO_ALL ||
-                      coll == DIST_COLL_SCATTER;
+  const bool blocks =
+      coll == DIST_COLL_REDUCE_SCATTER || coll == DIST_COLL_ALL_TO_ALL || coll == DIST_COLL_SCATTER;
   Exchange ex(comm, k, timeout_ms, blocks);
   const char* send = static_cast<const char*>(a.send.data);
   char* recv = static_cast<char*>(a.recv.data);
@@ -470,8 +492,8 @@ std::string P2pKey(int32_t src, int32_t dst, int64_t tag, uint64_t seq) {
 Status Validate(dist_collective_t coll, const dist_backend_comm* comm, const dist_op_args_t& a) {
   const int32_t me = comm->rank;
   const uint64_t world = static_cast<uint64_t>(comm->world_size);
-  const bool reduces = coll == DIST_COLL_ALL_REDUCE || coll == DIST_COLL_REDUCE ||
-                       coll == DIST_COLL_REDUCE_SCATTER;
+  const bool reduces =
+      coll == DIST_COLL_ALL_REDUCE || coll == DIST_COLL_REDUCE || coll == DIST_COLL_REDUCE_SCATTER;
   const bool rooted = coll == DIST_COLL_BROADCAST || coll == DIST_COLL_REDUCE ||
                       coll == DIST_COLL_GATHER || coll == DIST_COLL_SCATTER;
   if (coll == DIST_COLL_BARRIER) return Status{};
@@ -482,8 +504,8 @@ Status Validate(dist_collective_t coll, const dist_backend_comm* comm, const dis
                        coll == DIST_COLL_SEND ? a.send : a.recv);
   }
   // Which buffers this rank really uses.
-  const bool uses_send = !(coll == DIST_COLL_BROADCAST || coll == DIST_COLL_SCATTER) ||
-                         me == a.root;
+  const bool uses_send =
+      !(coll == DIST_COLL_BROADCAST || coll == DIST_COLL_SCATTER) || me == a.root;
   const bool uses_recv = !(coll == DIST_COLL_REDUCE || coll == DIST_COLL_GATHER) || me == a.root;
   if (uses_send) KV_RETURN_IF_ERROR(CheckBuffer("send", a.send));
   if (uses_recv) KV_RETURN_IF_ERROR(CheckBuffer("recv", a.recv));
@@ -495,21 +517,24 @@ Status Validate(dist_collective_t coll, const dist_backend_comm* comm, const dis
   const dist_dtype_t dtype = uses_send ? a.send.dtype : a.recv.dtype;
   if (reduces) KV_RETURN_IF_ERROR(CheckOp(dtype, a.op));
   switch (coll) {
-    case DIST_COLL_ALL_REDUCE: return NeedCount("recv", a.recv.count, a.send.count);
+    case DIST_COLL_ALL_REDUCE:
+      return NeedCount("recv", a.recv.count, a.send.count);
     case DIST_COLL_REDUCE:
       if (me == a.root) return NeedCount("recv", a.recv.count, a.send.count);
       break;
     case DIST_COLL_BROADCAST:
       if (me == a.root) return NeedCount("send", a.send.count, a.recv.count);
       break;
-    case DIST_COLL_ALL_GATHER: return NeedCount("recv", a.recv.count, a.send.count * world);
+    case DIST_COLL_ALL_GATHER:
+      return NeedCount("recv", a.recv.count, a.send.count * world);
     case DIST_COLL_GATHER:
       if (me == a.root) return NeedCount("recv", a.recv.count, a.send.count * world);
       break;
     case DIST_COLL_SCATTER:
       if (me == a.root) return NeedCount("send", a.send.count, a.recv.count * world);
       break;
-    case DIST_COLL_REDUCE_SCATTER: return NeedCount("send", a.send.count, a.recv.count * world);
+    case DIST_COLL_REDUCE_SCATTER:
+      return NeedCount("send", a.send.count, a.recv.count * world);
     case DIST_COLL_ALL_TO_ALL:
       if (a.send.count % world != 0) {
         return Error(DIST_INVALID_ARGUMENT, "all_to_all count " + std::to_string(a.send.count) +
@@ -532,7 +557,8 @@ dist_error_t* Issue(dist_collective_t coll, dist_backend_comm* comm, const dist_
   // sdk/ABI.md: read what the caller's struct_size covers (it may be older or
   // newer); only a size below ABI 1.0's (which ends with timeout_ms) is wrong.
   if (args->struct_size < offsetof(dist_op_args_t, timeout_ms) + sizeof(int64_t)) {
-    return dist_error_new(DIST_INVALID_ARGUMENT, "kvstore: %s: args->struct_size %zu is below "
+    return dist_error_new(DIST_INVALID_ARGUMENT,
+                          "kvstore: %s: args->struct_size %zu is below "
                           "ABI 1.0's; set it to sizeof(dist_op_args_t)",
                           dist_collective_name(coll), args->struct_size);
   }
@@ -541,8 +567,8 @@ dist_error_t* Issue(dist_collective_t coll, dist_backend_comm* comm, const dist_
   std::memcpy(&a, args, std::min(args->struct_size, sizeof(a)));
   Status status = Validate(coll, comm, a);
   if (!status.ok()) {
-    status.message += std::string(" (") + dist_collective_name(coll) + " on group " +
-                      comm->group_name + ")";
+    status.message +=
+        std::string(" (") + dist_collective_name(coll) + " on group " + comm->group_name + ")";
     return ToError(status);
   }
   const int64_t timeout_ms = a.timeout_ms > 0 ? a.timeout_ms : comm->timeout_ms;
@@ -561,13 +587,13 @@ dist_error_t* Issue(dist_collective_t coll, dist_backend_comm* comm, const dist_
       const std::string key = P2pKey(a.peer, comm->rank, a.tag, seq);
       state->run = [comm, key, a, timeout_ms]() {
         std::string value;
-        const std::string what = "message from rank " + std::to_string(a.peer) + " with tag " +
-                                 std::to_string(a.tag);
+        const std::string what =
+            "message from rank " + std::to_string(a.peer) + " with tag " + std::to_string(a.tag);
         KV_RETURN_IF_ERROR(StoreGet(comm, key, timeout_ms, &value, what.c_str()));
         if (value.size() != Bytes(a.recv, a.recv.count)) {
-          return Error(DIST_INVALID_ARGUMENT,
-                       what + " has " + std::to_string(value.size()) + " bytes, recv expects " +
-                           std::to_string(Bytes(a.recv, a.recv.count)));
+          return Error(DIST_INVALID_ARGUMENT, what + " has " + std::to_string(value.size()) +
+                                                  " bytes, recv expects " +
+                                                  std::to_string(Bytes(a.recv, a.recv.count)));
         }
         if (!value.empty()) std::memcpy(a.recv.data, value.data(), value.size());
         dist_error_destroy(comm->store->remove(comm->store->ctx, key.c_str(), nullptr));
@@ -619,12 +645,15 @@ dist_error_t* CommCreate(const dist_comm_config_t* config, dist_backend_comm** o
     return dist_error_new(DIST_INVALID_ARGUMENT, "kvstore: comm_create needs a config and a store");
   }
   if (config->struct_size < offsetof(dist_comm_config_t, device_index) + sizeof(int32_t)) {
-    return dist_error_new(DIST_INVALID_ARGUMENT, "kvstore: config->struct_size %zu is below "
-                          "ABI 1.0's; set it to sizeof(dist_comm_config_t)", config->struct_size);
+    return dist_error_new(DIST_INVALID_ARGUMENT,
+                          "kvstore: config->struct_size %zu is below "
+                          "ABI 1.0's; set it to sizeof(dist_comm_config_t)",
+                          config->struct_size);
   }
   if (config->world_size < 1 || config->rank < 0 || config->rank >= config->world_size) {
-    return dist_error_new(DIST_INVALID_ARGUMENT, "kvstore: rank %d is out of range for world size %d",
-                          config->rank, config->world_size);
+    return dist_error_new(DIST_INVALID_ARGUMENT,
+                          "kvstore: rank %d is out of range for world size %d", config->rank,
+                          config->world_size);
   }
   auto* comm = new dist_backend_comm;
   comm->rank = config->rank;

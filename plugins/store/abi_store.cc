@@ -29,8 +29,7 @@ absl::Duration TimeoutOf(Holder* h, int64_t timeout_ms) {
 }
 
 dist_error_t* Invalid(const char* what) {
-  return dist_error_new(DIST_INVALID_ARGUMENT, "store call with %s; pass a valid pointer",
-                        what);
+  return dist_error_new(DIST_INVALID_ARGUMENT, "store call with %s; pass a valid pointer", what);
 }
 
 // Copies a value into a malloc'ed buffer the caller frees with free_value.
@@ -79,13 +78,12 @@ dist_error_t* Set(void* ctx, const char* key, const void* value, size_t size) {
   // Checked before the bytes are copied: `size` may not be backed by memory.
   if (dist_error_t* error = ToError(ValidateValue(key, size))) return error;
   return Guard([&] {
-    return ToError(H(ctx)->store->Set(
-        key, std::string(static_cast<const char*>(value), value ? size : 0)));
+    return ToError(
+        H(ctx)->store->Set(key, std::string(static_cast<const char*>(value), value ? size : 0)));
   });
 }
 
-dist_error_t* Get(void* ctx, const char* key, int64_t timeout_ms, void** value,
-                  size_t* size) {
+dist_error_t* Get(void* ctx, const char* key, int64_t timeout_ms, void** value, size_t* size) {
   if (key == nullptr || value == nullptr || size == nullptr) {
     return Invalid("a NULL key or output pointer");
   }
@@ -108,9 +106,9 @@ dist_error_t* Add(void* ctx, const char* key, int64_t delta, int64_t* new_value)
   });
 }
 
-dist_error_t* CompareSet(void* ctx, const char* key, const void* expected,
-                         size_t expected_size, const void* desired, size_t desired_size,
-                         void** actual, size_t* actual_size) {
+dist_error_t* CompareSet(void* ctx, const char* key, const void* expected, size_t expected_size,
+                         const void* desired, size_t desired_size, void** actual,
+                         size_t* actual_size) {
   if (key == nullptr || actual == nullptr || actual_size == nullptr) {
     return Invalid("a NULL key or output pointer");
   }
@@ -126,8 +124,7 @@ dist_error_t* CompareSet(void* ctx, const char* key, const void* expected,
       wanted.emplace(static_cast<const char*>(expected), expected_size);
     }
     absl::StatusOr<std::string> now = H(ctx)->store->CompareSet(
-        key, wanted,
-        std::string(static_cast<const char*>(desired), desired ? desired_size : 0));
+        key, wanted, std::string(static_cast<const char*>(desired), desired ? desired_size : 0));
     if (!now.ok()) return ToError(now.status());
     return GiveValue(*now, actual, actual_size);
   });

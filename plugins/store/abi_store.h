@@ -17,8 +17,7 @@ namespace dist::store {
 // release_failed(reason) first calls store->Abandon(reason), then releases
 // and runs after_release(true) (the job failed: linger only briefly).
 // `default_timeout` serves get/wait calls that pass timeout_ms < 0.
-dist_store_t* MakeAbiStore(std::unique_ptr<Store> store,
-                           absl::Duration default_timeout,
+dist_store_t* MakeAbiStore(std::unique_ptr<Store> store, absl::Duration default_timeout,
                            std::function<void(bool failed)> after_release = nullptr);
 
 }  // namespace dist::store

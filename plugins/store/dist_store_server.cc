@@ -12,8 +12,8 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "plugins/store/tcp_store_server.h"
 
 ABSL_FLAG(std::string, host, "",
@@ -30,15 +30,14 @@ ABSL_FLAG(int, max_pending_connections, dist::store::TcpStoreServerLimits().max_
           "connections not yet authenticated; when full the oldest is dropped");
 ABSL_FLAG(int, max_connections, dist::store::TcpStoreServerLimits().max_connections,
           "authenticated connections");
-ABSL_FLAG(absl::Duration, handshake_timeout,
-          dist::store::TcpStoreServerLimits().handshake_timeout,
+ABSL_FLAG(absl::Duration, handshake_timeout, dist::store::TcpStoreServerLimits().handshake_timeout,
           "a connection that has not authenticated by then is dropped");
 ABSL_FLAG(absl::Duration, stall_timeout, dist::store::TcpStoreServerLimits().stall_timeout,
           "a request must arrive whole, and a reply be read, within this time");
 ABSL_FLAG(uint64_t, max_request_bytes, dist::store::TcpStoreServerLimits().max_request_bytes,
           "largest request; larger ones are refused unread");
-ABSL_FLAG(uint64_t, max_keys_per_request,
-          dist::store::TcpStoreServerLimits().max_keys_per_request, "keys in one check/wait");
+ABSL_FLAG(uint64_t, max_keys_per_request, dist::store::TcpStoreServerLimits().max_keys_per_request,
+          "keys in one check/wait");
 ABSL_FLAG(uint64_t, max_buffered_bytes, dist::store::TcpStoreServerLimits().max_buffered_bytes,
           "bytes held for all clients together (partial requests, parked keys, unsent "
           "replies); past it the server stops reading until it drains");
@@ -94,8 +93,7 @@ int main(int argc, char** argv) {
     if (const char* env = getenv("DIST_STORE_TOKEN")) options.token = env;
   }
   if (options.port < 0 || options.port > 65535) {
-    fprintf(stderr, "dist_store_server: --port=%d is not a TCP port; use 0..65535\n",
-            options.port);
+    fprintf(stderr, "dist_store_server: --port=%d is not a TCP port; use 0..65535\n", options.port);
     return 2;
   }
   if (!absl::GetFlag(FLAGS_quiet)) {
@@ -105,8 +103,7 @@ int main(int argc, char** argv) {
   }
   auto server = dist::store::TcpStoreServer::Start(options);
   if (!server.ok()) {
-    fprintf(stderr, "dist_store_server: %s\n",
-            std::string(server.status().message()).c_str());
+    fprintf(stderr, "dist_store_server: %s\n", std::string(server.status().message()).c_str());
     return 1;
   }
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
@@ -120,8 +117,8 @@ int main(int argc, char** argv) {
           options.token.empty() ? "" : " (token required)");
   int signal_number = 0;
   sigwait(&stop, &signal_number);
-  fprintf(stderr, "dist_store_server: stopping (signal %d), %lld requests served\n",
-          signal_number, static_cast<long long>((*server)->requests_served()));
+  fprintf(stderr, "dist_store_server: stopping (signal %d), %lld requests served\n", signal_number,
+          static_cast<long long>((*server)->requests_served()));
   (*server)->Stop();
   return 0;
 }

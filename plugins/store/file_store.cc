@@ -93,7 +93,8 @@ std::string RandomHex(size_t bytes) {
   }
   if (fd >= 0) close(fd);
   // Without /dev/urandom the name only has to be unlikely to collide.
-  for (size_t i = got; i < bytes; ++i) raw[i] = static_cast<char>(absl::ToUnixNanos(absl::Now()) >> (i % 8));
+  for (size_t i = got; i < bytes; ++i)
+    raw[i] = static_cast<char>(absl::ToUnixNanos(absl::Now()) >> (i % 8));
   static const char kDigits[] = "0123456789abcdef";
   std::string hex;
   for (char c : raw) {
@@ -132,14 +133,14 @@ class FileStore::Lock {
     while (true) {
       if (flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0) return Lock(fd);
       if (errno != EWOULDBLOCK && errno != EINTR) {
-        return absl::UnavailableError(absl::StrCat(
-            "cannot lock the store file ", path, ": ", ErrnoText(errno),
-            "; the filesystem must support flock (NFS needs its lock service)"));
+        return absl::UnavailableError(
+            absl::StrCat("cannot lock the store file ", path, ": ", ErrnoText(errno),
+                         "; the filesystem must support flock (NFS needs its lock service)"));
       }
       if (absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "timed out waiting for the lock on the store file ", path,
-            "; another process holds it"));
+        return absl::DeadlineExceededError(
+            absl::StrCat("timed out waiting for the lock on the store file ", path,
+                         "; another process holds it"));
       }
       absl::SleepFor(pause);
       pause = std::min(pause * 2, absl::Milliseconds(20));
@@ -174,10 +175,10 @@ absl::Status FileStore::CheckSameFile() {
   }
   if (lstat(options_.path.c_str(), &by_path) != 0 || by_fd.st_ino != by_path.st_ino ||
       by_fd.st_dev != by_path.st_dev) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the store file ", options_.path,
-        " was removed or replaced while in use; the job's ranks finished, or "
-        "another job uses the same path: give each job its own file"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the store file ", options_.path,
+                     " was removed or replaced while in use; the job's ranks finished, or "
+                     "another job uses the same path: give each job its own file"));
   }
   return absl::OkStatus();
 }
@@ -209,10 +210,10 @@ absl::StatusOr<int> FileStore::Create() {
   int fd = open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
     const int error = errno;
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot create the store file ", path, ": ", ErrnoText(error),
-        error == ENOENT ? "; create its directory on a filesystem every rank shares"
-                        : "; check the directory and its permissions"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create the store file ", path, ": ", ErrnoText(error),
+                     error == ENOENT ? "; create its directory on a filesystem every rank shares"
+                                     : "; check the directory and its permissions"));
   }
   const std::string header = HeaderRecord();
   if (!WriteAllAt(fd, header, 0) || fsync(fd) != 0) {
@@ -247,8 +248,8 @@ absl::StatusOr<int> FileStore::Create() {
     const int write_error = errno;
     unlink(path.c_str());  // ours: created with O_EXCL just now
     close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot write the store file ", path, ": ",
-                                               ErrnoText(write_error)));
+    return absl::UnavailableError(
+        absl::StrCat("cannot write the store file ", path, ": ", ErrnoText(write_error)));
   }
   return fd;
 }
@@ -272,9 +273,9 @@ absl::StatusOr<int> FileStore::OpenFile(absl::Time deadline) {
       if (error == ELOOP) {
         return Refuse("the path is a symbolic link, and the file store does not follow links");
       }
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot open the store file ", path, ": ", ErrnoText(error),
-                       "; check the path and its permissions"));
+      return absl::FailedPreconditionError(absl::StrCat("cannot open the store file ", path, ": ",
+                                                        ErrnoText(error),
+                                                        "; check the path and its permissions"));
     }
     struct stat seen;
     if (fstat(probe, &seen) != 0) {
@@ -309,13 +310,12 @@ absl::StatusOr<int> FileStore::OpenFile(absl::Time deadline) {
     const int fd = open(path.c_str(), O_RDWR | kProbeFlags);
     if (fd < 0) {
       if (errno == ENOENT) continue;  // removed since: start over
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot open the store file ", path, " for writing: ", ErrnoText(errno),
-                       "; check its permissions"));
+      return absl::FailedPreconditionError(absl::StrCat("cannot open the store file ", path,
+                                                        " for writing: ", ErrnoText(errno),
+                                                        "; check its permissions"));
     }
     struct stat opened;
-    if (fstat(fd, &opened) != 0 || opened.st_dev != seen.st_dev ||
-        opened.st_ino != seen.st_ino) {
+    if (fstat(fd, &opened) != 0 || opened.st_dev != seen.st_dev || opened.st_ino != seen.st_ino) {
       close(fd);  // replaced between the look and the open: look again
       continue;
     }
@@ -366,8 +366,8 @@ absl::Status FileStore::OpenAndJoin() {
 // another host, where liveness cannot be checked) and world sizes that
 // disagree are then reported to every rank by the core's join check.
 std::string FileStore::StaleReason() const {
-  const std::string origin = absl::StrCat(
-      " (created ", FormatTime(header_.created_ms), " by ", header_.creator, ")");
+  const std::string origin =
+      absl::StrCat(" (created ", FormatTime(header_.created_ms), " by ", header_.creator, ")");
   auto mine = joined_.find(options_.rank);
   if (mine != joined_.end() && mine->second.host == LocalHost() &&
       !ProcessAlive(mine->second.pid)) {
@@ -379,21 +379,18 @@ std::string FileStore::StaleReason() const {
   if (!left_.empty()) return absl::StrCat("ranks of an earlier job already left it", origin);
   bool all_local_and_gone = !joined_.empty();
   for (const auto& [rank, info] : joined_) {
-    all_local_and_gone =
-        all_local_and_gone && info.host == LocalHost() && !ProcessAlive(info.pid);
+    all_local_and_gone = all_local_and_gone && info.host == LocalHost() && !ProcessAlive(info.pid);
   }
   if (all_local_and_gone) {
     return absl::StrCat("every process that joined it", origin,
                         " ran on this host and is no longer running: it is left over "
                         "from a crashed job");
   }
-  const absl::Duration age =
-      absl::Now() - absl::FromUnixMillis(header_.created_ms);
+  const absl::Duration age = absl::Now() - absl::FromUnixMillis(header_.created_ms);
   if (age > options_.timeout && static_cast<int>(joined_.size()) < header_.world_size) {
-    return absl::StrCat("its rendezvous started ", absl::ToInt64Seconds(age),
-                        " s ago", origin, ", longer than the timeout of ",
-                        absl::ToDoubleSeconds(options_.timeout), " s, and only ",
-                        joined_.size(), " of ", header_.world_size,
+    return absl::StrCat("its rendezvous started ", absl::ToInt64Seconds(age), " s ago", origin,
+                        ", longer than the timeout of ", absl::ToDoubleSeconds(options_.timeout),
+                        " s, and only ", joined_.size(), " of ", header_.world_size,
                         " ranks joined: it is left over from a crashed job");
   }
   return "";
@@ -423,9 +420,9 @@ absl::Status FileStore::Join() {
     }
     const std::string stale = StaleReason();
     if (!stale.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "file://", options_.path, " is stale: ", stale,
-          "; delete the file (or use a fresh path) and start all ranks again"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("file://", options_.path, " is stale: ", stale,
+                       "; delete the file (or use a fresh path) and start all ranks again"));
     }
   }
   Writer join;
@@ -489,20 +486,20 @@ absl::Status FileStore::CatchUp(bool exclusive) {
   }
   const int64_t size = info.st_size;
   if (size < offset_) {
-    return absl::DataLossError(absl::StrCat(
-        "the store file ", options_.path, " shrank from ", offset_, " to ", size,
-        " bytes; something else writes to it: give the job its own file"));
+    return absl::DataLossError(
+        absl::StrCat("the store file ", options_.path, " shrank from ", offset_, " to ", size,
+                     " bytes; something else writes to it: give the job its own file"));
   }
   if (size == offset_) return absl::OkStatus();
   std::string bytes(static_cast<size_t>(size - offset_), '\0');
   size_t got = 0;
   while (got < bytes.size()) {
-    const ssize_t n = pread(fd_, bytes.data() + got, bytes.size() - got,
-                            static_cast<off_t>(offset_ + got));
+    const ssize_t n =
+        pread(fd_, bytes.data() + got, bytes.size() - got, static_cast<off_t>(offset_ + got));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      return absl::UnavailableError(absl::StrCat("read ", options_.path, ": ",
-                                                 n < 0 ? ErrnoText(errno) : "short read"));
+      return absl::UnavailableError(
+          absl::StrCat("read ", options_.path, ": ", n < 0 ? ErrnoText(errno) : "short read"));
     }
     got += static_cast<size_t>(n);
   }
@@ -510,9 +507,9 @@ absl::Status FileStore::CatchUp(bool exclusive) {
   while (bytes.size() - at >= protocol::kFrameHeaderBytes) {
     const uint32_t length = protocol::DecodeLength(bytes.data() + at);
     if (length == 0 || length > kMaxRecordBytes) {
-      return absl::DataLossError(absl::StrCat(
-          "the store file ", options_.path, " is corrupt at offset ", offset_,
-          " (record of ", length, " bytes); delete it and restart the job"));
+      return absl::DataLossError(absl::StrCat("the store file ", options_.path,
+                                              " is corrupt at offset ", offset_, " (record of ",
+                                              length, " bytes); delete it and restart the job"));
     }
     if (bytes.size() - at < protocol::kFrameHeaderBytes + length) break;
     DIST_RETURN_IF_ERROR(ApplyRecord(
@@ -524,8 +521,8 @@ absl::Status FileStore::CatchUp(bool exclusive) {
     // A writer died mid-append (writers hold the exclusive lock, so nobody
     // is writing now): cut the torn record off so later records parse.
     if (ftruncate(fd_, offset_) != 0) {
-      return absl::UnavailableError(absl::StrCat("truncate ", options_.path, ": ",
-                                                 ErrnoText(errno)));
+      return absl::UnavailableError(
+          absl::StrCat("truncate ", options_.path, ": ", ErrnoText(errno)));
     }
   }
   return absl::OkStatus();
@@ -545,10 +542,10 @@ absl::Status FileStore::ApplyRecord(absl::string_view payload, int64_t at) {
            reader.I64(&world_size) && reader.I64(&header_.created_ms) &&
            reader.Str(1024, &header_.creator) && at == 0;
       if (ok && (version < kOldestFileVersion || version > kFileVersion)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "the store file ", options_.path, " has format version ", version,
-            " but this build reads versions ", kOldestFileVersion, " to ", kFileVersion,
-            "; run the same dist release on every rank"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("the store file ", options_.path, " has format version ", version,
+                         " but this build reads versions ", kOldestFileVersion, " to ",
+                         kFileVersion, "; run the same dist release on every rank"));
       }
       header_.version = version;
       header_.world_size = static_cast<int>(world_size);
@@ -601,8 +598,7 @@ absl::Status FileStore::ApplyRecord(absl::string_view payload, int64_t at) {
   if (!ok || !reader.done()) {
     return absl::DataLossError(absl::StrCat(
         "the store file ", options_.path, " has a malformed record at offset ", at,
-        at == 0 ? "; it is not a dist rendezvous file" : "",
-        ": delete it and restart the job"));
+        at == 0 ? "; it is not a dist rendezvous file" : "", ": delete it and restart the job"));
   }
   return absl::OkStatus();
 }
@@ -614,9 +610,9 @@ absl::Status FileStore::Append(const std::string& record) {
                              static_cast<off_t>(offset_ + written));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      return absl::UnavailableError(absl::StrCat(
-          "write to the store file ", options_.path, ": ", ErrnoText(errno),
-          "; is the filesystem full or read-only?"));
+      return absl::UnavailableError(absl::StrCat("write to the store file ", options_.path, ": ",
+                                                 ErrnoText(errno),
+                                                 "; is the filesystem full or read-only?"));
     }
     written += static_cast<size_t>(n);
   }
@@ -667,8 +663,8 @@ absl::StatusOr<std::string> FileStore::CompareSet(const std::string& key,
   DIST_RETURN_IF_ERROR(ValidateValue(key, desired.size()));
   DIST_LOCKED(true);
   const std::string* current = table_.Find(key);
-  const bool matches = expected ? (current != nullptr && *current == *expected)
-                                : current == nullptr;
+  const bool matches =
+      expected ? (current != nullptr && *current == *expected) : current == nullptr;
   if (!matches) return current == nullptr ? std::string() : *current;
   Writer record;
   record.U8(static_cast<uint8_t>(Record::kSet));
@@ -700,8 +696,8 @@ absl::StatusOr<int64_t> FileStore::NumKeys() {
   return table_.size();
 }
 
-absl::StatusOr<std::vector<std::string>> FileStore::PollFor(
-    const std::vector<std::string>& keys, absl::Duration timeout) {
+absl::StatusOr<std::vector<std::string>> FileStore::PollFor(const std::vector<std::string>& keys,
+                                                            absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   absl::Duration pause = absl::Milliseconds(1);
   while (true) {
@@ -722,16 +718,15 @@ absl::StatusOr<std::string> FileStore::Get(const std::string& key, absl::Duratio
   if (!missing.ok()) return missing.status();
   if (!missing->empty()) {
     return absl::DeadlineExceededError(absl::StrCat(
-        "timed out after ", absl::ToInt64Milliseconds(timeout),
-        " ms waiting for store key '", key, "' in ", options_.path,
-        " (not set by any rank yet)"));
+        "timed out after ", absl::ToInt64Milliseconds(timeout), " ms waiting for store key '", key,
+        "' in ", options_.path, " (not set by any rank yet)"));
   }
   absl::MutexLock guard(&mu_);
   const std::string* value = table_.Find(key);
   // Removed again between the poll and now: report it like a timeout.
   if (value == nullptr) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "store key '", key, "' was removed while get() was reading it"));
+    return absl::DeadlineExceededError(
+        absl::StrCat("store key '", key, "' was removed while get() was reading it"));
   }
   return *value;
 }
@@ -741,10 +736,10 @@ absl::Status FileStore::Wait(const std::vector<std::string>& keys, absl::Duratio
   absl::StatusOr<std::vector<std::string>> missing = PollFor(keys, timeout);
   if (!missing.ok()) return missing.status();
   if (!missing->empty()) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "timed out after ", absl::ToInt64Milliseconds(timeout), " ms waiting for store key",
-        missing->size() == 1 ? " " : "s ", DescribeKeys(*missing), " in ", options_.path,
-        " (not set by any rank yet)"));
+    return absl::DeadlineExceededError(
+        absl::StrCat("timed out after ", absl::ToInt64Milliseconds(timeout),
+                     " ms waiting for store key", missing->size() == 1 ? " " : "s ",
+                     DescribeKeys(*missing), " in ", options_.path, " (not set by any rank yet)"));
   }
   return absl::OkStatus();
 }

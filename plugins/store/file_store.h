@@ -54,16 +54,14 @@ class FileStore : public Store {
   ~FileStore() override;
 
   absl::Status Set(const std::string& key, const std::string& value) override;
-  absl::StatusOr<std::string> Get(const std::string& key,
-                                  absl::Duration timeout) override;
+  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override;
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
   absl::StatusOr<std::string> CompareSet(const std::string& key,
                                          const std::optional<std::string>& expected,
                                          const std::string& desired) override;
   absl::StatusOr<bool> Remove(const std::string& key) override;
   absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override;
-  absl::Status Wait(const std::vector<std::string>& keys,
-                    absl::Duration timeout) override;
+  absl::Status Wait(const std::vector<std::string>& keys, absl::Duration timeout) override;
   absl::StatusOr<int64_t> NumKeys() override;
   // Appends a failed record (this rank, `reason`) that later joiners are
   // refused with; then the destructor leaves as usual. Not for a file of

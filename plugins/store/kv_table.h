@@ -21,8 +21,7 @@ class KvTable {
   // The new counter value; an error when the key holds a non-integer.
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta);
   // Returns the value stored after the attempt and whether it was swapped.
-  std::string CompareSet(const std::string& key,
-                         const std::optional<std::string>& expected,
+  std::string CompareSet(const std::string& key, const std::optional<std::string>& expected,
                          const std::string& desired, bool* swapped);
   bool Remove(const std::string& key);
   std::vector<std::string> Missing(const std::vector<std::string>& keys) const;

@@ -21,8 +21,7 @@ absl::Status ValidateKey(absl::string_view key);
 absl::Status ValidateValue(absl::string_view key, size_t size);
 
 // The integer held by an `add` counter (decimal ASCII); a missing key is 0.
-absl::StatusOr<int64_t> ParseCounter(absl::string_view key,
-                                     absl::string_view value);
+absl::StatusOr<int64_t> ParseCounter(absl::string_view key, absl::string_view value);
 
 // "a, b, c and 7 more" — keeps timeout messages to one readable line.
 std::string DescribeKeys(const std::vector<std::string>& keys);

@@ -38,8 +38,8 @@ std::string SocketAddress::ToString() const {
   return FormatHostPort(text, port);
 }
 
-absl::StatusOr<std::vector<SocketAddress>> Resolve(const std::string& host,
-                                                   int port, bool passive) {
+absl::StatusOr<std::vector<SocketAddress>> Resolve(const std::string& host, int port,
+                                                   bool passive) {
   addrinfo hints;
   std::memset(&hints, 0, sizeof(hints));
   hints.ai_family = AF_UNSPEC;
@@ -47,12 +47,11 @@ absl::StatusOr<std::vector<SocketAddress>> Resolve(const std::string& host,
   hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
   addrinfo* list = nullptr;
   const std::string service = std::to_string(port);
-  const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(),
-                             service.c_str(), &hints, &list);
+  const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &list);
   if (rc != 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot resolve host '", host, "': ", gai_strerror(rc),
-        "; check the host name in the URL or MASTER_ADDR"));
+    return absl::UnavailableError(absl::StrCat("cannot resolve host '", host,
+                                               "': ", gai_strerror(rc),
+                                               "; check the host name in the URL or MASTER_ADDR"));
   }
   std::vector<SocketAddress> out;
   for (addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
@@ -64,8 +63,7 @@ absl::StatusOr<std::vector<SocketAddress>> Resolve(const std::string& host,
   }
   freeaddrinfo(list);
   if (out.empty()) {
-    return absl::UnavailableError(
-        absl::StrCat("host '", host, "' has no IPv4 or IPv6 address"));
+    return absl::UnavailableError(absl::StrCat("host '", host, "' has no IPv4 or IPv6 address"));
   }
   return out;
 }
@@ -75,26 +73,23 @@ namespace {
 int RemainingMs(absl::Time deadline) {
   const absl::Duration left = deadline - absl::Now();
   if (left <= absl::ZeroDuration()) return 0;
-  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1,
-                                            1 << 30));
+  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
 }
 
 std::string ErrnoText(int error) { return strerror(error); }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Connection>> Connection::Connect(
-    const SocketAddress& address, absl::Time deadline) {
-  const int fd = socket(address.storage.ss_family,
-                        SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+absl::StatusOr<std::unique_ptr<Connection>> Connection::Connect(const SocketAddress& address,
+                                                                absl::Time deadline) {
+  const int fd = socket(address.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     return absl::UnavailableError(absl::StrCat("socket(): ", ErrnoText(errno)));
   }
   std::unique_ptr<Connection> connection(new Connection(fd));
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&address.storage),
-              address.length) != 0) {
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&address.storage), address.length) != 0) {
     if (errno != EINPROGRESS) {
       return absl::UnavailableError(ErrnoText(errno));
     }
@@ -123,8 +118,7 @@ absl::Status Connection::Poll(short events, absl::Time deadline) {
 absl::Status Connection::SendAll(const std::string& bytes, absl::Time deadline) {
   size_t sent = 0;
   while (sent < bytes.size()) {
-    const ssize_t n = send(fd_, bytes.data() + sent, bytes.size() - sent,
-                           MSG_NOSIGNAL);
+    const ssize_t n = send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
     if (n > 0) {
       sent += static_cast<size_t>(n);
       continue;
@@ -170,15 +164,13 @@ absl::Status Connection::Fill(size_t want, absl::Time deadline) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> Connection::ReceiveFrame(size_t max_bytes,
-                                                     absl::Time deadline) {
+absl::StatusOr<std::string> Connection::ReceiveFrame(size_t max_bytes, absl::Time deadline) {
   absl::Status status = Fill(protocol::kFrameHeaderBytes, deadline);
   if (!status.ok()) return status;
   const uint32_t length = protocol::DecodeLength(input_.data() + consumed_);
   if (length > max_bytes) {
-    return absl::DataLossError(absl::StrCat(
-        "server sent a frame of ", length, " bytes (limit ", max_bytes,
-        "); is this port really a dist store?"));
+    return absl::DataLossError(absl::StrCat("server sent a frame of ", length, " bytes (limit ",
+                                            max_bytes, "); is this port really a dist store?"));
   }
   status = Fill(protocol::kFrameHeaderBytes + length, deadline);
   if (!status.ok()) return status;

@@ -26,16 +26,15 @@ std::string FormatHostPort(const std::string& host, int port);
 
 // Every address of host:port (IPv4 and IPv6). `passive` asks for bindable
 // addresses (an empty host then means the wildcard).
-absl::StatusOr<std::vector<SocketAddress>> Resolve(const std::string& host,
-                                                   int port, bool passive);
+absl::StatusOr<std::vector<SocketAddress>> Resolve(const std::string& host, int port, bool passive);
 
 // One TCP connection (TCP_NODELAY, non-blocking underneath so that every
 // operation honours its deadline).
 class Connection {
  public:
   // One connect attempt to `address`, giving up at `deadline`.
-  static absl::StatusOr<std::unique_ptr<Connection>> Connect(
-      const SocketAddress& address, absl::Time deadline);
+  static absl::StatusOr<std::unique_ptr<Connection>> Connect(const SocketAddress& address,
+                                                             absl::Time deadline);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;

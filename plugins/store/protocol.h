@@ -56,14 +56,14 @@ inline constexpr size_t kMaxReasonBytes = 4096;
 
 enum class Op : uint8_t {
   kSet = 1,
-  kGet = 2,       // key, timeout_ms (i64)
-  kAdd = 3,       // key, delta (i64)
+  kGet = 2,         // key, timeout_ms (i64)
+  kAdd = 3,         // key, delta (i64)
   kCompareSet = 4,  // key, has_expected (u8), expected, desired
   kRemove = 5,
-  kCheck = 6,     // count (u32), keys
-  kWait = 7,      // count (u32), keys, timeout_ms (i64)
+  kCheck = 6,  // count (u32), keys
+  kWait = 7,   // count (u32), keys, timeout_ms (i64)
   kNumKeys = 8,
-  kFail = 9,      // reason (<= kMaxReasonBytes); version 2 and later
+  kFail = 9,  // reason (<= kMaxReasonBytes); version 2 and later
 };
 
 // `reason` as one line of at most kMaxReasonBytes: line breaks become

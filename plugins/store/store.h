@@ -21,19 +21,17 @@ class Store {
 
   virtual absl::Status Set(const std::string& key, const std::string& value) = 0;
   // Waits up to `timeout` for the key; DeadlineExceeded names it.
-  virtual absl::StatusOr<std::string> Get(const std::string& key,
-                                          absl::Duration timeout) = 0;
+  virtual absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) = 0;
   virtual absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) = 0;
   // `expected` nullopt means "the key is missing". Returns the value stored
   // after the attempt.
-  virtual absl::StatusOr<std::string> CompareSet(
-      const std::string& key, const std::optional<std::string>& expected,
-      const std::string& desired) = 0;
+  virtual absl::StatusOr<std::string> CompareSet(const std::string& key,
+                                                 const std::optional<std::string>& expected,
+                                                 const std::string& desired) = 0;
   virtual absl::StatusOr<bool> Remove(const std::string& key) = 0;
   virtual absl::StatusOr<bool> Check(const std::vector<std::string>& keys) = 0;
   // Waits until every key has been seen; DeadlineExceeded names the missing.
-  virtual absl::Status Wait(const std::vector<std::string>& keys,
-                            absl::Duration timeout) = 0;
+  virtual absl::Status Wait(const std::vector<std::string>& keys, absl::Duration timeout) = 0;
   virtual absl::StatusOr<int64_t> NumKeys() = 0;
 
   // Called once, just before the store is destroyed, when its holder's

@@ -30,9 +30,8 @@ std::string Seconds(absl::Duration d) {
 }
 
 absl::Status Malformed(const std::string& address) {
-  return absl::DataLossError(absl::StrCat(
-      "malformed response from the store server at ", address,
-      "; is another service listening on that port?"));
+  return absl::DataLossError(absl::StrCat("malformed response from the store server at ", address,
+                                          "; is another service listening on that port?"));
 }
 
 void PutKeys(Writer& w, const std::vector<std::string>& keys) {
@@ -47,9 +46,9 @@ absl::Status ValidateKeys(const std::vector<std::string>& keys) {
     total += key.size() + 4;
   }
   if (total > protocol::kMaxFrameBytes - 64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a check/wait on ", keys.size(), " keys is too large for one request; "
-        "split it into smaller groups"));
+    return absl::InvalidArgumentError(absl::StrCat("a check/wait on ", keys.size(),
+                                                   " keys is too large for one request; "
+                                                   "split it into smaller groups"));
   }
   return absl::OkStatus();
 }
@@ -57,17 +56,16 @@ absl::Status ValidateKeys(const std::vector<std::string>& keys) {
 }  // namespace
 
 TcpStoreClient::TcpStoreClient(TcpStoreClientOptions options)
-    : options_(std::move(options)),
-      address_(FormatHostPort(options_.host, options_.port)) {}
+    : options_(std::move(options)), address_(FormatHostPort(options_.host, options_.port)) {}
 
 TcpStoreClient::~TcpStoreClient() { Disconnect(); }
 
 absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(
     TcpStoreClientOptions options) {
   if (options.token.size() > protocol::kMaxTokenBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "store token is ", options.token.size(), " bytes; the limit is ",
-        protocol::kMaxTokenBytes));
+    return absl::InvalidArgumentError(absl::StrCat("store token is ", options.token.size(),
+                                                   " bytes; the limit is ",
+                                                   protocol::kMaxTokenBytes));
   }
   std::unique_ptr<TcpStoreClient> client(new TcpStoreClient(std::move(options)));
   absl::StatusOr<std::unique_ptr<Connection>> connection =
@@ -103,13 +101,11 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Open(absl::Time dead
       for (const SocketAddress& address : *addresses) {
         // Each attempt gets a slice, so a black-holed address cannot eat
         // the whole timeout before the next one is tried.
-        const absl::Time attempt_deadline =
-            std::min(deadline, absl::Now() + absl::Seconds(5));
+        const absl::Time attempt_deadline = std::min(deadline, absl::Now() + absl::Seconds(5));
         absl::StatusOr<std::unique_ptr<Connection>> connection =
             Connection::Connect(address, attempt_deadline);
         if (!connection.ok()) {
-          last_error = absl::StrCat(address.ToString(), ": ",
-                                    connection.status().message());
+          last_error = absl::StrCat(address.ToString(), ": ", connection.status().message());
           continue;
         }
         bool retry = false;
@@ -129,19 +125,18 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Open(absl::Time dead
     backoff = std::min(backoff * 2, absl::Seconds(1));
   }
   if (reconnect) {
-    return absl::UnavailableError(absl::StrCat(
-        "the store server at ", address_, " is gone (", last_error,
-        "); rank 0 (or dist_store_server) exited or crashed"));
+    return absl::UnavailableError(
+        absl::StrCat("the store server at ", address_, " is gone (", last_error,
+                     "); rank 0 (or dist_store_server) exited or crashed"));
   }
-  return absl::DeadlineExceededError(absl::StrCat(
-      "could not reach the store at ", address_, " within ",
-      Seconds(absl::Now() - start), " (last error: ", last_error,
-      "); check that rank 0 (or dist_store_server) is running and that the "
-      "host and port are right"));
+  return absl::DeadlineExceededError(
+      absl::StrCat("could not reach the store at ", address_, " within ",
+                   Seconds(absl::Now() - start), " (last error: ", last_error,
+                   "); check that rank 0 (or dist_store_server) is running and that the "
+                   "host and port are right"));
 }
 
-absl::Status TcpStoreClient::Handshake(Connection& connection, absl::Time deadline,
-                                       bool* retry) {
+absl::Status TcpStoreClient::Handshake(Connection& connection, absl::Time deadline, bool* retry) {
   *retry = true;  // a lost connection or a timeout is retried
   const std::string client_nonce = auth::Nonce();
   if (client_nonce.empty()) {
@@ -182,9 +177,9 @@ absl::Status TcpStoreClient::Handshake(Connection& connection, absl::Time deadli
   }
   std::string server_nonce, server_proof;
   uint8_t token_required = 0;
-  if (!reader.Str(auth::kNonceBytes, &server_nonce) ||
-      server_nonce.size() != auth::kNonceBytes || !reader.U8(&token_required) ||
-      !reader.Str(auth::kProofBytes, &server_proof) || !reader.done()) {
+  if (!reader.Str(auth::kNonceBytes, &server_nonce) || server_nonce.size() != auth::kNonceBytes ||
+      !reader.U8(&token_required) || !reader.Str(auth::kProofBytes, &server_proof) ||
+      !reader.done()) {
     return Malformed(address_);
   }
   const std::string& token = options_.token;
@@ -213,16 +208,14 @@ absl::Status TcpStoreClient::Handshake(Connection& connection, absl::Time deadli
   if (!welcome.ok()) return welcome.status();
   *retry = false;
   Reader result(*welcome);
-  if (!result.U8(&code) || !result.Str(protocol::kMaxHandshakeBytes, &message) ||
-      !result.done()) {
+  if (!result.U8(&code) || !result.Str(protocol::kMaxHandshakeBytes, &message) || !result.done()) {
     return Malformed(address_);
   }
   if (code != 0) return absl::Status(static_cast<absl::StatusCode>(code), message);
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Acquire(
-    absl::Time deadline) {
+absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Acquire(absl::Time deadline) {
   {
     absl::MutexLock lock(&mu_);
     while (!idle_.empty()) {
@@ -237,8 +230,7 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Acquire(
   return Open(deadline);
 }
 
-absl::StatusOr<std::string> TcpStoreClient::Call(std::string frame,
-                                                 absl::Time deadline) {
+absl::StatusOr<std::string> TcpStoreClient::Call(std::string frame, absl::Time deadline) {
   absl::StatusOr<std::unique_ptr<Connection>> connection = Acquire(deadline);
   if (!connection.ok()) return connection.status();
   absl::Status sent = (*connection)->SendAll(frame, deadline);
@@ -248,13 +240,12 @@ absl::StatusOr<std::string> TcpStoreClient::Call(std::string frame,
   if (!response.ok()) {
     // The connection is dropped (not pooled): its stream may be mid-frame.
     if (absl::IsDeadlineExceeded(response.status())) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "no answer from the store server at ", address_,
-          " before the deadline; the server is overloaded or unreachable"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("no answer from the store server at ", address_,
+                       " before the deadline; the server is overloaded or unreachable"));
     }
     return absl::UnavailableError(absl::StrCat(
-        "lost the connection to the store server at ", address_, " (",
-        response.status().message(),
+        "lost the connection to the store server at ", address_, " (", response.status().message(),
         "); rank 0 (or dist_store_server) exited or the network failed"));
   }
   Reader reader(*response);
@@ -283,8 +274,7 @@ absl::Status TcpStoreClient::Set(const std::string& key, const std::string& valu
   return Call(std::move(w).Finish(), absl::Now() + options_.timeout).status();
 }
 
-absl::StatusOr<std::string> TcpStoreClient::Get(const std::string& key,
-                                                absl::Duration timeout) {
+absl::StatusOr<std::string> TcpStoreClient::Get(const std::string& key, absl::Duration timeout) {
   DIST_RETURN_IF_ERROR(ValidateKey(key));
   Writer w;
   w.U8(static_cast<uint8_t>(Op::kGet));
@@ -305,8 +295,7 @@ absl::StatusOr<int64_t> TcpStoreClient::Add(const std::string& key, int64_t delt
   w.U8(static_cast<uint8_t>(Op::kAdd));
   w.Str(key);
   w.I64(delta);
-  absl::StatusOr<std::string> body =
-      Call(std::move(w).Finish(), absl::Now() + options_.timeout);
+  absl::StatusOr<std::string> body = Call(std::move(w).Finish(), absl::Now() + options_.timeout);
   if (!body.ok()) return body.status();
   Reader reader(*body);
   int64_t value = 0;
@@ -314,9 +303,9 @@ absl::StatusOr<int64_t> TcpStoreClient::Add(const std::string& key, int64_t delt
   return value;
 }
 
-absl::StatusOr<std::string> TcpStoreClient::CompareSet(
-    const std::string& key, const std::optional<std::string>& expected,
-    const std::string& desired) {
+absl::StatusOr<std::string> TcpStoreClient::CompareSet(const std::string& key,
+                                                       const std::optional<std::string>& expected,
+                                                       const std::string& desired) {
   DIST_RETURN_IF_ERROR(ValidateKey(key));
   if (expected) DIST_RETURN_IF_ERROR(ValidateValue(key, expected->size()));
   DIST_RETURN_IF_ERROR(ValidateValue(key, desired.size()));
@@ -326,8 +315,7 @@ absl::StatusOr<std::string> TcpStoreClient::CompareSet(
   w.U8(expected.has_value() ? 1 : 0);
   w.Str(expected.value_or(""));
   w.Str(desired);
-  absl::StatusOr<std::string> body =
-      Call(std::move(w).Finish(), absl::Now() + options_.timeout);
+  absl::StatusOr<std::string> body = Call(std::move(w).Finish(), absl::Now() + options_.timeout);
   if (!body.ok()) return body.status();
   Reader reader(*body);
   std::string actual;
@@ -340,8 +328,7 @@ absl::StatusOr<bool> TcpStoreClient::Remove(const std::string& key) {
   Writer w;
   w.U8(static_cast<uint8_t>(Op::kRemove));
   w.Str(key);
-  absl::StatusOr<std::string> body =
-      Call(std::move(w).Finish(), absl::Now() + options_.timeout);
+  absl::StatusOr<std::string> body = Call(std::move(w).Finish(), absl::Now() + options_.timeout);
   if (!body.ok()) return body.status();
   Reader reader(*body);
   uint8_t existed = 0;
@@ -354,8 +341,7 @@ absl::StatusOr<bool> TcpStoreClient::Check(const std::vector<std::string>& keys)
   Writer w;
   w.U8(static_cast<uint8_t>(Op::kCheck));
   PutKeys(w, keys);
-  absl::StatusOr<std::string> body =
-      Call(std::move(w).Finish(), absl::Now() + options_.timeout);
+  absl::StatusOr<std::string> body = Call(std::move(w).Finish(), absl::Now() + options_.timeout);
   if (!body.ok()) return body.status();
   Reader reader(*body);
   uint8_t all = 0;
@@ -363,8 +349,7 @@ absl::StatusOr<bool> TcpStoreClient::Check(const std::vector<std::string>& keys)
   return all != 0;
 }
 
-absl::Status TcpStoreClient::Wait(const std::vector<std::string>& keys,
-                                  absl::Duration timeout) {
+absl::Status TcpStoreClient::Wait(const std::vector<std::string>& keys, absl::Duration timeout) {
   DIST_RETURN_IF_ERROR(ValidateKeys(keys));
   Writer w;
   w.U8(static_cast<uint8_t>(Op::kWait));
@@ -376,8 +361,7 @@ absl::Status TcpStoreClient::Wait(const std::vector<std::string>& keys,
 absl::StatusOr<int64_t> TcpStoreClient::NumKeys() {
   Writer w;
   w.U8(static_cast<uint8_t>(Op::kNumKeys));
-  absl::StatusOr<std::string> body =
-      Call(std::move(w).Finish(), absl::Now() + options_.timeout);
+  absl::StatusOr<std::string> body = Call(std::move(w).Finish(), absl::Now() + options_.timeout);
   if (!body.ok()) return body.status();
   Reader reader(*body);
   int64_t count = 0;

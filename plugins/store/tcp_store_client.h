@@ -31,21 +31,18 @@ struct TcpStoreClientOptions {
 class TcpStoreClient : public Store {
  public:
   // Connects (retrying with backoff until options.timeout) and handshakes.
-  static absl::StatusOr<std::unique_ptr<TcpStoreClient>> Connect(
-      TcpStoreClientOptions options);
+  static absl::StatusOr<std::unique_ptr<TcpStoreClient>> Connect(TcpStoreClientOptions options);
   ~TcpStoreClient() override;
 
   absl::Status Set(const std::string& key, const std::string& value) override;
-  absl::StatusOr<std::string> Get(const std::string& key,
-                                  absl::Duration timeout) override;
+  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override;
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
   absl::StatusOr<std::string> CompareSet(const std::string& key,
                                          const std::optional<std::string>& expected,
                                          const std::string& desired) override;
   absl::StatusOr<bool> Remove(const std::string& key) override;
   absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override;
-  absl::Status Wait(const std::vector<std::string>& keys,
-                    absl::Duration timeout) override;
+  absl::Status Wait(const std::vector<std::string>& keys, absl::Duration timeout) override;
   absl::StatusOr<int64_t> NumKeys() override;
   // Tells the server that this rank's rendezvous failed (a kFail request
   // over a pooled connection, bounded by a short deadline; errors are

@@ -69,7 +69,7 @@ struct Client {
   bool close_after_write = false;
   bool budget_paused = false;
   bool big_reserved = false;  // room for its big request is set aside
-  Waiter* parked = nullptr;  // a get/wait waiting for keys
+  Waiter* parked = nullptr;   // a get/wait waiting for keys
 };
 
 struct Waiter {
@@ -249,7 +249,7 @@ class TcpStoreServer::Loop {
   }
   // Whether the next complete frame of `client` may be handled now.
   bool CanProcess(const Client* client) const;
-  int pending_ = 0;        // connections before authentication
+  int pending_ = 0;  // connections before authentication
   int authenticated_ = 0;
   // Unauthenticated clients, oldest first, by (address, id); entries of
   // clients authenticated or closed since are skipped and swept.
@@ -259,7 +259,7 @@ class TcpStoreServer::Loop {
   absl::flat_hash_set<Client*> clients_;
   std::vector<Client*> budget_paused_;
   bool resuming_ = false;
-  int big_reserved_ = 0;  // clients with room set aside for a big request
+  int big_reserved_ = 0;          // clients with room set aside for a big request
   std::vector<Client*> resumed_;  // clients whose parked request finished
   // Set once a rank reported a failed rendezvous (keep_failures only): what
   // every later hello and request is answered with.
@@ -321,14 +321,14 @@ absl::Status TcpStoreServer::Loop::Listen() {
                                   ? FormatHostPort("*", options_.port)
                                   : FormatHostPort(options_.bind_host, options_.port);
     if (in_use) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot listen on ", where,
-          ": address already in use; pick another port or stop the job that "
-          "is using it"));
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen on ", where,
+                       ": address already in use; pick another port or stop the job that "
+                       "is using it"));
     }
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", where, " (", failures,
-        "); choose a bind address that belongs to this host"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", where, " (", failures,
+                     "); choose a bind address that belongs to this host"));
   }
   SocketAddress address{bound, bound_length};
   owner_->address_ = address.ToString();
@@ -360,8 +360,8 @@ absl::Status TcpStoreServer::Loop::Listen() {
   uv_timer_init(&loop_, &accept_retry_);
   uv_timer_init(&loop_, &sweep_timer_);
   const uint64_t sweep_ms = static_cast<uint64_t>(std::clamp<int64_t>(
-      absl::ToInt64Milliseconds(std::min(limits_.handshake_timeout, limits_.stall_timeout)) / 4,
-      10, 1000));
+      absl::ToInt64Milliseconds(std::min(limits_.handshake_timeout, limits_.stall_timeout)) / 4, 10,
+      1000));
   uv_timer_start(&sweep_timer_, &Loop::OnSweep, sweep_ms, sweep_ms);
   return absl::OkStatus();
 }
@@ -375,9 +375,8 @@ void TcpStoreServer::Loop::OnStop(uv_async_t* async) {
   Loop* self = From(reinterpret_cast<uv_handle_t*>(async));
   std::vector<Client*> clients(self->clients_.begin(), self->clients_.end());
   for (Client* client : clients) self->Close(client);
-  uv_close(reinterpret_cast<uv_handle_t*>(&self->listener_), [](uv_handle_t* handle) {
-    close(From(handle)->listen_fd_);
-  });
+  uv_close(reinterpret_cast<uv_handle_t*>(&self->listener_),
+           [](uv_handle_t* handle) { close(From(handle)->listen_fd_); });
   uv_close(reinterpret_cast<uv_handle_t*>(&self->stop_async_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&self->adopt_async_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&self->sweep_timer_), nullptr);
@@ -497,8 +496,8 @@ void TcpStoreServer::Loop::OnSweep(uv_timer_t* timer) {
     if (client->phase != Phase::kReady && now - client->accepted_ms > handshake) {
       late.emplace_back(client, absl::StrCat("no handshake within ", handshake, " ms"));
     } else if (client->output_bytes > 0 && now - client->output_since_ms > stall) {
-      late.emplace_back(client, absl::StrCat("it did not read its replies for ", stall,
-                                             " ms (stall_timeout)"));
+      late.emplace_back(
+          client, absl::StrCat("it did not read its replies for ", stall, " ms (stall_timeout)"));
     } else if (client->parked == nullptr && client->input_since_ms != 0 &&
                now - client->input_since_ms > stall && self->MissingFrame(client)) {
       late.emplace_back(client, absl::StrCat("a request did not arrive whole within ", stall,
@@ -565,9 +564,9 @@ bool TcpStoreServer::Loop::CanProcess(const Client* client) const {
   if (client->phase != Phase::kReady) return true;
   if (client->output_held > kMaxQueuedPerClient) return false;
   const size_t have = client->input.size() - client->input_offset;
-  const bool small = have >= protocol::kFrameHeaderBytes &&
-                     protocol::DecodeLength(client->input.data() + client->input_offset) <=
-                         kSmallRequest;
+  const bool small =
+      have >= protocol::kFrameHeaderBytes &&
+      protocol::DecodeLength(client->input.data() + client->input_offset) <= kSmallRequest;
   return flight_bytes_ < FlightLimit() + (small ? kSmallReserve : 0);
 }
 
@@ -592,8 +591,7 @@ void TcpStoreServer::Loop::Update(Client* client) {
   const bool frames_held_back = complete_frame_waits && client->phase == Phase::kReady &&
                                 flight_bytes_ >= FlightLimit() && !client->close_after_write &&
                                 client->skip_remaining == 0 && client->parked == nullptr &&
-                                client->output_held <= kMaxQueuedPerClient &&
-                                !CanProcess(client);
+                                client->output_held <= kMaxQueuedPerClient && !CanProcess(client);
   if (((WantsToRead(client) && over) || frames_held_back) && !client->budget_paused) {
     client->budget_paused = true;
     budget_paused_.push_back(client);
@@ -648,8 +646,7 @@ void TcpStoreServer::Loop::OnClientReady(uv_poll_t* poll, int status, int events
     if (!client->closing) self->ProcessInput(client);
   }
   // Checked per client, so one batch of wake-ups overshoots by a chunk at most.
-  if (!client->closing && (events & UV_READABLE) &&
-      self->MayRead(client)) {
+  if (!client->closing && (events & UV_READABLE) && self->MayRead(client)) {
     self->ReadFrom(client);
   }
   if (!client->closing) self->Update(client);
@@ -682,11 +679,11 @@ void TcpStoreServer::Loop::ReadFrom(Client* client) {
     client->skip_remaining -= used;
     if (client->skip_remaining == 0) {
       client->input_since_ms = 0;
-      SendError(client, absl::StatusCode::kResourceExhausted,
-                absl::StrCat("the store server at ", Where(), " refused a request of ",
-                             client->skip_length, " bytes: its limit is ",
-                             limits_.max_request_bytes,
-                             " bytes (max_request_bytes); keep large data out of the store"));
+      SendError(
+          client, absl::StatusCode::kResourceExhausted,
+          absl::StrCat("the store server at ", Where(), " refused a request of ",
+                       client->skip_length, " bytes: its limit is ", limits_.max_request_bytes,
+                       " bytes (max_request_bytes); keep large data out of the store"));
       ++owner_->served_;
     }
   }
@@ -902,13 +899,13 @@ bool TcpStoreServer::Loop::HandleHello(Client* client, absl::string_view payload
   };
   if (version != protocol::kVersion) {
     // Versions 1 and 2 sent the token here; it is not looked at.
-    return refuse(
-        absl::StatusCode::kFailedPrecondition,
-        absl::StrCat("the store server at ", owner_->address_, " speaks protocol version ",
-                     protocol::kVersion, " (challenge-response, the token never sent) but this "
-                     "client speaks version ", version,
-                     "; run the same dist release on every rank"),
-        absl::StrCat("protocol version ", version));
+    return refuse(absl::StatusCode::kFailedPrecondition,
+                  absl::StrCat("the store server at ", owner_->address_,
+                               " speaks protocol version ", protocol::kVersion,
+                               " (challenge-response, the token never sent) but this "
+                               "client speaks version ",
+                               version, "; run the same dist release on every rank"),
+                  absl::StrCat("protocol version ", version));
   }
   if (!reader.Str(auth::kNonceBytes, &client->client_nonce) ||
       client->client_nonce.size() != auth::kNonceBytes || !reader.done()) {
@@ -923,10 +920,10 @@ bool TcpStoreServer::Loop::HandleHello(Client* client, absl::string_view payload
   }
   client->server_nonce = auth::Nonce();
   if (client->server_nonce.empty()) {
-    return refuse(absl::StatusCode::kInternal,
-                  absl::StrCat("the store server at ", owner_->address_,
-                               " could not draw a random nonce"),
-                  "no random nonce");
+    return refuse(
+        absl::StatusCode::kInternal,
+        absl::StrCat("the store server at ", owner_->address_, " could not draw a random nonce"),
+        "no random nonce");
   }
   const bool token = !options_.token.empty();
   reply.U8(0);
@@ -954,12 +951,11 @@ bool TcpStoreServer::Loop::HandleProof(Client* client, absl::string_view payload
       !auth::ProofMatches(options_.token, auth::Role::kClient, client->client_nonce,
                           client->server_nonce, proof)) {
     reply.U8(static_cast<uint8_t>(absl::StatusCode::kUnauthenticated));
-    reply.Str(absl::StrCat(
-        "the store server at ", owner_->address_,
-        proof.empty() ? " requires a token and none was given"
-                      : " refused the token",
-        "; set the same DIST_STORE_TOKEN (or the store_token option) on every "
-        "rank and on the server"));
+    reply.Str(
+        absl::StrCat("the store server at ", owner_->address_,
+                     proof.empty() ? " requires a token and none was given" : " refused the token",
+                     "; set the same DIST_STORE_TOKEN (or the store_token option) on every "
+                     "rank and on the server"));
     LogLimited(absl::StrCat("refusing client ", client->peer, ": ",
                             proof.empty() ? "no token" : "wrong token"));
     ++owner_->dropped_;
@@ -1102,8 +1098,7 @@ bool TcpStoreServer::Loop::HandleRequest(Client* client, absl::string_view paylo
     case Op::kCompareSet: {
       uint8_t has_expected = 0;
       std::string expected, desired;
-      if (!reader.U8(&has_expected) || has_expected > 1 ||
-          !reader.Str(kMaxValueBytes, &expected) ||
+      if (!reader.U8(&has_expected) || has_expected > 1 || !reader.Str(kMaxValueBytes, &expected) ||
           !reader.Str(kMaxValueBytes, &desired) || !reader.done()) {
         break;
       }
@@ -1194,13 +1189,14 @@ bool TcpStoreServer::Loop::HandleRequest(Client* client, absl::string_view paylo
 void TcpStoreServer::Loop::HandleFail(Client* client, const std::string& reason) {
   const std::string line = protocol::OneLineReason(reason.empty() ? "(no reason given)" : reason);
   if (!options_.keep_failures) {
-    LogLimited(absl::StrCat("client ", client->peer, " reports that its rendezvous failed: ",
-                            line, " (still serving: this server outlives jobs)"));
+    LogLimited(absl::StrCat("client ", client->peer, " reports that its rendezvous failed: ", line,
+                            " (still serving: this server outlives jobs)"));
     return;
   }
   if (failure_.has_value()) return;  // the first reason stands
-  failure_ = absl::StrCat("tcp://", Where(), ": the rendezvous on this store already failed: ",
-                          line, "; start all ranks again");
+  failure_ =
+      absl::StrCat("tcp://", Where(), ": the rendezvous on this store already failed: ", line,
+                   "; start all ranks again");
   // Not logged: every rank, rank 0 included, gets the reason as its error.
   {
     absl::MutexLock lock(&owner_->mu_);
@@ -1248,8 +1244,8 @@ void TcpStoreServer::Loop::Park(Client* client, Op op, std::vector<std::string> 
   client->parked = waiter;
   uv_timer_init(&loop_, &waiter->timer);
   waiter->timer.data = waiter;
-  uv_timer_start(&waiter->timer, &Loop::OnWaiterTimeout,
-                 static_cast<uint64_t>(waiter->timeout_ms), 0);
+  uv_timer_start(&waiter->timer, &Loop::OnWaiterTimeout, static_cast<uint64_t>(waiter->timeout_ms),
+                 0);
 }
 
 void TcpStoreServer::Loop::NotifyKey(const std::string& key) {
@@ -1278,9 +1274,9 @@ void TcpStoreServer::Loop::Complete(Waiter* waiter, bool timed_out) {
     Unindex(waiter);
     const std::vector<std::string> missing = table_.Missing(waiter->keys);
     reply.U8(static_cast<uint8_t>(absl::StatusCode::kDeadlineExceeded));
-    reply.Str(absl::StrCat("timed out after ", waiter->timeout_ms,
-                           " ms waiting for store key", missing.size() == 1 ? " " : "s ",
-                           DescribeKeys(missing), " (not set by any rank yet)"));
+    reply.Str(absl::StrCat("timed out after ", waiter->timeout_ms, " ms waiting for store key",
+                           missing.size() == 1 ? " " : "s ", DescribeKeys(missing),
+                           " (not set by any rank yet)"));
   } else {
     reply.U8(0);
     if (waiter->op == Op::kGet) {

@@ -85,8 +85,7 @@ class TcpStoreServer {
  public:
   // Binds and listens on the calling thread (so "address in use" is reported
   // here), then serves on a new thread.
-  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(
-      TcpStoreServerOptions options);
+  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(TcpStoreServerOptions options);
   ~TcpStoreServer();  // Stops.
 
   int port() const { return port_; }

@@ -28,7 +28,8 @@ long long Number(const std::string& value, const std::string& word) {
 
 std::string VersionMacro(const std::string& abi) {
   if (abi == "plugin") return "DIST_BACKEND_ABI_MINOR (sdk/include/dist/backend_plugin.h)";
-  if (abi == "rendezvous") return "DIST_RENDEZVOUS_ABI_MINOR (sdk/include/dist/rendezvous_plugin.h)";
+  if (abi == "rendezvous")
+    return "DIST_RENDEZVOUS_ABI_MINOR (sdk/include/dist/rendezvous_plugin.h)";
   return "DIST_VERSION_MINOR (sdk/include/dist/dist.h)";
 }
 
@@ -47,8 +48,8 @@ absl::StatusOr<std::vector<Item>> ParseDescription(const std::string& text) {
     if (line.empty() || line.front() == '#') continue;
     std::vector<std::string> parts = absl::StrSplit(line, absl::MaxSplits(' ', 3));
     if (parts.size() < 4) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "line ", line_number, " '", line, "': want '<abi> <kind> <name> <value>'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("line ", line_number, " '", line, "': want '<abi> <kind> <name> <value>'"));
     }
     items.push_back(Item{parts[0], parts[1], parts[2], parts[3]});
   }
@@ -97,9 +98,8 @@ Diff Compare(const std::vector<Item>& expected, const std::vector<Item>& actual)
       auto g = grown.find(owner);
       const bool at_end = g != grown.end() && Number(item.value, "offset") >= g->second;
       if (!owner_is_new && !at_end) {
-        diff.breaking.push_back(absl::StrCat(
-            "inserted: ", Describe(item), " lies inside the old ", owner,
-            "; new fields go at the end"));
+        diff.breaking.push_back(absl::StrCat("inserted: ", Describe(item), " lies inside the old ",
+                                             owner, "; new fields go at the end"));
         continue;
       }
     }
@@ -149,8 +149,8 @@ std::string ExplainDrift(const Diff& diff, const std::string& path) {
 
 std::string ExplainIncompatibility(const Diff& diff, const std::string& baseline_name) {
   if (diff.breaking.empty()) return "";
-  std::string out = absl::StrCat("The current ABI is not a compatible extension of ",
-                                 baseline_name, ":\n");
+  std::string out =
+      absl::StrCat("The current ABI is not a compatible extension of ", baseline_name, ":\n");
   for (const std::string& line : diff.breaking) absl::StrAppend(&out, "  ", line, "\n");
   absl::StrAppend(&out, "Plugins built against ", baseline_name,
                   " would misread these. Restore the old layout (see sdk/ABI.md).\n");

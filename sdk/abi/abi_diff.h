@@ -11,8 +11,8 @@
 namespace dist::abi {
 
 struct Item {
-  std::string abi;    // "plugin", "rendezvous" or "host"
-  std::string kind;   // struct, field, enum, enum_size, const, version, symbol
+  std::string abi;   // "plugin", "rendezvous" or "host"
+  std::string kind;  // struct, field, enum, enum_size, const, version, symbol
   std::string name;
   std::string value;  // the rest of the line
 };

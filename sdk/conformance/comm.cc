@@ -17,18 +17,30 @@ namespace {
 
 dist_backend_op_fn OpFn(const dist_backend_plugin_t& t, dist_collective_t coll) {
   switch (coll) {
-    case DIST_COLL_ALL_REDUCE: return t.all_reduce;
-    case DIST_COLL_BROADCAST: return t.broadcast;
-    case DIST_COLL_REDUCE: return t.reduce;
-    case DIST_COLL_ALL_GATHER: return t.all_gather;
-    case DIST_COLL_GATHER: return t.gather;
-    case DIST_COLL_SCATTER: return t.scatter;
-    case DIST_COLL_REDUCE_SCATTER: return t.reduce_scatter;
-    case DIST_COLL_ALL_TO_ALL: return t.all_to_all;
-    case DIST_COLL_BARRIER: return t.barrier;
-    case DIST_COLL_SEND: return t.send;
-    case DIST_COLL_RECV: return t.recv;
-    default: return nullptr;
+    case DIST_COLL_ALL_REDUCE:
+      return t.all_reduce;
+    case DIST_COLL_BROADCAST:
+      return t.broadcast;
+    case DIST_COLL_REDUCE:
+      return t.reduce;
+    case DIST_COLL_ALL_GATHER:
+      return t.all_gather;
+    case DIST_COLL_GATHER:
+      return t.gather;
+    case DIST_COLL_SCATTER:
+      return t.scatter;
+    case DIST_COLL_REDUCE_SCATTER:
+      return t.reduce_scatter;
+    case DIST_COLL_ALL_TO_ALL:
+      return t.all_to_all;
+    case DIST_COLL_BARRIER:
+      return t.barrier;
+    case DIST_COLL_SEND:
+      return t.send;
+    case DIST_COLL_RECV:
+      return t.recv;
+    default:
+      return nullptr;
   }
 }
 
@@ -142,8 +154,8 @@ class AbiComm : public Comm {
     dist_backend_work_t* work = nullptr;
     DIST_RETURN_IF_ERROR(TakeError(fn(comm_, &copy, &work)));
     if (work == nullptr) {
-      return absl::InternalError(absl::StrCat(dist_collective_name(coll),
-                                              " returned success but no work handle"));
+      return absl::InternalError(
+          absl::StrCat(dist_collective_name(coll), " returned success but no work handle"));
     }
     return std::unique_ptr<Work>(new AbiWork(&table(), work));
   }
@@ -190,16 +202,15 @@ class AbiComm : public Comm {
         new AbiComm(shared_, std::move(*store), comm, rank_, world_, timeout_ms));
   }
 
-  absl::StatusOr<std::unique_ptr<Comm>> DuplicateSized(const std::string& name,
-                                                       int64_t timeout_ms,
+  absl::StatusOr<std::unique_ptr<Comm>> DuplicateSized(const std::string& name, int64_t timeout_ms,
                                                        size_t struct_size) override {
     absl::StatusOr<StoreRef> store = PrefixedStore(*shared_, name);
     if (!store.ok()) return store.status();
     const std::vector<unsigned char> block =
         SizedBlock(MakeConfig(rank_, world_, store->get(), timeout_ms, name), struct_size);
     dist_backend_comm_t* comm = nullptr;
-    DIST_RETURN_IF_ERROR(TakeError(table().comm_create(
-        reinterpret_cast<const dist_comm_config_t*>(block.data()), &comm)));
+    DIST_RETURN_IF_ERROR(TakeError(
+        table().comm_create(reinterpret_cast<const dist_comm_config_t*>(block.data()), &comm)));
     return std::unique_ptr<Comm>(
         new AbiComm(shared_, std::move(*store), comm, rank_, world_, timeout_ms));
   }
@@ -217,8 +228,8 @@ class AbiComm : public Comm {
     DIST_RETURN_IF_ERROR(
         TakeError(fn(comm_, reinterpret_cast<const dist_op_args_t*>(block.data()), &work)));
     if (work == nullptr) {
-      return absl::InternalError(absl::StrCat(dist_collective_name(coll),
-                                              " returned success but no work handle"));
+      return absl::InternalError(
+          absl::StrCat(dist_collective_name(coll), " returned success but no work handle"));
     }
     return std::unique_ptr<Work>(new AbiWork(&table(), work));
   }
@@ -273,20 +284,41 @@ class CoreComm : public Comm {
     dist_work_t* work = nullptr;
     dist_error_t* error = nullptr;
     switch (coll) {
-      case DIST_COLL_ALL_REDUCE: error = dist_all_reduce(group_, &a.send, &a.recv, a.op, &work); break;
-      case DIST_COLL_BROADCAST: error = dist_broadcast(group_, &a.send, &a.recv, a.root, &work); break;
-      case DIST_COLL_REDUCE: error = dist_reduce(group_, &a.send, &a.recv, a.op, a.root, &work); break;
-      case DIST_COLL_ALL_GATHER: error = dist_all_gather(group_, &a.send, &a.recv, &work); break;
-      case DIST_COLL_GATHER: error = dist_gather(group_, &a.send, &a.recv, a.root, &work); break;
-      case DIST_COLL_SCATTER: error = dist_scatter(group_, &a.send, &a.recv, a.root, &work); break;
+      case DIST_COLL_ALL_REDUCE:
+        error = dist_all_reduce(group_, &a.send, &a.recv, a.op, &work);
+        break;
+      case DIST_COLL_BROADCAST:
+        error = dist_broadcast(group_, &a.send, &a.recv, a.root, &work);
+        break;
+      case DIST_COLL_REDUCE:
+        error = dist_reduce(group_, &a.send, &a.recv, a.op, a.root, &work);
+        break;
+      case DIST_COLL_ALL_GATHER:
+        error = dist_all_gather(group_, &a.send, &a.recv, &work);
+        break;
+      case DIST_COLL_GATHER:
+        error = dist_gather(group_, &a.send, &a.recv, a.root, &work);
+        break;
+      case DIST_COLL_SCATTER:
+        error = dist_scatter(group_, &a.send, &a.recv, a.root, &work);
+        break;
       case DIST_COLL_REDUCE_SCATTER:
         error = dist_reduce_scatter(group_, &a.send, &a.recv, a.op, &work);
         break;
-      case DIST_COLL_ALL_TO_ALL: error = dist_all_to_all(group_, &a.send, &a.recv, &work); break;
-      case DIST_COLL_BARRIER: error = dist_barrier(group_, &work); break;
-      case DIST_COLL_SEND: error = dist_send(group_, &a.send, a.peer, a.tag, &work); break;
-      case DIST_COLL_RECV: error = dist_recv(group_, &a.recv, a.peer, a.tag, &work); break;
-      default: return absl::InvalidArgumentError("unknown collective");
+      case DIST_COLL_ALL_TO_ALL:
+        error = dist_all_to_all(group_, &a.send, &a.recv, &work);
+        break;
+      case DIST_COLL_BARRIER:
+        error = dist_barrier(group_, &work);
+        break;
+      case DIST_COLL_SEND:
+        error = dist_send(group_, &a.send, a.peer, a.tag, &work);
+        break;
+      case DIST_COLL_RECV:
+        error = dist_recv(group_, &a.recv, a.peer, a.tag, &work);
+        break;
+      default:
+        return absl::InvalidArgumentError("unknown collective");
     }
     DIST_RETURN_IF_ERROR(TakeError(error));
     if (work == nullptr) {
@@ -307,7 +339,8 @@ class CoreComm : public Comm {
     if (status.code() != absl::StatusCode::kFailedPrecondition) {
       return absl::InternalError(absl::StrCat(
           "an operation on a subgroup this rank is not in should fail with FAILED_PRECONDITION, "
-          "got: ", status.ToString()));
+          "got: ",
+          status.ToString()));
     }
     return std::unique_ptr<Comm>();
   }
@@ -357,14 +390,14 @@ absl::StatusOr<std::unique_ptr<Comm>> CreateAbiComm(const LoadedPlugin& plugin,
   dist_rendezvous_result_t result;
   std::memset(&result, 0, sizeof(result));
   result.struct_size = sizeof(result);
-  DIST_RETURN_IF_ERROR(TakeError(dist_rendezvous(rendezvous.url.c_str(), &hints,
-                                                 rendezvous.timeout_ms, &result)));
+  DIST_RETURN_IF_ERROR(
+      TakeError(dist_rendezvous(rendezvous.url.c_str(), &hints, rendezvous.timeout_ms, &result)));
   shared->root_store = result.store;
   absl::StatusOr<StoreRef> store = PrefixedStore(*shared, "world");
   if (!store.ok()) return store.status();
   const std::string name = "conformance";
-  dist_comm_config_t config = MakeConfig(result.rank, result.world_size, store->get(),
-                                         rendezvous.group_timeout_ms, name);
+  dist_comm_config_t config =
+      MakeConfig(result.rank, result.world_size, store->get(), rendezvous.group_timeout_ms, name);
   config.local_rank = result.local_rank;
   config.local_world_size = result.local_world_size;
   dist_backend_comm_t* comm = nullptr;

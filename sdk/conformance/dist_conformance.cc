@@ -82,8 +82,9 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const std::string plugin = Absolute(absl::GetFlag(FLAGS_plugin));
   if (plugin.empty()) {
-    std::fprintf(stderr, "dist_conformance: --plugin is required (a path to a backend .so or a "
-                         "backend name); see --help\n");
+    std::fprintf(stderr,
+                 "dist_conformance: --plugin is required (a path to a backend .so or a "
+                 "backend name); see --help\n");
     return 2;
   }
   const std::string via = absl::GetFlag(FLAGS_via);

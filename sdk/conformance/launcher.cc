@@ -54,8 +54,8 @@ std::string DescribeExit(const Child& c) {
   if (c.killed) return "killed after the overall timeout";
   if (WIFEXITED(c.status)) return absl::StrCat("exit code ", WEXITSTATUS(c.status));
   if (WIFSIGNALED(c.status)) {
-    return absl::StrCat("killed by signal ", WTERMSIG(c.status), " (", strsignal(WTERMSIG(c.status)),
-                        ")");
+    return absl::StrCat("killed by signal ", WTERMSIG(c.status), " (",
+                        strsignal(WTERMSIG(c.status)), ")");
   }
   return "ended oddly";
 }
@@ -85,8 +85,12 @@ int Launch(const LaunchOptions& options) {
 
   std::vector<Child> children;
   if (options.launcher == "mpirun") {
-    std::vector<std::string> argv = {options.mpirun, "--allow-run-as-root", "--oversubscribe",
-                                     "-np", absl::StrCat(options.world_size), options.self};
+    std::vector<std::string> argv = {options.mpirun,
+                                     "--allow-run-as-root",
+                                     "--oversubscribe",
+                                     "-np",
+                                     absl::StrCat(options.world_size),
+                                     options.self};
     argv.insert(argv.end(), common.begin(), common.end());
     argv.push_back("--results_dir=" + *dir);
     children.push_back(Child{"mpirun", Spawn(argv)});
@@ -142,18 +146,20 @@ int Launch(const LaunchOptions& options) {
   std::string sections;  // where ranks were when they ended
   for (int r = 0; r < options.world_size; ++r) {
     const std::string last = LastSection(absl::StrCat(*dir, "/rank", r, ".tsv"));
-    if (!last.empty()) absl::StrAppend(&sections, sections.empty() ? "" : ", ", "rank ", r, ": ", last);
+    if (!last.empty())
+      absl::StrAppend(&sections, sections.empty() ? "" : ", ", "rank ", r, ": ", last);
   }
   for (const Child& c : children) {
     // Exit code 1 means "some check failed", which the rows already say.
     const bool clean = !c.killed && WIFEXITED(c.status) &&
                        (WEXITSTATUS(c.status) == 0 || WEXITSTATUS(c.status) == 1);
-    merged.push_back(Row{absl::StrCat("process ", c.name, " ended cleanly"), "-", "-", "-",
-                         clean ? Outcome::kPass : Outcome::kFail,
-                         clean ? "" : absl::StrCat(DescribeExit(c), " (last sections: ", sections, ")")});
+    merged.push_back(
+        Row{absl::StrCat("process ", c.name, " ended cleanly"), "-", "-", "-",
+            clean ? Outcome::kPass : Outcome::kFail,
+            clean ? "" : absl::StrCat(DescribeExit(c), " (last sections: ", sections, ")")});
   }
-  std::printf("dist_conformance: %d ranks (%s, %s)\n", options.world_size,
-              options.launcher.c_str(), url.c_str());
+  std::printf("dist_conformance: %d ranks (%s, %s)\n", options.world_size, options.launcher.c_str(),
+              url.c_str());
   PrintTable(merged, options.only_failures, stdout);
   std::error_code ignored;
   std::filesystem::remove_all(*dir, ignored);

@@ -15,7 +15,7 @@ struct LaunchOptions {
   int world_size = 2;
   std::string launcher = "local";  // "local" or "mpirun"
   std::string mpirun = "mpirun";
-  std::string init = "tcp";        // "tcp" (a free loopback port) or "file"
+  std::string init = "tcp";  // "tcp" (a free loopback port) or "file"
   int timeout_s = 600;
   bool only_failures = false;
 };

@@ -61,7 +61,8 @@ absl::StatusOr<int> CudaDeviceCount() {
   int count = 0;
   const int code = rt.get_device_count(&count);
   if (code != 0) {
-    return absl::UnavailableError(absl::StrCat("no CUDA device: ", rt.Error("cudaGetDeviceCount", code)));
+    return absl::UnavailableError(
+        absl::StrCat("no CUDA device: ", rt.Error("cudaGetDeviceCount", code)));
   }
   if (count == 0) return absl::UnavailableError("no CUDA device");
   return count;

@@ -18,8 +18,8 @@ uint64_t SplitMix64(uint64_t x) {
 }
 
 uint64_t Hash(uint64_t seed, int rank, uint64_t index) {
-  return SplitMix64(seed ^ SplitMix64(static_cast<uint64_t>(rank) * 0x100000001b3ull ^
-                                      SplitMix64(index)));
+  return SplitMix64(seed ^
+                    SplitMix64(static_cast<uint64_t>(rank) * 0x100000001b3ull ^ SplitMix64(index)));
 }
 
 bool IsUnsigned(dist_dtype_t dtype) { return dtype == DIST_UINT8; }
@@ -28,11 +28,16 @@ bool IsUnsigned(dist_dtype_t dtype) { return dtype == DIST_UINT8; }
 // for integer dtypes, multiples of 0.5 for floats) is exact in the dtype.
 int64_t PayloadBound(dist_dtype_t dtype) {
   switch (dtype) {
-    case DIST_INT8: return 100;
-    case DIST_UINT8: return 200;
-    case DIST_FLOAT16: return 1000;  // /2: up to 500, 10 significant bits
-    case DIST_BFLOAT16: return 200;  // /2: up to 100, 8 significant bits
-    default: return 1000000;
+    case DIST_INT8:
+      return 100;
+    case DIST_UINT8:
+      return 200;
+    case DIST_FLOAT16:
+      return 1000;  // /2: up to 500, 10 significant bits
+    case DIST_BFLOAT16:
+      return 200;  // /2: up to 100, 8 significant bits
+    default:
+      return 1000000;
   }
 }
 
@@ -42,11 +47,20 @@ int64_t SumBound(dist_dtype_t dtype, int world) {
   const int64_t w = std::max(world, 1);
   int64_t limit = 1000000;
   switch (dtype) {
-    case DIST_INT8: limit = 127; break;
-    case DIST_UINT8: limit = 255; break;
-    case DIST_FLOAT16: limit = 2048; break;  // integers exact up to 2^11
-    case DIST_BFLOAT16: limit = 256; break;  // integers exact up to 2^8
-    default: break;
+    case DIST_INT8:
+      limit = 127;
+      break;
+    case DIST_UINT8:
+      limit = 255;
+      break;
+    case DIST_FLOAT16:
+      limit = 2048;
+      break;  // integers exact up to 2^11
+    case DIST_BFLOAT16:
+      limit = 256;
+      break;  // integers exact up to 2^8
+    default:
+      break;
   }
   return std::max<int64_t>(1, std::min<int64_t>(1000000, limit / w));
 }
@@ -65,10 +79,14 @@ Wide FromInt(dist_dtype_t dtype, int64_t value) {
 
 int64_t WrapToDtype(dist_dtype_t dtype, int64_t value) {
   switch (dtype) {
-    case DIST_INT8: return static_cast<int8_t>(static_cast<uint8_t>(value & 0xff));
-    case DIST_UINT8: return static_cast<uint8_t>(value & 0xff);
-    case DIST_INT32: return static_cast<int32_t>(static_cast<uint32_t>(value & 0xffffffff));
-    default: return value;
+    case DIST_INT8:
+      return static_cast<int8_t>(static_cast<uint8_t>(value & 0xff));
+    case DIST_UINT8:
+      return static_cast<uint8_t>(value & 0xff);
+    case DIST_INT32:
+      return static_cast<int32_t>(static_cast<uint32_t>(value & 0xffffffff));
+    default:
+      return value;
   }
 }
 
@@ -78,11 +96,16 @@ uint64_t MixSeed(uint64_t a, uint64_t b) { return SplitMix64(a * 31 + SplitMix64
 
 double Epsilon(dist_dtype_t dtype) {
   switch (dtype) {
-    case DIST_FLOAT16: return std::ldexp(1.0, -11);
-    case DIST_BFLOAT16: return std::ldexp(1.0, -8);
-    case DIST_FLOAT32: return std::ldexp(1.0, -24);
-    case DIST_FLOAT64: return std::ldexp(1.0, -53);
-    default: return 0.0;
+    case DIST_FLOAT16:
+      return std::ldexp(1.0, -11);
+    case DIST_BFLOAT16:
+      return std::ldexp(1.0, -8);
+    case DIST_FLOAT32:
+      return std::ldexp(1.0, -24);
+    case DIST_FLOAT64:
+      return std::ldexp(1.0, -53);
+    default:
+      return 0.0;
   }
 }
 
@@ -120,30 +143,64 @@ Wide InputValue(const ValueDomain& domain, uint64_t seed, int rank, uint64_t ind
 
 void StoreElement(dist_dtype_t dtype, const Wide& value, void* data, uint64_t i) {
   switch (dtype) {
-    case DIST_INT8: static_cast<int8_t*>(data)[i] = static_cast<int8_t>(WrapToDtype(dtype, value.i)); break;
-    case DIST_UINT8: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(WrapToDtype(dtype, value.i)); break;
-    case DIST_INT32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(WrapToDtype(dtype, value.i)); break;
-    case DIST_INT64: static_cast<int64_t*>(data)[i] = value.i; break;
-    case DIST_FLOAT16: static_cast<Float16*>(data)[i] = ToFloat16(static_cast<float>(value.f)); break;
-    case DIST_BFLOAT16: static_cast<BFloat16*>(data)[i] = ToBFloat16(static_cast<float>(value.f)); break;
-    case DIST_FLOAT32: static_cast<float*>(data)[i] = static_cast<float>(value.f); break;
-    case DIST_FLOAT64: static_cast<double*>(data)[i] = value.f; break;
-    default: break;
+    case DIST_INT8:
+      static_cast<int8_t*>(data)[i] = static_cast<int8_t>(WrapToDtype(dtype, value.i));
+      break;
+    case DIST_UINT8:
+      static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(WrapToDtype(dtype, value.i));
+      break;
+    case DIST_INT32:
+      static_cast<int32_t*>(data)[i] = static_cast<int32_t>(WrapToDtype(dtype, value.i));
+      break;
+    case DIST_INT64:
+      static_cast<int64_t*>(data)[i] = value.i;
+      break;
+    case DIST_FLOAT16:
+      static_cast<Float16*>(data)[i] = ToFloat16(static_cast<float>(value.f));
+      break;
+    case DIST_BFLOAT16:
+      static_cast<BFloat16*>(data)[i] = ToBFloat16(static_cast<float>(value.f));
+      break;
+    case DIST_FLOAT32:
+      static_cast<float*>(data)[i] = static_cast<float>(value.f);
+      break;
+    case DIST_FLOAT64:
+      static_cast<double*>(data)[i] = value.f;
+      break;
+    default:
+      break;
   }
 }
 
 Wide LoadElement(dist_dtype_t dtype, const void* data, uint64_t i) {
   Wide w;
   switch (dtype) {
-    case DIST_INT8: w.i = static_cast<const int8_t*>(data)[i]; break;
-    case DIST_UINT8: w.i = static_cast<const uint8_t*>(data)[i]; break;
-    case DIST_INT32: w.i = static_cast<const int32_t*>(data)[i]; break;
-    case DIST_INT64: w.i = static_cast<const int64_t*>(data)[i]; break;
-    case DIST_FLOAT16: w.f = ToFloat(static_cast<const Float16*>(data)[i]); return w;
-    case DIST_BFLOAT16: w.f = ToFloat(static_cast<const BFloat16*>(data)[i]); return w;
-    case DIST_FLOAT32: w.f = static_cast<const float*>(data)[i]; return w;
-    case DIST_FLOAT64: w.f = static_cast<const double*>(data)[i]; return w;
-    default: return w;
+    case DIST_INT8:
+      w.i = static_cast<const int8_t*>(data)[i];
+      break;
+    case DIST_UINT8:
+      w.i = static_cast<const uint8_t*>(data)[i];
+      break;
+    case DIST_INT32:
+      w.i = static_cast<const int32_t*>(data)[i];
+      break;
+    case DIST_INT64:
+      w.i = static_cast<const int64_t*>(data)[i];
+      break;
+    case DIST_FLOAT16:
+      w.f = ToFloat(static_cast<const Float16*>(data)[i]);
+      return w;
+    case DIST_BFLOAT16:
+      w.f = ToFloat(static_cast<const BFloat16*>(data)[i]);
+      return w;
+    case DIST_FLOAT32:
+      w.f = static_cast<const float*>(data)[i];
+      return w;
+    case DIST_FLOAT64:
+      w.f = static_cast<const double*>(data)[i];
+      return w;
+    default:
+      return w;
   }
   w.f = static_cast<double>(w.i);
   return w;
@@ -167,14 +224,33 @@ void FillExpectedReduction(const ValueDomain& domain, uint64_t seed, uint64_t fi
       const Wide v = InputValue(domain, seed, r, first_index + i);
       switch (op) {
         case DIST_SUM:
-        case DIST_AVG: acc.i += v.i; acc.f += v.f; break;
-        case DIST_PRODUCT: acc.i *= v.i; acc.f *= v.f; break;
-        case DIST_MIN: acc.i = std::min(acc.i, v.i); acc.f = std::min(acc.f, v.f); break;
-        case DIST_MAX: acc.i = std::max(acc.i, v.i); acc.f = std::max(acc.f, v.f); break;
-        case DIST_BAND: acc.i &= v.i; break;
-        case DIST_BOR: acc.i |= v.i; break;
-        case DIST_BXOR: acc.i ^= v.i; break;
-        default: break;
+        case DIST_AVG:
+          acc.i += v.i;
+          acc.f += v.f;
+          break;
+        case DIST_PRODUCT:
+          acc.i *= v.i;
+          acc.f *= v.f;
+          break;
+        case DIST_MIN:
+          acc.i = std::min(acc.i, v.i);
+          acc.f = std::min(acc.f, v.f);
+          break;
+        case DIST_MAX:
+          acc.i = std::max(acc.i, v.i);
+          acc.f = std::max(acc.f, v.f);
+          break;
+        case DIST_BAND:
+          acc.i &= v.i;
+          break;
+        case DIST_BOR:
+          acc.i |= v.i;
+          break;
+        case DIST_BXOR:
+          acc.i ^= v.i;
+          break;
+        default:
+          break;
       }
     }
     if (op == DIST_AVG) {
@@ -224,13 +300,11 @@ absl::Status CompareElements(dist_dtype_t dtype, const void* got, const void* ex
     }
   }
   if (differing == 0) return absl::OkStatus();
-  auto text = [&](const Wide& w) {
-    return floating ? absl::StrCat(w.f) : absl::StrCat(w.i);
-  };
-  return absl::InternalError(absl::StrCat(
-      "element ", first, ": expected ", text(first_expected), ", got ", text(first_got), " (",
-      differing, " of ", count, " elements differ",
-      abs_tolerance > 0 ? absl::StrCat(", tolerance ", abs_tolerance) : "", ")"));
+  auto text = [&](const Wide& w) { return floating ? absl::StrCat(w.f) : absl::StrCat(w.i); };
+  return absl::InternalError(
+      absl::StrCat("element ", first, ": expected ", text(first_expected), ", got ",
+                   text(first_got), " (", differing, " of ", count, " elements differ",
+                   abs_tolerance > 0 ? absl::StrCat(", tolerance ", abs_tolerance) : "", ")"));
 }
 
 }  // namespace dist::conformance

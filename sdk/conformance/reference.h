@@ -37,23 +37,21 @@ struct Wide {
 };
 
 // The value `rank` contributes at logical element `index`.
-Wide InputValue(const ValueDomain& domain, uint64_t seed, int rank,
-                uint64_t index);
+Wide InputValue(const ValueDomain& domain, uint64_t seed, int rank, uint64_t index);
 
 // Writes `count` input elements of `rank`, logical indices
 // [first_index, first_index + count), into `data` (dtype of the domain).
-void FillInput(const ValueDomain& domain, uint64_t seed, int rank,
-               uint64_t first_index, uint64_t count, void* data);
+void FillInput(const ValueDomain& domain, uint64_t seed, int rank, uint64_t first_index,
+               uint64_t count, void* data);
 
 // The reduction over all ranks 0..world_size-1 of InputValue(rank, index),
 // for logical indices [first_index, first_index + count), written as the
 // dtype into `out` (count elements).
-void FillExpectedReduction(const ValueDomain& domain, uint64_t seed,
-                           uint64_t first_index, uint64_t count, void* out);
+void FillExpectedReduction(const ValueDomain& domain, uint64_t seed, uint64_t first_index,
+                           uint64_t count, void* out);
 
 // Writes one wide value as element `i` of a dtype array.
-void StoreElement(dist_dtype_t dtype, const Wide& value, void* data,
-                  uint64_t i);
+void StoreElement(dist_dtype_t dtype, const Wide& value, void* data, uint64_t i);
 // Reads element `i` of a dtype array (floating types as double, integers as
 // int64, both filled).
 Wide LoadElement(dist_dtype_t dtype, const void* data, uint64_t i);
@@ -62,9 +60,8 @@ Wide LoadElement(dist_dtype_t dtype, const void* data, uint64_t i);
 // Integers must match exactly; floats within `abs_tolerance` (0: exactly).
 // The error names the first differing element, both values and how many
 // elements differ.
-absl::Status CompareElements(dist_dtype_t dtype, const void* got,
-                             const void* expected, uint64_t count,
-                             double abs_tolerance);
+absl::Status CompareElements(dist_dtype_t dtype, const void* got, const void* expected,
+                             uint64_t count, double abs_tolerance);
 
 // The tolerance a reduction result in `domain` is compared with: 0 except for
 // AVG on floating types (a backend may divide before or after summing).

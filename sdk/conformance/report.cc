@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 
 namespace dist::conformance {
 namespace {
@@ -16,17 +16,20 @@ std::string Clean(const std::string& text) {
 }
 
 int Count(const std::vector<Row>& rows, Outcome outcome) {
-  return static_cast<int>(std::count_if(rows.begin(), rows.end(),
-                                        [&](const Row& r) { return r.outcome == outcome; }));
+  return static_cast<int>(
+      std::count_if(rows.begin(), rows.end(), [&](const Row& r) { return r.outcome == outcome; }));
 }
 
 }  // namespace
 
 const char* OutcomeName(Outcome outcome) {
   switch (outcome) {
-    case Outcome::kPass: return "PASS";
-    case Outcome::kFail: return "FAIL";
-    case Outcome::kSkip: return "SKIP";
+    case Outcome::kPass:
+      return "PASS";
+    case Outcome::kFail:
+      return "FAIL";
+    case Outcome::kSkip:
+      return "SKIP";
   }
   return "?";
 }
@@ -129,7 +132,8 @@ std::vector<Row> MergeRanks(const std::vector<std::vector<Row>>& per_rank) {
     if (!failures.empty()) {
       row.outcome = Outcome::kFail;
       row.detail = failures.front();
-      if (failures.size() > 1) absl::StrAppend(&row.detail, " (and ", failures.size() - 1, " more ranks)");
+      if (failures.size() > 1)
+        absl::StrAppend(&row.detail, " (and ", failures.size() - 1, " more ranks)");
     } else if (all_skip) {
       row.outcome = Outcome::kSkip;
     } else {

@@ -24,16 +24,14 @@ namespace {
 constexpr dist_collective_t kReducing[] = {DIST_COLL_ALL_REDUCE, DIST_COLL_REDUCE,
                                            DIST_COLL_REDUCE_SCATTER};
 constexpr dist_collective_t kMoving[] = {DIST_COLL_BROADCAST, DIST_COLL_ALL_GATHER,
-                                         DIST_COLL_GATHER, DIST_COLL_SCATTER,
-                                         DIST_COLL_ALL_TO_ALL};
+                                         DIST_COLL_GATHER, DIST_COLL_SCATTER, DIST_COLL_ALL_TO_ALL};
 // Extra time a wait gets beyond the operation's own timeout, so that the
 // backend's timeout error (which names the culprit) arrives first.
 constexpr int64_t kWaitSlackMs = 10000;
 
 bool HasInPlace(dist_collective_t coll) {
-  return coll == DIST_COLL_ALL_REDUCE || coll == DIST_COLL_BROADCAST ||
-         coll == DIST_COLL_REDUCE || coll == DIST_COLL_ALL_GATHER ||
-         coll == DIST_COLL_REDUCE_SCATTER;
+  return coll == DIST_COLL_ALL_REDUCE || coll == DIST_COLL_BROADCAST || coll == DIST_COLL_REDUCE ||
+         coll == DIST_COLL_ALL_GATHER || coll == DIST_COLL_REDUCE_SCATTER;
 }
 
 // Buffer shapes of dist/backend_plugin.h, in elements.
@@ -42,11 +40,18 @@ void Shapes(dist_collective_t coll, uint64_t n, uint64_t world, uint64_t* send, 
   *recv = n;
   switch (coll) {
     case DIST_COLL_ALL_GATHER:
-    case DIST_COLL_GATHER: *recv = n * world; break;
+    case DIST_COLL_GATHER:
+      *recv = n * world;
+      break;
     case DIST_COLL_SCATTER:
-    case DIST_COLL_REDUCE_SCATTER: *send = n * world; break;
-    case DIST_COLL_ALL_TO_ALL: *send = *recv = n * world; break;
-    default: break;
+    case DIST_COLL_REDUCE_SCATTER:
+      *send = n * world;
+      break;
+    case DIST_COLL_ALL_TO_ALL:
+      *send = *recv = n * world;
+      break;
+    default:
+      break;
   }
 }
 
@@ -78,9 +83,9 @@ absl::Status StartAndWait(Comm& comm, dist_collective_t coll, const dist_op_args
   if (!work.ok()) return work.status();
   absl::Status status = (*work)->Wait(timeout_ms + kWaitSlackMs);
   if (absl::IsDeadlineExceeded(status)) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        dist_collective_name(coll), " did not complete within ", timeout_ms + kWaitSlackMs,
-        " ms: ", status.message()));
+    return absl::DeadlineExceededError(
+        absl::StrCat(dist_collective_name(coll), " did not complete within ",
+                     timeout_ms + kWaitSlackMs, " ms: ", status.message()));
   }
   return status;
 }
@@ -92,14 +97,14 @@ absl::StatusOr<std::unique_ptr<DeviceBuffer>> Filled(dist_device_t device, size_
   return buffer;
 }
 
-#define CONFORMANCE_ASSIGN(lhs, expr)             \
-  auto lhs##_or = (expr);                         \
-  if (!lhs##_or.ok()) return lhs##_or.status();   \
+#define CONFORMANCE_ASSIGN(lhs, expr)           \
+  auto lhs##_or = (expr);                       \
+  if (!lhs##_or.ok()) return lhs##_or.status(); \
   auto lhs = std::move(*lhs##_or)
 
-#define CONFORMANCE_RETURN_IF_ERROR(expr)          \
-  do {                                             \
-    absl::Status conformance_status_ = (expr);     \
+#define CONFORMANCE_RETURN_IF_ERROR(expr)                      \
+  do {                                                         \
+    absl::Status conformance_status_ = (expr);                 \
     if (!conformance_status_.ok()) return conformance_status_; \
   } while (0)
 
@@ -169,17 +174,25 @@ absl::Status RunCase(Comm& comm, dist_device_t device, const Case& c, int64_t ti
   CONFORMANCE_RETURN_IF_ERROR(result->Download());
 
   // The expected result, computed locally from every rank's inputs.
-  const bool receives = !((c.coll == DIST_COLL_REDUCE || c.coll == DIST_COLL_GATHER) &&
-                          me != c.root);
+  const bool receives =
+      !((c.coll == DIST_COLL_REDUCE || c.coll == DIST_COLL_GATHER) && me != c.root);
   if (receives) {
     std::vector<unsigned char> expected(recv_count * es + 1);
     unsigned char* e = expected.data();
     switch (c.coll) {
       case DIST_COLL_ALL_REDUCE:
-      case DIST_COLL_REDUCE: FillExpectedReduction(domain, c.seed, 0, n, e); break;
-      case DIST_COLL_REDUCE_SCATTER: FillExpectedReduction(domain, c.seed, me * n, n, e); break;
-      case DIST_COLL_BROADCAST: FillInput(domain, c.seed, c.root, 0, n, e); break;
-      case DIST_COLL_SCATTER: FillInput(domain, c.seed, c.root, me * n, n, e); break;
+      case DIST_COLL_REDUCE:
+        FillExpectedReduction(domain, c.seed, 0, n, e);
+        break;
+      case DIST_COLL_REDUCE_SCATTER:
+        FillExpectedReduction(domain, c.seed, me * n, n, e);
+        break;
+      case DIST_COLL_BROADCAST:
+        FillInput(domain, c.seed, c.root, 0, n, e);
+        break;
+      case DIST_COLL_SCATTER:
+        FillInput(domain, c.seed, c.root, me * n, n, e);
+        break;
       case DIST_COLL_ALL_GATHER:
       case DIST_COLL_GATHER:
         for (int32_t b = 0; b < world; ++b) FillInput(domain, c.seed, b, 0, n, e + b * n * es);
@@ -189,12 +202,13 @@ absl::Status RunCase(Comm& comm, dist_device_t device, const Case& c, int64_t ti
           FillInput(domain, c.seed, b, me * n, n, e + b * n * es);
         }
         break;
-      default: break;
+      default:
+        break;
     }
-    CONFORMANCE_RETURN_IF_ERROR(Prefix(
-        CompareElements(c.dtype, result->host().data() + result_offset, e, recv_count,
-                        reducing ? ReductionTolerance(domain) : 0.0),
-        "wrong result"));
+    CONFORMANCE_RETURN_IF_ERROR(
+        Prefix(CompareElements(c.dtype, result->host().data() + result_offset, e, recv_count,
+                               reducing ? ReductionTolerance(domain) : 0.0),
+               "wrong result"));
   }
   // Out of place, the input must come back untouched.
   if (!c.in_place && send_count > 0) {
@@ -208,8 +222,7 @@ absl::Status RunCase(Comm& comm, dist_device_t device, const Case& c, int64_t ti
   return absl::OkStatus();
 }
 
-Suite::Suite(Comm& comm, const LoadedPlugin& plugin, const SuiteOptions& options,
-             Report& report)
+Suite::Suite(Comm& comm, const LoadedPlugin& plugin, const SuiteOptions& options, Report& report)
     : comm_(comm), plugin_(plugin), options_(options), report_(report) {
   device_ = dist_cpu();
   if ((plugin_.caps.device_types & (1u << DIST_DEVICE_CPU)) == 0) {
@@ -230,10 +243,14 @@ bool Suite::DeclaredDtype(dist_dtype_t dtype) const {
 
 uint32_t Suite::OpsOf(dist_collective_t coll) const {
   switch (coll) {
-    case DIST_COLL_ALL_REDUCE: return plugin_.caps.all_reduce_ops;
-    case DIST_COLL_REDUCE: return plugin_.caps.reduce_ops;
-    case DIST_COLL_REDUCE_SCATTER: return plugin_.caps.reduce_scatter_ops;
-    default: return 0;
+    case DIST_COLL_ALL_REDUCE:
+      return plugin_.caps.all_reduce_ops;
+    case DIST_COLL_REDUCE:
+      return plugin_.caps.reduce_ops;
+    case DIST_COLL_REDUCE_SCATTER:
+      return plugin_.caps.reduce_scatter_ops;
+    default:
+      return 0;
   }
 }
 
@@ -276,7 +293,11 @@ std::vector<int32_t> Suite::Roots() const {
 
 void Suite::Record(const std::string& check, const std::string& dtype, const std::string& op,
                    const std::string& size, const absl::Status& status) {
-  Row row{check, dtype, op, size, status.ok() ? Outcome::kPass : Outcome::kFail,
+  Row row{check,
+          dtype,
+          op,
+          size,
+          status.ok() ? Outcome::kPass : Outcome::kFail,
           status.ok() ? "" : status.ToString()};
   if (!status.ok()) {
     std::fprintf(stderr, "[conformance r%d] FAIL %s %s %s %s: %s\n", comm_.rank(), check.c_str(),
@@ -305,8 +326,8 @@ absl::Status Suite::ExpectFailure(Comm& comm, dist_collective_t coll, const dist
   }
   if (status.ok()) return absl::InternalError("succeeded, but must fail");
   if (!codes.empty() && std::find(codes.begin(), codes.end(), status.code()) == codes.end()) {
-    return absl::InternalError(absl::StrCat("failed with ", status.ToString(), "; want ",
-                                            CodeList(codes)));
+    return absl::InternalError(
+        absl::StrCat("failed with ", status.ToString(), "; want ", CodeList(codes)));
   }
   return absl::OkStatus();
 }
@@ -315,18 +336,24 @@ absl::Status Suite::ExpectFailure(Comm& comm, dist_collective_t coll, const dist
 
 const std::vector<std::string>& SectionNames() {
   static const auto* names = new std::vector<std::string>{
-      "declared", "matrix",  "p2p",   "barrier",    "async",     "work",
-      "subgroups", "errors", "rules", "abort", "mismatched", "peer_death"};
+      "declared",  "matrix", "p2p",   "barrier", "async",      "work",
+      "subgroups", "errors", "rules", "abort",   "mismatched", "peer_death"};
   return *names;
 }
 
 void Suite::Run() {
   const std::vector<std::pair<std::string, void (Suite::*)()>> sections = {
-      {"declared", &Suite::DeclaredEntries}, {"matrix", &Suite::CollectiveMatrix},
-      {"p2p", &Suite::PointToPoint},         {"barrier", &Suite::Barrier},
-      {"async", &Suite::AsyncOrdering},      {"work", &Suite::WorkSemantics},
-      {"subgroups", &Suite::Subgroups},      {"errors", &Suite::ErrorPaths},
-      {"rules", &Suite::SharedRules},        {"abort", &Suite::AbortCheck},         {"mismatched", &Suite::MismatchedCounts},
+      {"declared", &Suite::DeclaredEntries},
+      {"matrix", &Suite::CollectiveMatrix},
+      {"p2p", &Suite::PointToPoint},
+      {"barrier", &Suite::Barrier},
+      {"async", &Suite::AsyncOrdering},
+      {"work", &Suite::WorkSemantics},
+      {"subgroups", &Suite::Subgroups},
+      {"errors", &Suite::ErrorPaths},
+      {"rules", &Suite::SharedRules},
+      {"abort", &Suite::AbortCheck},
+      {"mismatched", &Suite::MismatchedCounts},
       {"peer_death", &Suite::PeerDeath},  // last: a rank exits in it
   };
   for (const auto& [name, run] : sections) {
@@ -386,9 +413,9 @@ void Suite::CollectiveMatrix() {
               std::string check = dist_collective_name(coll);
               if (dist::IsRooted(coll)) absl::StrAppend(&check, " root=", root);
               absl::StrAppend(&check, in_place ? " in-place" : " out-of-place");
-              absl::Status status =
-                  stuck_.empty() ? RunCase(comm_, device_, c, options_.op_timeout_ms)
-                                 : absl::AbortedError(absl::StrCat("not run: ", stuck_));
+              absl::Status status = stuck_.empty()
+                                        ? RunCase(comm_, device_, c, options_.op_timeout_ms)
+                                        : absl::AbortedError(absl::StrCat("not run: ", stuck_));
               if (absl::IsDeadlineExceeded(status)) stuck_ = check + " never completed";
               Record(check, dist_dtype_name(dtype), OpName(op), absl::StrCat(n), status);
             }
@@ -428,9 +455,9 @@ void Suite::PointToPoint() {
           for (int t = 0; t < 2; ++t) {
             CONFORMANCE_ASSIGN(r, Filled(device_, n * es, 0xA5));
             CONFORMANCE_RETURN_IF_ERROR(r->Upload());
-            dist_op_args_t a = MakeArgs(dist_make_buffer(nullptr, 0, dtype, device_),
-                                        dist_make_buffer(r->data(), n, dtype, device_),
-                                        options_.op_timeout_ms);
+            dist_op_args_t a =
+                MakeArgs(dist_make_buffer(nullptr, 0, dtype, device_),
+                         dist_make_buffer(r->data(), n, dtype, device_), options_.op_timeout_ms);
             a.peer = prev;
             a.tag = tags[t];
             CONFORMANCE_ASSIGN(w, comm_.Start(DIST_COLL_RECV, a));
@@ -444,9 +471,9 @@ void Suite::PointToPoint() {
             CONFORMANCE_ASSIGN(s, Filled(device_, n * es, 0));
             FillInput(domain, MixSeed(seed, tags[t]), me, 0, n, s->host().data());
             CONFORMANCE_RETURN_IF_ERROR(s->Upload());
-            dist_op_args_t a = MakeArgs(dist_make_buffer(s->data(), n, dtype, device_),
-                                        dist_make_buffer(nullptr, 0, dtype, device_),
-                                        options_.op_timeout_ms);
+            dist_op_args_t a =
+                MakeArgs(dist_make_buffer(s->data(), n, dtype, device_),
+                         dist_make_buffer(nullptr, 0, dtype, device_), options_.op_timeout_ms);
             a.peer = next;
             a.tag = tags[t];
             CONFORMANCE_ASSIGN(w, comm_.Start(DIST_COLL_SEND, a));
@@ -491,22 +518,24 @@ void Suite::Barrier() {
     return;
   }
   const int32_t world = comm_.world_size();
-  dist_op_args_t args = MakeArgs(dist_make_buffer(nullptr, 0, DIST_UINT8, device_),
-                                 dist_make_buffer(nullptr, 0, DIST_UINT8, device_),
-                                 options_.op_timeout_ms);
+  dist_op_args_t args =
+      MakeArgs(dist_make_buffer(nullptr, 0, DIST_UINT8, device_),
+               dist_make_buffer(nullptr, 0, DIST_UINT8, device_), options_.op_timeout_ms);
   auto run = [&]() -> absl::Status {
     if (!stuck_.empty()) return absl::AbortedError("not run: " + stuck_);
-    CONFORMANCE_RETURN_IF_ERROR(StartAndWait(comm_, DIST_COLL_BARRIER, args, options_.op_timeout_ms));
+    CONFORMANCE_RETURN_IF_ERROR(
+        StartAndWait(comm_, DIST_COLL_BARRIER, args, options_.op_timeout_ms));
     // The last rank arrives 400 ms late; nobody may leave before it arrives.
     constexpr absl::Duration kLate = absl::Milliseconds(400);
     const absl::Time start = absl::Now();
     if (comm_.rank() == world - 1) absl::SleepFor(kLate);
-    CONFORMANCE_RETURN_IF_ERROR(StartAndWait(comm_, DIST_COLL_BARRIER, args, options_.op_timeout_ms));
+    CONFORMANCE_RETURN_IF_ERROR(
+        StartAndWait(comm_, DIST_COLL_BARRIER, args, options_.op_timeout_ms));
     const absl::Duration waited = absl::Now() - start;
     if (world > 1 && waited < kLate / 2) {
-      return absl::InternalError(absl::StrCat("left the barrier after ", absl::FormatDuration(waited),
-                                              " while rank ", world - 1, " arrived ",
-                                              absl::FormatDuration(kLate), " late"));
+      return absl::InternalError(
+          absl::StrCat("left the barrier after ", absl::FormatDuration(waited), " while rank ",
+                       world - 1, " arrived ", absl::FormatDuration(kLate), " late"));
     }
     return absl::OkStatus();
   };
@@ -535,9 +564,9 @@ void Suite::AsyncOrdering() {
       CONFORMANCE_ASSIGN(b, Filled(device_, kN * es, 0));
       FillInput(domain, seeds.back(), me, 0, kN, b->host().data());
       CONFORMANCE_RETURN_IF_ERROR(b->Upload());
-      dist_op_args_t a = MakeArgs(dist_make_buffer(b->data(), kN, dtype, device_),
-                                  dist_make_buffer(b->data(), kN, dtype, device_),
-                                  options_.op_timeout_ms);
+      dist_op_args_t a =
+          MakeArgs(dist_make_buffer(b->data(), kN, dtype, device_),
+                   dist_make_buffer(b->data(), kN, dtype, device_), options_.op_timeout_ms);
       CONFORMANCE_ASSIGN(w, comm_.Start(DIST_COLL_ALL_REDUCE, a));
       works.push_back(std::move(w));
       bufs.push_back(std::move(b));
@@ -575,10 +604,10 @@ void Suite::AsyncOrdering() {
     return absl::OkStatus();
   };
   const std::string size = absl::StrCat(kN);
-  Record("async: 16 outstanding all_reduce, waited in reverse", dist_dtype_name(dtype), "sum",
-         size, run(true, false));
-  Record("async: 16 outstanding all_reduce, work_test polled", dist_dtype_name(dtype), "sum",
-         size, run(false, true));
+  Record("async: 16 outstanding all_reduce, waited in reverse", dist_dtype_name(dtype), "sum", size,
+         run(true, false));
+  Record("async: 16 outstanding all_reduce, work_test polled", dist_dtype_name(dtype), "sum", size,
+         run(false, true));
 
   // A handle destroyed before completion: the operation still completes.
   auto destroyed = [&]() -> absl::Status {
@@ -588,12 +617,10 @@ void Suite::AsyncOrdering() {
     CONFORMANCE_ASSIGN(b, Filled(device_, kN * es, 0));
     FillInput(domain, seed, me, 0, kN, b->host().data());
     CONFORMANCE_RETURN_IF_ERROR(b->Upload());
-    dist_op_args_t a = MakeArgs(dist_make_buffer(b->data(), kN, dtype, device_),
-                                dist_make_buffer(b->data(), kN, dtype, device_),
-                                options_.op_timeout_ms);
-    {
-      CONFORMANCE_ASSIGN(w, comm_.Start(DIST_COLL_ALL_REDUCE, a));
-    }  // the handle goes at once
+    dist_op_args_t a =
+        MakeArgs(dist_make_buffer(b->data(), kN, dtype, device_),
+                 dist_make_buffer(b->data(), kN, dtype, device_), options_.op_timeout_ms);
+    { CONFORMANCE_ASSIGN(w, comm_.Start(DIST_COLL_ALL_REDUCE, a)); }  // the handle goes at once
     // A later operation completes after it (issue order).
     Case later{DIST_COLL_ALL_REDUCE, dtype, DIST_SUM, 7, 0, false, NextSeed()};
     CONFORMANCE_RETURN_IF_ERROR(
@@ -604,8 +631,7 @@ void Suite::AsyncOrdering() {
     return Prefix(CompareElements(dtype, b->host().data(), expected.data(), kN, 0),
                   "the operation whose handle was destroyed");
   };
-  Record("async: work_destroy before completion", dist_dtype_name(dtype), "sum", size,
-         destroyed());
+  Record("async: work_destroy before completion", dist_dtype_name(dtype), "sum", size, destroyed());
 }
 
 void Suite::WorkSemantics() {
@@ -617,9 +643,9 @@ void Suite::WorkSemantics() {
   if (Declared(DIST_COLL_BARRIER)) {
     auto again = [&]() -> absl::Status {
       if (!stuck_.empty()) return absl::AbortedError("not run: " + stuck_);
-      dist_op_args_t a = MakeArgs(dist_make_buffer(nullptr, 0, dtype, device_),
-                                  dist_make_buffer(nullptr, 0, dtype, device_),
-                                  options_.op_timeout_ms);
+      dist_op_args_t a =
+          MakeArgs(dist_make_buffer(nullptr, 0, dtype, device_),
+                   dist_make_buffer(nullptr, 0, dtype, device_), options_.op_timeout_ms);
       CONFORMANCE_ASSIGN(w, comm_.Start(DIST_COLL_BARRIER, a));
       CONFORMANCE_RETURN_IF_ERROR(w->Wait(options_.op_timeout_ms + kWaitSlackMs));
       CONFORMANCE_RETURN_IF_ERROR(Prefix(w->Wait(0), "second work_wait(0)"));
@@ -648,9 +674,9 @@ void Suite::WorkSemantics() {
       CONFORMANCE_ASSIGN(s, Filled(device_, kN * es, 0));
       FillInput(domain, seed, me, 0, kN, s->host().data());
       CONFORMANCE_RETURN_IF_ERROR(s->Upload());
-      dist_op_args_t a = MakeArgs(dist_make_buffer(s->data(), kN, dtype, device_),
-                                  dist_make_buffer(nullptr, 0, dtype, device_),
-                                  options_.op_timeout_ms);
+      dist_op_args_t a =
+          MakeArgs(dist_make_buffer(s->data(), kN, dtype, device_),
+                   dist_make_buffer(nullptr, 0, dtype, device_), options_.op_timeout_ms);
       a.peer = 0;
       a.tag = kTag;
       return StartAndWait(comm_, DIST_COLL_SEND, a, options_.op_timeout_ms);
@@ -658,9 +684,9 @@ void Suite::WorkSemantics() {
     if (me != 0) return absl::OkStatus();
     CONFORMANCE_ASSIGN(r, Filled(device_, kN * es, 0xA5));
     CONFORMANCE_RETURN_IF_ERROR(r->Upload());
-    dist_op_args_t a = MakeArgs(dist_make_buffer(nullptr, 0, dtype, device_),
-                                dist_make_buffer(r->data(), kN, dtype, device_),
-                                options_.op_timeout_ms);
+    dist_op_args_t a =
+        MakeArgs(dist_make_buffer(nullptr, 0, dtype, device_),
+                 dist_make_buffer(r->data(), kN, dtype, device_), options_.op_timeout_ms);
     a.peer = 1;
     a.tag = kTag;
     CONFORMANCE_ASSIGN(w, comm_.Start(DIST_COLL_RECV, a));
@@ -671,12 +697,12 @@ void Suite::WorkSemantics() {
     absl::Status status = w->Wait(50);
     const absl::Duration took = absl::Now() - start;
     if (!absl::IsDeadlineExceeded(status)) {
-      return absl::InternalError(absl::StrCat(
-          "work_wait(50 ms) on a pending recv returned ", status.ToString(),
-          "; want DEADLINE_EXCEEDED"));
+      return absl::InternalError(absl::StrCat("work_wait(50 ms) on a pending recv returned ",
+                                              status.ToString(), "; want DEADLINE_EXCEEDED"));
     }
     if (took > absl::Milliseconds(450)) {
-      return absl::InternalError(absl::StrCat("work_wait(50 ms) took ", absl::FormatDuration(took)));
+      return absl::InternalError(
+          absl::StrCat("work_wait(50 ms) took ", absl::FormatDuration(took)));
     }
     status = w->Wait(options_.op_timeout_ms + kWaitSlackMs);
     if (absl::IsDeadlineExceeded(status)) stuck_ = "a recv never completed";
@@ -721,9 +747,9 @@ void Suite::Subgroups() {
     const int32_t want_rank = me - members.front();
     if ((*sub)->rank() != want_rank ||
         (*sub)->world_size() != static_cast<int32_t>(members.size())) {
-      membership = absl::InternalError(absl::StrCat("rank ", (*sub)->rank(), " of ",
-                                                    (*sub)->world_size(), "; want ", want_rank,
-                                                    " of ", members.size()));
+      membership =
+          absl::InternalError(absl::StrCat("rank ", (*sub)->rank(), " of ", (*sub)->world_size(),
+                                           "; want ", want_rank, " of ", members.size()));
     }
   }
   Record(absl::StrCat("subgroup of ranks ", members.front(), "..", world - 1, " (", how,
@@ -770,8 +796,7 @@ void Suite::ErrorPaths() {
   // into memory it owns rather than crashing the kit.
   std::vector<std::unique_ptr<DeviceBuffer>> keep;
   auto buffer = [&](dist_dtype_t type, uint64_t count) {
-    absl::StatusOr<std::unique_ptr<DeviceBuffer>> b =
-        Filled(device_, (kN * world + 64) * 8, 0);
+    absl::StatusOr<std::unique_ptr<DeviceBuffer>> b = Filled(device_, (kN * world + 64) * 8, 0);
     if (!b.ok()) return dist_make_buffer(nullptr, 0, type, device_);
     (void)(*b)->Upload();
     keep.push_back(std::move(*b));
@@ -853,13 +878,12 @@ void Suite::ErrorPaths() {
       uint64_t s = 0, r = 0;
       Shapes(carrier, kN, world, &s, &r);
       dist_device_t other = type == DIST_DEVICE_CPU ? dist_cpu() : dist_cuda(0);
-      dist_op_args_t a = MakeArgs(dist_make_buffer(host.data(), s, dtype, other),
-                                  dist_make_buffer(host.data(), r, dtype, other),
-                                  options_.op_timeout_ms);
+      dist_op_args_t a =
+          MakeArgs(dist_make_buffer(host.data(), s, dtype, other),
+                   dist_make_buffer(host.data(), r, dtype, other), options_.op_timeout_ms);
       check(absl::StrCat(dist_collective_name(carrier), ": undeclared device ",
                          dist_device_type_name(type), " fails"),
-            dist_dtype_name(dtype), carrier == DIST_COLL_ALL_REDUCE ? "sum" : "-", carrier, a,
-            {});
+            dist_dtype_name(dtype), carrier == DIST_COLL_ALL_REDUCE ? "sum" : "-", carrier, a, {});
     }
   }
   // Undeclared collectives fail (or are absent from the table).
@@ -895,8 +919,8 @@ void Suite::ErrorPaths() {
   if (Declared(DIST_COLL_ALL_GATHER)) {
     dist_op_args_t a = args_for(DIST_COLL_ALL_GATHER, dtype);
     a.recv.count = kN * world - 1;
-    check("all_gather: recv smaller than send*W", dist_dtype_name(dtype), "-",
-          DIST_COLL_ALL_GATHER, a, {});
+    check("all_gather: recv smaller than send*W", dist_dtype_name(dtype), "-", DIST_COLL_ALL_GATHER,
+          a, {});
   }
   if (Declared(DIST_COLL_ALL_REDUCE) && DeclaredDtypes().size() >= 2) {
     const dist_dtype_t other = DeclaredDtypes()[DeclaredDtypes()[0] == dtype ? 1 : 0];
@@ -912,9 +936,9 @@ void Suite::ErrorPaths() {
 absl::Status Suite::GatherCheck(Comm& comm, size_t args_size) {
   const int32_t world = comm.world_size();
   if (!Declared(DIST_COLL_ALL_GATHER)) {
-    dist_op_args_t a = MakeArgs(dist_make_buffer(nullptr, 0, PreferredDtype(), device_),
-                                dist_make_buffer(nullptr, 0, PreferredDtype(), device_),
-                                options_.op_timeout_ms);
+    dist_op_args_t a =
+        MakeArgs(dist_make_buffer(nullptr, 0, PreferredDtype(), device_),
+                 dist_make_buffer(nullptr, 0, PreferredDtype(), device_), options_.op_timeout_ms);
     CONFORMANCE_ASSIGN(work, comm.StartSized(DIST_COLL_BARRIER, a, args_size));
     return work->Wait(options_.op_timeout_ms + kWaitSlackMs);
   }
@@ -925,9 +949,9 @@ absl::Status Suite::GatherCheck(Comm& comm, size_t args_size) {
   CONFORMANCE_ASSIGN(recv, Filled(device_, block * world, 0));
   CONFORMANCE_RETURN_IF_ERROR(send->Upload());
   CONFORMANCE_RETURN_IF_ERROR(recv->Upload());
-  dist_op_args_t a = MakeArgs(dist_make_buffer(send->data(), kN, dtype, device_),
-                              dist_make_buffer(recv->data(), kN * world, dtype, device_),
-                              options_.op_timeout_ms);
+  dist_op_args_t a =
+      MakeArgs(dist_make_buffer(send->data(), kN, dtype, device_),
+               dist_make_buffer(recv->data(), kN * world, dtype, device_), options_.op_timeout_ms);
   CONFORMANCE_ASSIGN(work, comm.StartSized(DIST_COLL_ALL_GATHER, a, args_size));
   CONFORMANCE_RETURN_IF_ERROR(work->Wait(options_.op_timeout_ms + kWaitSlackMs));
   CONFORMANCE_RETURN_IF_ERROR(recv->Download());
@@ -951,8 +975,7 @@ void Suite::SharedRules() {
   constexpr uint64_t kN = 4;
   std::vector<std::unique_ptr<DeviceBuffer>> keep;
   auto buffer = [&](uint64_t count) {
-    absl::StatusOr<std::unique_ptr<DeviceBuffer>> b =
-        Filled(device_, (kN * world + 64) * 8, 0);
+    absl::StatusOr<std::unique_ptr<DeviceBuffer>> b = Filled(device_, (kN * world + 64) * 8, 0);
     if (!b.ok()) return dist_make_buffer(nullptr, 0, dtype, device_);
     (void)(*b)->Upload();
     keep.push_back(std::move(*b));
@@ -1016,8 +1039,8 @@ void Suite::SharedRules() {
     }
   }
   for (size_t size : {sizeof(dist_comm_config_t) + 16, config_v1_0}) {
-    const std::string name = absl::StrCat("config with struct_size ", size, " (this SDK: ",
-                                          sizeof(dist_comm_config_t), ") is read");
+    const std::string name = absl::StrCat("config with struct_size ", size,
+                                          " (this SDK: ", sizeof(dist_comm_config_t), ") is read");
     absl::StatusOr<std::unique_ptr<Comm>> comm =
         comm_.DuplicateSized(absl::StrCat("sized", size), options_.op_timeout_ms, size);
     Record(name, dist_dtype_name(dtype), "-", "-",
@@ -1027,8 +1050,8 @@ void Suite::SharedRules() {
     const size_t size = offsetof(dist_comm_config_t, device_index);
     absl::StatusOr<std::unique_ptr<Comm>> comm =
         comm_.DuplicateSized("sized_small", options_.op_timeout_ms, size);
-    Record(absl::StrCat("config with struct_size ", size, " (below ABI 1.0) is refused"), "-",
-           "-", "-",
+    Record(absl::StrCat("config with struct_size ", size, " (below ABI 1.0) is refused"), "-", "-",
+           "-",
            comm.ok() ? absl::InternalError("accepted")
            : absl::IsInvalidArgument(comm.status())
                ? absl::OkStatus()
@@ -1043,8 +1066,8 @@ void Suite::AbortCheck() {
   const std::string reason = "conformance kit aborts this communicator on purpose";
   Sync();
   absl::StatusOr<std::unique_ptr<Comm>> dup = comm_.Duplicate("abort", options_.op_timeout_ms);
-  const dist_collective_t later = Declared(DIST_COLL_ALL_REDUCE) ? DIST_COLL_ALL_REDUCE
-                                                                 : DIST_COLL_BARRIER;
+  const dist_collective_t later =
+      Declared(DIST_COLL_ALL_REDUCE) ? DIST_COLL_ALL_REDUCE : DIST_COLL_BARRIER;
   const bool with_pending = world >= 2 && Declared(DIST_COLL_RECV);
   const std::string pending_row = "abort: pending operation fails with ABORTED";
   const std::string later_row =
@@ -1072,12 +1095,14 @@ void Suite::AbortCheck() {
   const size_t es = dist_dtype_size(dtype);
   auto aborted = [&](const absl::Status& status, const std::string& what) -> absl::Status {
     if (status.code() != absl::StatusCode::kAborted) {
-      return absl::InternalError(absl::StrCat(what, " returned ", status.ToString(),
-                                              "; want ABORTED"));
+      return absl::InternalError(
+          absl::StrCat(what, " returned ", status.ToString(), "; want ABORTED"));
     }
     if (status.message().find(reason) == std::string::npos) {
-      return absl::InternalError(absl::StrCat(what, " is ABORTED but its message does not carry "
-                                              "the abort reason: ", status.message()));
+      return absl::InternalError(absl::StrCat(what,
+                                              " is ABORTED but its message does not carry "
+                                              "the abort reason: ",
+                                              status.message()));
     }
     return absl::OkStatus();
   };
@@ -1088,9 +1113,9 @@ void Suite::AbortCheck() {
     auto pending = [&]() -> absl::Status {
       if (me != 0) return absl::OkStatus();
       CONFORMANCE_ASSIGN(buf, Filled(device_, 16 * es, 0));
-      dist_op_args_t a = MakeArgs(dist_make_buffer(nullptr, 0, dtype, device_),
-                                  dist_make_buffer(buf->data(), 16, dtype, device_),
-                                  options_.op_timeout_ms);
+      dist_op_args_t a =
+          MakeArgs(dist_make_buffer(nullptr, 0, dtype, device_),
+                   dist_make_buffer(buf->data(), 16, dtype, device_), options_.op_timeout_ms);
       a.peer = 1;
       a.tag = 999999;  // never sent
       CONFORMANCE_ASSIGN(w, c.Start(DIST_COLL_RECV, a));
@@ -1099,9 +1124,9 @@ void Suite::AbortCheck() {
       const absl::Time start = absl::Now();
       absl::Status status = w->Wait(options_.op_timeout_ms);
       if (absl::IsDeadlineExceeded(status)) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "a pending recv was still pending ", absl::FormatDuration(absl::Now() - start),
-            " after comm_abort"));
+        return absl::DeadlineExceededError(absl::StrCat("a pending recv was still pending ",
+                                                        absl::FormatDuration(absl::Now() - start),
+                                                        " after comm_abort"));
       }
       return aborted(status, "the pending recv");
     };
@@ -1114,9 +1139,9 @@ void Suite::AbortCheck() {
     auto run = [&]() -> absl::Status {
       CONFORMANCE_ASSIGN(buf, Filled(device_, 16 * es, 0));
       CONFORMANCE_RETURN_IF_ERROR(buf->Upload());
-      dist_op_args_t a = MakeArgs(dist_make_buffer(buf->data(), 16, dtype, device_),
-                                  dist_make_buffer(buf->data(), 16, dtype, device_),
-                                  options_.op_timeout_ms);
+      dist_op_args_t a =
+          MakeArgs(dist_make_buffer(buf->data(), 16, dtype, device_),
+                   dist_make_buffer(buf->data(), 16, dtype, device_), options_.op_timeout_ms);
       absl::StatusOr<std::unique_ptr<Work>> w = c.Start(later, a);
       if (!w.ok()) return aborted(w.status(), "starting an operation after abort");
       absl::Status status = (*w)->Wait(options_.op_timeout_ms);
@@ -1136,9 +1161,9 @@ void Suite::AbortCheck() {
 
 void Suite::Sync() {
   if (!stuck_.empty()) return;
-  dist_op_args_t a = MakeArgs(dist_make_buffer(nullptr, 0, DIST_UINT8, device_),
-                              dist_make_buffer(nullptr, 0, DIST_UINT8, device_),
-                              options_.op_timeout_ms);
+  dist_op_args_t a =
+      MakeArgs(dist_make_buffer(nullptr, 0, DIST_UINT8, device_),
+               dist_make_buffer(nullptr, 0, DIST_UINT8, device_), options_.op_timeout_ms);
   absl::Status status;
   if (Declared(DIST_COLL_BARRIER)) {
     status = StartAndWait(comm_, DIST_COLL_BARRIER, a, options_.op_timeout_ms);
@@ -1157,8 +1182,7 @@ void Suite::MismatchedCounts() {
   }
   constexpr int64_t kShortTimeoutMs = 3000;
   Sync();  // communicator creation starts together, whatever came before
-  absl::StatusOr<std::unique_ptr<Comm>> dup =
-      comm_.Duplicate("mismatch", options_.op_timeout_ms);
+  absl::StatusOr<std::unique_ptr<Comm>> dup = comm_.Duplicate("mismatch", options_.op_timeout_ms);
   if (!dup.ok()) {
     Sync();
     Record("mismatched counts between ranks: no crash, no hang", "-", "sum", "8/16",
@@ -1176,8 +1200,7 @@ void Suite::MismatchedCounts() {
     CONFORMANCE_ASSIGN(buf, Filled(device_, 64 * es, 0));
     CONFORMANCE_RETURN_IF_ERROR(buf->Upload());
     dist_op_args_t a = MakeArgs(dist_make_buffer(buf->data(), n, dtype, device_),
-                                dist_make_buffer(buf->data(), n, dtype, device_),
-                                kShortTimeoutMs);
+                                dist_make_buffer(buf->data(), n, dtype, device_), kShortTimeoutMs);
     absl::StatusOr<std::unique_ptr<Work>> w = (*dup)->Start(DIST_COLL_ALL_REDUCE, a);
     if (!w.ok()) {
       outcome = "error at start: " + w.status().ToString();
@@ -1200,8 +1223,11 @@ void Suite::MismatchedCounts() {
   absl::Status status = run();
   (*dup)->Abort("conformance kit: end of the mismatched-counts check");
   dup->reset();
-  Row row{"mismatched counts between ranks: no crash, no hang", dist_dtype_name(dtype), "sum",
-          "8/16", status.ok() ? Outcome::kPass : Outcome::kFail,
+  Row row{"mismatched counts between ranks: no crash, no hang",
+          dist_dtype_name(dtype),
+          "sum",
+          "8/16",
+          status.ok() ? Outcome::kPass : Outcome::kFail,
           status.ok() ? outcome : status.ToString()};
   report_.Add(std::move(row));
 }
@@ -1275,21 +1301,21 @@ void Suite::PeerDeath() {
       if (absl::IsDeadlineExceeded(status)) (void)(*w)->Test(&done);
       if (!done) {
         (*dup)->Abort("conformance kit: all_reduce with a dead peer never ended");
-        return absl::DeadlineExceededError(absl::StrCat(
-            "all_reduce with rank ", victim, " dead was still running after ",
-            absl::FormatDuration(absl::Now() - start)));
+        return absl::DeadlineExceededError(absl::StrCat("all_reduce with rank ", victim,
+                                                        " dead was still running after ",
+                                                        absl::FormatDuration(absl::Now() - start)));
       }
     }
     if (status.ok()) {
-      return absl::InternalError(absl::StrCat("all_reduce succeeded although rank ", victim,
-                                              " is dead"));
+      return absl::InternalError(
+          absl::StrCat("all_reduce succeeded although rank ", victim, " is dead"));
     }
     if (!NamesRank(std::string(status.message()), victim)) {
-      return absl::InternalError(absl::StrCat("the error does not name rank ", victim, ": ",
-                                              status.ToString()));
+      return absl::InternalError(
+          absl::StrCat("the error does not name rank ", victim, ": ", status.ToString()));
     }
-    seen = absl::StrCat("after ", absl::FormatDuration(absl::Now() - start), ": ",
-                        status.ToString());
+    seen =
+        absl::StrCat("after ", absl::FormatDuration(absl::Now() - start), ": ", status.ToString());
     return absl::OkStatus();
   };
   const absl::Status status = run();

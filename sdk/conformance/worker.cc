@@ -34,7 +34,8 @@ std::string Describe(const LoadedPlugin& plugin) {
   return absl::StrCat(
       plugin.table->name, " ", plugin.table->version, " (ABI ", plugin.table->abi_major, ".",
       plugin.table->abi_minor, ", ", plugin.table->library_version(), "): dtypes ",
-      Mask(c.dtypes, DIST_DTYPE_COUNT, [](int i) { return dist_dtype_name(static_cast<dist_dtype_t>(i)); }),
+      Mask(c.dtypes, DIST_DTYPE_COUNT,
+           [](int i) { return dist_dtype_name(static_cast<dist_dtype_t>(i)); }),
       "; collectives ",
       Mask(c.collectives, DIST_COLLECTIVE_COUNT,
            [](int i) { return dist_collective_name(static_cast<dist_collective_t>(i)); }),
@@ -59,13 +60,13 @@ int Finish(const Report& report, const WorkerOptions& options, int32_t rank) {
 int RunWorker(const WorkerOptions& options) {
   Rendezvous rendezvous;
   rendezvous.url = options.url;
-  rendezvous.rank = options.rank >= 0 ? options.rank
-                                      : FromEnvironment({"OMPI_COMM_WORLD_RANK", "PMIX_RANK",
-                                                         "PMI_RANK", "RANK"});
+  rendezvous.rank =
+      options.rank >= 0
+          ? options.rank
+          : FromEnvironment({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "RANK"});
   rendezvous.world_size = options.world_size > 0
                               ? options.world_size
-                              : FromEnvironment({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
-                                                 "WORLD_SIZE"});
+                              : FromEnvironment({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE"});
   rendezvous.timeout_ms = std::max<int64_t>(options.suite.op_timeout_ms, 60000);
   rendezvous.group_timeout_ms = options.suite.op_timeout_ms;
   std::string results_file = options.results_file;
@@ -88,24 +89,24 @@ int RunWorker(const WorkerOptions& options) {
                    plugin.status().ToString()});
     return Finish(report, options, rendezvous.rank);
   }
-  report.Add(Row{"load the plugin (dist_load_backend)", "-", "-", "-", Outcome::kPass,
-                 Describe(*plugin)});
+  report.Add(
+      Row{"load the plugin (dist_load_backend)", "-", "-", "-", Outcome::kPass, Describe(*plugin)});
   absl::Status probe = TakeError(plugin->table->probe());
   if (!probe.ok()) {
     // Cannot run here (no GPU, ...): every check is skipped, with the reason.
-    report.Add(Row{"probe: the backend can run here", "-", "-", "-", Outcome::kSkip,
-                   probe.ToString()});
+    report.Add(
+        Row{"probe: the backend can run here", "-", "-", "-", Outcome::kSkip, probe.ToString()});
     if (rendezvous.rank <= 0) std::printf("SKIP: %s\n", probe.ToString().c_str());
     return Finish(report, options, rendezvous.rank);
   }
-  absl::StatusOr<std::unique_ptr<Comm>> comm =
-      options.through_core ? CreateCoreComm(options.plugin, rendezvous)
-                           : CreateAbiComm(*plugin, rendezvous);
-  report.Add(Row{options.through_core ? "dist_init (through the core)"
-                                      : "rendezvous + comm_create (raw ABI)",
-                 "-", "-", "-", comm.ok() ? Outcome::kPass : Outcome::kFail,
-                 comm.ok() ? absl::StrCat("rank ", (*comm)->rank(), " of ", (*comm)->world_size())
-                           : comm.status().ToString()});
+  absl::StatusOr<std::unique_ptr<Comm>> comm = options.through_core
+                                                   ? CreateCoreComm(options.plugin, rendezvous)
+                                                   : CreateAbiComm(*plugin, rendezvous);
+  report.Add(Row{
+      options.through_core ? "dist_init (through the core)" : "rendezvous + comm_create (raw ABI)",
+      "-", "-", "-", comm.ok() ? Outcome::kPass : Outcome::kFail,
+      comm.ok() ? absl::StrCat("rank ", (*comm)->rank(), " of ", (*comm)->world_size())
+                : comm.status().ToString()});
   if (!comm.ok()) return Finish(report, options, rendezvous.rank);
   SuiteOptions suite_options = options.suite;
   suite_options.through_core = options.through_core;

@@ -9,9 +9,9 @@
 namespace dist::conformance {
 
 struct WorkerOptions {
-  std::string plugin;        // path or name
-  std::string url;           // init method, e.g. tcp://127.0.0.1:PORT
-  int32_t rank = -1;         // -1: from the launcher's environment
+  std::string plugin;  // path or name
+  std::string url;     // init method, e.g. tcp://127.0.0.1:PORT
+  int32_t rank = -1;   // -1: from the launcher's environment
   int32_t world_size = -1;
   std::string results_file;  // rows go here; "" prints the table on rank 0
   std::string results_dir;   // or here, as rank<R>.tsv (under mpirun)

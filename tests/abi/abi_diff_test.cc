@@ -43,7 +43,8 @@ TEST(AbiDiffTest, MovedFieldIsBreaking) {
   ASSERT_EQ(diff.breaking.size(), 1u);
   const std::string message = ExplainDrift(diff, "sdk/abi/abi_v1.txt");
   EXPECT_NE(message.find("changed: field dist_op_args_t.op: offset 8 size 4 -> offset 12 size 4"),
-            std::string::npos) << message;
+            std::string::npos)
+      << message;
   EXPECT_NE(message.find("Restore the old definitions"), std::string::npos) << message;
   EXPECT_NE(ExplainIncompatibility(diff, "ABI 1.0"), "");
 }
@@ -89,8 +90,7 @@ TEST(AbiDiffTest, AGrownStructAsksForTheVersionThatCoversItNow) {
   EXPECT_TRUE(diff.breaking.empty());
   ASSERT_EQ(diff.needs_bump.size(), 1u);
   EXPECT_EQ(diff.needs_bump[0], "rendezvous");
-  const std::string bumped =
-      Replace(grown, "DIST_RENDEZVOUS_ABI 1.0", "DIST_RENDEZVOUS_ABI 1.1");
+  const std::string bumped = Replace(grown, "DIST_RENDEZVOUS_ABI 1.0", "DIST_RENDEZVOUS_ABI 1.1");
   EXPECT_TRUE(Compare(Parse(base), Parse(bumped)).needs_bump.empty());
 }
 

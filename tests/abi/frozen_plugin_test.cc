@@ -12,14 +12,15 @@ namespace {
 
 std::string FixturePath() {
   const char* dir = std::getenv("TEST_SRCDIR");
-  return std::string(dir != nullptr ? dir : ".") + "/dist/tests/abi/libdist-backend-kvstore_v1_0.so";
+  return std::string(dir != nullptr ? dir : ".") +
+         "/dist/tests/abi/libdist-backend-kvstore_v1_0.so";
 }
 
 TEST(FrozenPluginTest, TableIsTheOneOfAbi10) {
   void* handle = dlopen(FixturePath().c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(handle, nullptr) << dlerror();
-  auto entry = reinterpret_cast<dist_backend_plugin_entry_fn>(
-      dlsym(handle, DIST_BACKEND_ENTRY_SYMBOL));
+  auto entry =
+      reinterpret_cast<dist_backend_plugin_entry_fn>(dlsym(handle, DIST_BACKEND_ENTRY_SYMBOL));
   ASSERT_NE(entry, nullptr);
   const dist_backend_plugin_t* table = entry();
   EXPECT_EQ(table->abi_major, 1u);

@@ -67,34 +67,33 @@ struct RankResult {
 // code) and reaps them. Processes still running after `limit` are killed
 // and named on stderr. `on_started` (optional) sees the pids before
 // anything is reaped.
-std::vector<RankResult> RunRanks(int world, absl::Duration limit,
-                                 const std::function<int(int rank)>& body,
-                                 const std::function<void(const std::vector<pid_t>&)>& on_started =
-                                     nullptr);
+std::vector<RankResult> RunRanks(
+    int world, absl::Duration limit, const std::function<int(int rank)>& body,
+    const std::function<void(const std::vector<pid_t>&)>& on_started = nullptr);
 
 }  // namespace dist_test
 
 // Checks inside a forked rank: print and exit the rank with failure.
-#define RANK_CHECK(rank, cond)                                                     \
-  do {                                                                             \
-    if (!(cond)) {                                                                 \
-      std::fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", (rank), __FILE__, \
-                   __LINE__, #cond);                                               \
-      std::fflush(stderr);                                                         \
-      std::_Exit(1);                                                               \
-    }                                                                              \
+#define RANK_CHECK(rank, cond)                                                               \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
+      std::fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", (rank), __FILE__, __LINE__, \
+                   #cond);                                                                   \
+      std::fflush(stderr);                                                                   \
+      std::_Exit(1);                                                                         \
+    }                                                                                        \
   } while (0)
 
-#define RANK_OK(rank, expr)                                                               \
-  do {                                                                                    \
-    dist_error_t* rank_ok_error_ = (expr);                                                \
-    if (rank_ok_error_ != nullptr) {                                                      \
-      std::fprintf(stderr, "rank %d: %s:%d: %s failed: %s: %s\n", (rank), __FILE__,        \
-                   __LINE__, #expr, dist_error_code_name(dist_error_code(rank_ok_error_)), \
-                   dist_error_message(rank_ok_error_));                                   \
-      std::fflush(stderr);                                                                \
-      std::_Exit(1);                                                                      \
-    }                                                                                     \
+#define RANK_OK(rank, expr)                                                                   \
+  do {                                                                                        \
+    dist_error_t* rank_ok_error_ = (expr);                                                    \
+    if (rank_ok_error_ != nullptr) {                                                          \
+      std::fprintf(stderr, "rank %d: %s:%d: %s failed: %s: %s\n", (rank), __FILE__, __LINE__, \
+                   #expr, dist_error_code_name(dist_error_code(rank_ok_error_)),              \
+                   dist_error_message(rank_ok_error_));                                       \
+      std::fflush(stderr);                                                                    \
+      std::_Exit(1);                                                                          \
+    }                                                                                         \
   } while (0)
 
 #endif  // DIST_TESTS_COMMON_RANK_HARNESS_H_

@@ -40,12 +40,24 @@ dist_error_t* CorruptingAllReduce(dist_backend_comm_t* comm, const dist_op_args_
 
 void OffByOne(const dist_buffer_t& b) {
   switch (b.dtype) {
-    case DIST_INT8: case DIST_UINT8: ++*static_cast<uint8_t*>(b.data); break;
-    case DIST_INT32: ++*static_cast<int32_t*>(b.data); break;
-    case DIST_INT64: ++*static_cast<int64_t*>(b.data); break;
-    case DIST_FLOAT32: *static_cast<float*>(b.data) += 1; break;
-    case DIST_FLOAT64: *static_cast<double*>(b.data) += 1; break;
-    default: break;
+    case DIST_INT8:
+    case DIST_UINT8:
+      ++*static_cast<uint8_t*>(b.data);
+      break;
+    case DIST_INT32:
+      ++*static_cast<int32_t*>(b.data);
+      break;
+    case DIST_INT64:
+      ++*static_cast<int64_t*>(b.data);
+      break;
+    case DIST_FLOAT32:
+      *static_cast<float*>(b.data) += 1;
+      break;
+    case DIST_FLOAT64:
+      *static_cast<double*>(b.data) += 1;
+      break;
+    default:
+      break;
   }
 }
 

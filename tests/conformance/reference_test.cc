@@ -27,8 +27,8 @@ TEST(ReferenceTest, ExpectedReductionMatchesReducingInTheDtype) {
       const auto op = static_cast<dist_reduce_op_t>(op_index);
       if (!ValidateReduceOp(dtype, op).ok()) continue;
       for (int world = 1; world <= 8; ++world) {
-        SCOPED_TRACE(testing::Message() << dist_dtype_name(dtype) << " "
-                                        << dist_reduce_op_name(op) << " world " << world);
+        SCOPED_TRACE(testing::Message() << dist_dtype_name(dtype) << " " << dist_reduce_op_name(op)
+                                        << " world " << world);
         const ValueDomain domain{dtype, op, world};
         const uint64_t seed = MixSeed(op_index, world);
         auto acc = Bytes(dtype, kCount);
@@ -42,8 +42,8 @@ TEST(ReferenceTest, ExpectedReductionMatchesReducingInTheDtype) {
         auto expected = Bytes(dtype, kCount);
         FillExpectedReduction(domain, seed, 5, kCount, expected.data());
         // Only AVG on floats may round differently; everything else is exact.
-        const absl::Status status = CompareElements(dtype, acc.data(), expected.data(), kCount,
-                                                    ReductionTolerance(domain));
+        const absl::Status status =
+            CompareElements(dtype, acc.data(), expected.data(), kCount, ReductionTolerance(domain));
         EXPECT_TRUE(status.ok()) << status;
       }
     }

@@ -14,9 +14,9 @@ namespace {
 class ConfigTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* name : {"DIST_BACKEND", "DIST_INIT_METHOD", "DIST_TIMEOUT", "DIST_CONFIG",
-                             "DIST_LOG_LEVEL", "DIST_DEBUG", "DIST_TRACE_ENTRIES",
-                             "DIST_TRACE_DIR"}) {
+    for (const char* name :
+         {"DIST_BACKEND", "DIST_INIT_METHOD", "DIST_TIMEOUT", "DIST_CONFIG", "DIST_LOG_LEVEL",
+          "DIST_DEBUG", "DIST_TRACE_ENTRIES", "DIST_TRACE_DIR"}) {
       unsetenv(name);
     }
   }
@@ -155,9 +155,10 @@ TEST_F(ConfigTest, BadConfigFilesNameTheLine) {
     EXPECT_NE(config.status().message().find("line 1: invalid TOML: a non-ASCII character"),
               std::string::npos)
         << config.status().message();
-    const std::string fine = WriteConfig(
-        "greek_ok.toml", "# \xce\xbe comment\n[gloo]\nifname = \"\xce\xbe\" # \xce\xbe\n"
-                         "x = \"\"\"a\n\xce\xbe\"\"\"\ny = '\xce\xbe'\n");
+    const std::string fine =
+        WriteConfig("greek_ok.toml",
+                    "# \xce\xbe comment\n[gloo]\nifname = \"\xce\xbe\" # \xce\xbe\n"
+                    "x = \"\"\"a\n\xce\xbe\"\"\"\ny = '\xce\xbe'\n");
     setenv("DIST_CONFIG", fine.c_str(), 1);
     absl::StatusOr<ResolvedConfig> ok = ResolveConfig(nullptr);
     EXPECT_TRUE(ok.ok()) << ok.status();

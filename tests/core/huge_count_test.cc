@@ -30,8 +30,8 @@ int RunBackend(const std::string& backend) {
     return 2;
   }
   std::vector<double> data(16, 1.0);
-  dist_buffer_t b = dist_make_buffer(data.data(), (uint64_t{1} << 61) + 1, DIST_FLOAT64,
-                                     dist_cpu());
+  dist_buffer_t b =
+      dist_make_buffer(data.data(), (uint64_t{1} << 61) + 1, DIST_FLOAT64, dist_cpu());
   dist_error_t* e = dist_all_reduce(group, &b, &b, DIST_SUM, nullptr);
   if (e == nullptr) {
     std::fprintf(stderr, "%s: all_reduce returned OK\n", backend.c_str());
@@ -57,8 +57,7 @@ TEST(HugeCount, IsAnErrorOnEveryBackendAndNothingCrashes) {
     if (pid == 0) _exit(RunBackend(backend));
     int status = 0;
     ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << backend << ": status " << status;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << backend << ": status " << status;
   }
 }
 

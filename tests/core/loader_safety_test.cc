@@ -99,9 +99,9 @@ std::string LoadRendezvous(const std::string& scheme) {
   return text;
 }
 
-#define EXPECT_EXITED_NORMALLY(result)                                                 \
-  EXPECT_TRUE(WIFEXITED((result).status) && WEXITSTATUS((result).status) == 0)        \
-      << "child ended with status " << (result).status                                 \
+#define EXPECT_EXITED_NORMALLY(result)                                                             \
+  EXPECT_TRUE(WIFEXITED((result).status) && WEXITSTATUS((result).status) == 0)                     \
+      << "child ended with status " << (result).status                                             \
       << (WIFSIGNALED((result).status) ? absl::StrCat(" (signal ", WTERMSIG((result).status), ")") \
                                        : std::string())
 
@@ -118,7 +118,8 @@ TEST(LoaderSafety, TruncatedPluginIsAnErrorNamingItNotASigbus) {
       });
       EXPECT_EXITED_NORMALLY(result);
       EXPECT_TRUE(absl::StrContains(result.text, file)) << result.text;
-      EXPECT_TRUE(absl::StrContains(result.text, "not a complete ELF shared object")) << result.text;
+      EXPECT_TRUE(absl::StrContains(result.text, "not a complete ELF shared object"))
+          << result.text;
       EXPECT_EQ(result.text.find('\n'), std::string::npos) << "one line: " << result.text;
       if (size > 64) {
         EXPECT_TRUE(absl::StrContains(result.text, "truncated")) << result.text;
@@ -130,7 +131,10 @@ TEST(LoaderSafety, TruncatedPluginIsAnErrorNamingItNotASigbus) {
 TEST(LoaderSafety, NotAnElfFileIsAnErrorNamingIt) {
   const std::string dir = NewDir("text");
   const std::string file = dir + "/libdist-backend-text.so";
-  { std::ofstream(file) << "#!/bin/sh\necho this is not a library, but long enough to read a header\n"; }
+  {
+    std::ofstream(file)
+        << "#!/bin/sh\necho this is not a library, but long enough to read a header\n";
+  }
   ChildResult result = InChild([&] {
     setenv("DIST_PLUGIN_PATH", dir.c_str(), 1);
     return LoadBackend("text");
@@ -145,13 +149,15 @@ TEST(LoaderSafety, TyposLoadNothingAndListNamesFromFileNames) {
   // Both plugin kinds hold a file that aborts the process when loaded.
   const std::string dir = NewDir("typo");
   Copy(Fixture("libdist-backend-fixture_constructor_aborts.so"), dir + "/libdist-backend-boom.so");
-  Copy(Fixture("libdist-backend-fixture_constructor_aborts.so"), dir + "/libdist-rendezvous-bang.so");
+  Copy(Fixture("libdist-backend-fixture_constructor_aborts.so"),
+       dir + "/libdist-rendezvous-bang.so");
   ChildResult backend = InChild([&] {
     setenv("DIST_PLUGIN_PATH", dir.c_str(), 1);
     return LoadBackend("glo");
   });
   EXPECT_EXITED_NORMALLY(backend);
-  EXPECT_TRUE(absl::StrContains(backend.text, "unknown backend 'glo'; available: ")) << backend.text;
+  EXPECT_TRUE(absl::StrContains(backend.text, "unknown backend 'glo'; available: "))
+      << backend.text;
   EXPECT_TRUE(absl::StrContains(backend.text, "boom")) << backend.text;
   EXPECT_TRUE(absl::StrContains(backend.text, "gloo")) << backend.text;
   EXPECT_TRUE(absl::StrContains(backend.text, dir)) << backend.text;
@@ -161,7 +167,8 @@ TEST(LoaderSafety, TyposLoadNothingAndListNamesFromFileNames) {
     return LoadRendezvous("foo");
   });
   EXPECT_EXITED_NORMALLY(rendezvous);
-  EXPECT_TRUE(absl::StrContains(rendezvous.text, "no rendezvous plugin handles 'foo://'; available: "))
+  EXPECT_TRUE(
+      absl::StrContains(rendezvous.text, "no rendezvous plugin handles 'foo://'; available: "))
       << rendezvous.text;
   EXPECT_TRUE(absl::StrContains(rendezvous.text, "bang://")) << rendezvous.text;
   EXPECT_TRUE(absl::StrContains(rendezvous.text, "tcp://")) << rendezvous.text;
@@ -217,8 +224,8 @@ TEST(LoaderSafety, PluginsOthersCanWriteAreRefusedUnlessAllowed) {
     return LoadBackend("fixture_good");
   });
   EXPECT_EXITED_NORMALLY(refused);
-  EXPECT_TRUE(absl::StrContains(refused.text, "refusing plugin file " + file +
-                                                  ": it is writable by every user"))
+  EXPECT_TRUE(absl::StrContains(refused.text,
+                                "refusing plugin file " + file + ": it is writable by every user"))
       << refused.text;
   EXPECT_TRUE(absl::StrContains(refused.text, "chmod go-w")) << refused.text;
   EXPECT_TRUE(absl::StrContains(refused.text, "DIST_ALLOW_WRITABLE_PLUGINS=1")) << refused.text;
@@ -238,8 +245,8 @@ TEST(LoaderSafety, PluginsOthersCanWriteAreRefusedUnlessAllowed) {
     return LoadBackend(file);
   });
   EXPECT_EXITED_NORMALLY(dir_refused);
-  EXPECT_TRUE(absl::StrContains(dir_refused.text, "refusing plugin directory " + dir +
-                                                      ": it is writable by group"))
+  EXPECT_TRUE(absl::StrContains(dir_refused.text,
+                                "refusing plugin directory " + dir + ": it is writable by group"))
       << dir_refused.text;
 }
 

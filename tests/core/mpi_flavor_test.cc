@@ -17,8 +17,8 @@ using ::testing::HasSubstr;
 class MpiFlavorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* name : {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
-                             "PMI_SIZE", "PMI_FD"}) {
+    for (const char* name :
+         {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMI_SIZE", "PMI_FD"}) {
       unsetenv(name);
     }
   }

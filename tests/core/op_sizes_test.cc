@@ -39,8 +39,8 @@ TEST(OpSizes, ElementCountTimesSizeThatWrapsIsAnError) {
 }
 
 TEST(OpSizes, ABufferThatWouldEndPastTheAddressSpaceIsAnError) {
-  dist_op_args_t a = Args(reinterpret_cast<void*>(UINTPTR_MAX - 64), 1000, nullptr, 0,
-                          DIST_FLOAT32);
+  dist_op_args_t a =
+      Args(reinterpret_cast<void*>(UINTPTR_MAX - 64), 1000, nullptr, 0, DIST_FLOAT32);
   absl::Status status = CheckOpSizes(DIST_COLL_SEND, a, 0, 2);
   EXPECT_TRUE(absl::StrContains(status.message(), "past the end of the address space")) << status;
 }

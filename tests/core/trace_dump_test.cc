@@ -7,7 +7,6 @@
 #include <string>
 
 #include "absl/time/clock.h"
-
 #include "dist/dist.hpp"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

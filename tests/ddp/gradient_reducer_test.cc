@@ -106,9 +106,9 @@ TEST(GradientReducer, MisuseErrors) {
 TEST(GradientReducer, GradientsOnAnotherDeviceThanTheBucketsAreRefusedWithTheFix) {
   dist::ProcessGroup group = MakeGroup();
   dist::GradientReducer reducer(group);  // host buckets
-  float fake_device_memory[4] = {};  // never touched: refused before any copy
-  const absl::Status status = reducer.AddGradient(
-      "w", dist_make_buffer(fake_device_memory, 4, DIST_FLOAT32, dist_cuda(1)));
+  float fake_device_memory[4] = {};      // never touched: refused before any copy
+  const absl::Status status =
+      reducer.AddGradient("w", dist_make_buffer(fake_device_memory, 4, DIST_FLOAT32, dist_cuda(1)));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("gradient 'w' is on cuda:1 but the reducer's buckets are on cpu"),
             absl::string_view::npos)
@@ -154,7 +154,7 @@ TEST(GradientReducer, UsesTheCallersBucketMemory) {
     ASSERT_TRUE(reducer.MarkReady("b").ok());
     ASSERT_TRUE(reducer.MarkReady("w").ok());
     ASSERT_TRUE(reducer.Finish().ok());
-    EXPECT_EQ(memory->copies, 2);  // b in, b out
+    EXPECT_EQ(memory->copies, 2);                    // b in, b out
     EXPECT_EQ(b, (std::vector<float>{2.0f, 4.0f}));  // one rank: the average is itself
   }
   EXPECT_EQ(memory->frees, 1);

@@ -46,8 +46,8 @@ void WriteAll(int fd, const std::string& bytes) {
   while (sent < bytes.size()) {
     pollfd entry = {fd, POLLOUT, 0};
     if (poll(&entry, 1, 1000) <= 0) return;  // the server stopped reading
-    const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent,
-                           MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n =
+        send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno != EAGAIN && errno != EINTR) return;
     if (n > 0) sent += static_cast<size_t>(n);
   }

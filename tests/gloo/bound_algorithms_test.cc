@@ -38,7 +38,8 @@ uint16_t ToHalf(float v) {
 float FromHalf(uint16_t h) {
   if ((h & 0x7fff) == 0) return 0;
   const uint32_t exponent = (h >> 10) & 0x1f;
-  const uint32_t bits = ((h & 0x8000u) << 16) | ((exponent - 15 + 127) << 23) | ((h & 0x3ffu) << 13);
+  const uint32_t bits =
+      ((h & 0x8000u) << 16) | ((exponent - 15 + 127) << 23) | ((h & 0x3ffu) << 13);
   float v;
   std::memcpy(&v, &bits, 4);
   return v;
@@ -61,27 +62,51 @@ bool IsFloat(dist_dtype_t t) {
 
 void Store(dist_dtype_t t, void* data, size_t k, double v) {
   switch (t) {
-    case DIST_INT8: static_cast<int8_t*>(data)[k] = static_cast<int8_t>(v); break;
-    case DIST_UINT8: static_cast<uint8_t*>(data)[k] = static_cast<uint8_t>(v); break;
-    case DIST_INT32: static_cast<int32_t*>(data)[k] = static_cast<int32_t>(v); break;
-    case DIST_INT64: static_cast<int64_t*>(data)[k] = static_cast<int64_t>(v); break;
-    case DIST_FLOAT16: static_cast<uint16_t*>(data)[k] = ToHalf(static_cast<float>(v)); break;
-    case DIST_BFLOAT16: static_cast<uint16_t*>(data)[k] = ToBFloat(static_cast<float>(v)); break;
-    case DIST_FLOAT32: static_cast<float*>(data)[k] = static_cast<float>(v); break;
-    default: static_cast<double*>(data)[k] = v; break;
+    case DIST_INT8:
+      static_cast<int8_t*>(data)[k] = static_cast<int8_t>(v);
+      break;
+    case DIST_UINT8:
+      static_cast<uint8_t*>(data)[k] = static_cast<uint8_t>(v);
+      break;
+    case DIST_INT32:
+      static_cast<int32_t*>(data)[k] = static_cast<int32_t>(v);
+      break;
+    case DIST_INT64:
+      static_cast<int64_t*>(data)[k] = static_cast<int64_t>(v);
+      break;
+    case DIST_FLOAT16:
+      static_cast<uint16_t*>(data)[k] = ToHalf(static_cast<float>(v));
+      break;
+    case DIST_BFLOAT16:
+      static_cast<uint16_t*>(data)[k] = ToBFloat(static_cast<float>(v));
+      break;
+    case DIST_FLOAT32:
+      static_cast<float*>(data)[k] = static_cast<float>(v);
+      break;
+    default:
+      static_cast<double*>(data)[k] = v;
+      break;
   }
 }
 
 double Load(dist_dtype_t t, const void* data, size_t k) {
   switch (t) {
-    case DIST_INT8: return static_cast<const int8_t*>(data)[k];
-    case DIST_UINT8: return static_cast<const uint8_t*>(data)[k];
-    case DIST_INT32: return static_cast<const int32_t*>(data)[k];
-    case DIST_INT64: return static_cast<double>(static_cast<const int64_t*>(data)[k]);
-    case DIST_FLOAT16: return FromHalf(static_cast<const uint16_t*>(data)[k]);
-    case DIST_BFLOAT16: return FromBFloat(static_cast<const uint16_t*>(data)[k]);
-    case DIST_FLOAT32: return static_cast<const float*>(data)[k];
-    default: return static_cast<const double*>(data)[k];
+    case DIST_INT8:
+      return static_cast<const int8_t*>(data)[k];
+    case DIST_UINT8:
+      return static_cast<const uint8_t*>(data)[k];
+    case DIST_INT32:
+      return static_cast<const int32_t*>(data)[k];
+    case DIST_INT64:
+      return static_cast<double>(static_cast<const int64_t*>(data)[k]);
+    case DIST_FLOAT16:
+      return FromHalf(static_cast<const uint16_t*>(data)[k]);
+    case DIST_BFLOAT16:
+      return FromBFloat(static_cast<const uint16_t*>(data)[k]);
+    case DIST_FLOAT32:
+      return static_cast<const float*>(data)[k];
+    default:
+      return static_cast<const double*>(data)[k];
   }
 }
 
@@ -92,14 +117,29 @@ double Expected(dist_dtype_t t, dist_reduce_op_t op, int world, size_t k) {
     const int64_t v = Value(r, k, op);
     switch (op) {
       case DIST_SUM:
-      case DIST_AVG: acc += v; break;
-      case DIST_PRODUCT: acc *= v; break;
-      case DIST_MIN: acc = v < acc ? v : acc; break;
-      case DIST_MAX: acc = v > acc ? v : acc; break;
-      case DIST_BAND: acc &= v; break;
-      case DIST_BOR: acc |= v; break;
-      case DIST_BXOR: acc ^= v; break;
-      default: break;
+      case DIST_AVG:
+        acc += v;
+        break;
+      case DIST_PRODUCT:
+        acc *= v;
+        break;
+      case DIST_MIN:
+        acc = v < acc ? v : acc;
+        break;
+      case DIST_MAX:
+        acc = v > acc ? v : acc;
+        break;
+      case DIST_BAND:
+        acc &= v;
+        break;
+      case DIST_BOR:
+        acc |= v;
+        break;
+      case DIST_BXOR:
+        acc ^= v;
+        break;
+      default:
+        break;
     }
   }
   if (op == DIST_AVG) {
@@ -118,7 +158,7 @@ bool Matches(dist_dtype_t t, double got, double want) {
 
 constexpr dist_dtype_t kDtypes[] = {DIST_INT8,    DIST_UINT8,    DIST_INT32,   DIST_INT64,
                                     DIST_FLOAT16, DIST_BFLOAT16, DIST_FLOAT32, DIST_FLOAT64};
-constexpr dist_reduce_op_t kOps[] = {DIST_SUM, DIST_PRODUCT, DIST_MIN,  DIST_MAX,
+constexpr dist_reduce_op_t kOps[] = {DIST_SUM, DIST_PRODUCT, DIST_MIN, DIST_MAX,
                                      DIST_AVG, DIST_BAND,    DIST_BOR, DIST_BXOR};
 constexpr size_t kCounts[] = {1, 7, 1000};
 
@@ -143,8 +183,8 @@ void CheckAllReduces(int rank, int world, dist_backend_comm_t* comm, const std::
             const double got = Load(t, out, k);
             const double want = Expected(t, op, world, k);
             if (!Matches(t, got, want)) {
-              std::fprintf(stderr, "rank %d: %s %s %s n=%zu %s: element %zu is %g, want %g\n",
-                           rank, what.c_str(), dist_dtype_name(t), dist_reduce_op_name(op), n,
+              std::fprintf(stderr, "rank %d: %s %s %s n=%zu %s: element %zu is %g, want %g\n", rank,
+                           what.c_str(), dist_dtype_name(t), dist_reduce_op_name(op), n,
                            in_place ? "in place" : "out of place", k, got, want);
               std::_Exit(1);
             }

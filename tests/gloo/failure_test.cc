@@ -203,7 +203,8 @@ TEST(GlooFailure, MismatchedCountsFailWithinTheTimeout) {
     const absl::Time start = absl::Now();
     dist_error_t* e = Plugin()->work_wait(work, 7000);
     const absl::Duration took = absl::Now() - start;
-    std::fprintf(stderr, "rank %d after %s: %s\n", rank, absl::FormatDuration(took).c_str(), dist_error_message(e));
+    std::fprintf(stderr, "rank %d after %s: %s\n", rank, absl::FormatDuration(took).c_str(),
+                 dist_error_message(e));
     // Not DEADLINE_EXCEEDED, which work_wait keeps for "still pending".
     RANK_CHECK(rank, dist_error_code(e) == DIST_UNAVAILABLE);
     RANK_CHECK(rank, took <= absl::Milliseconds(2100));

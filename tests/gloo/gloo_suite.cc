@@ -38,7 +38,8 @@ const dist_backend_plugin_t* Plugin() {
       std::fprintf(stderr, "cannot load %s: %s\n", path.c_str(), dlerror());
       std::abort();
     }
-    auto entry = reinterpret_cast<dist_backend_plugin_entry_fn>(dlsym(handle, DIST_BACKEND_ENTRY_SYMBOL));
+    auto entry =
+        reinterpret_cast<dist_backend_plugin_entry_fn>(dlsym(handle, DIST_BACKEND_ENTRY_SYMBOL));
     if (entry == nullptr) std::abort();
     const dist_backend_plugin_t* table = entry();
     if (table->initialize(&kHost) != nullptr) std::abort();

@@ -65,8 +65,7 @@ int RunRank(int rank, int port, const std::string& backend) {
   const absl::Time start = absl::Now();
   dist_destroy(group);
   const absl::Duration took = absl::Now() - start;
-  std::fprintf(stderr, "rank %d: dist_destroy took %s\n", rank,
-               absl::FormatDuration(took).c_str());
+  std::fprintf(stderr, "rank %d: dist_destroy took %s\n", rank, absl::FormatDuration(took).c_str());
   // Half the timeout: before the fix rank 0 waited the whole timeout again.
   return took < absl::Milliseconds(kTimeoutMs / 2) ? 0 : 5;
 }

@@ -203,7 +203,8 @@ int SmokeRank(int rank, const std::string& dir) {
 
 TEST(GlooSmoke, CollectivesOnThreeRanks) {
   const std::string dir = TempDir("smoke");
-  for (const RankResult& r : RunRanks(kWorld, absl::Seconds(90), [&](int rank) { return SmokeRank(rank, dir); })) {
+  for (const RankResult& r :
+       RunRanks(kWorld, absl::Seconds(90), [&](int rank) { return SmokeRank(rank, dir); })) {
     EXPECT_TRUE(r.ok()) << r.Describe();
   }
 }

@@ -36,15 +36,48 @@ int Value(int rank, size_t i) { return static_cast<int>((rank * 131 + i * 7) % 6
 
 void Put(dist_dtype_t dtype, int v, unsigned char* p) {
   switch (dtype) {
-    case DIST_INT8: { int8_t x = static_cast<int8_t>(v); std::memcpy(p, &x, 1); break; }
-    case DIST_UINT8: { uint8_t x = static_cast<uint8_t>(v + 30); std::memcpy(p, &x, 1); break; }
-    case DIST_INT32: { int32_t x = v; std::memcpy(p, &x, 4); break; }
-    case DIST_INT64: { int64_t x = v; std::memcpy(p, &x, 8); break; }
-    case DIST_FLOAT16: { auto x = dist::ToFloat16(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
-    case DIST_BFLOAT16: { auto x = dist::ToBFloat16(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
-    case DIST_FLOAT32: { float x = static_cast<float>(v); std::memcpy(p, &x, 4); break; }
-    case DIST_FLOAT64: { double x = v; std::memcpy(p, &x, 8); break; }
-    default: break;
+    case DIST_INT8: {
+      int8_t x = static_cast<int8_t>(v);
+      std::memcpy(p, &x, 1);
+      break;
+    }
+    case DIST_UINT8: {
+      uint8_t x = static_cast<uint8_t>(v + 30);
+      std::memcpy(p, &x, 1);
+      break;
+    }
+    case DIST_INT32: {
+      int32_t x = v;
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case DIST_INT64: {
+      int64_t x = v;
+      std::memcpy(p, &x, 8);
+      break;
+    }
+    case DIST_FLOAT16: {
+      auto x = dist::ToFloat16(static_cast<float>(v));
+      std::memcpy(p, &x, 2);
+      break;
+    }
+    case DIST_BFLOAT16: {
+      auto x = dist::ToBFloat16(static_cast<float>(v));
+      std::memcpy(p, &x, 2);
+      break;
+    }
+    case DIST_FLOAT32: {
+      float x = static_cast<float>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case DIST_FLOAT64: {
+      double x = v;
+      std::memcpy(p, &x, 8);
+      break;
+    }
+    default:
+      break;
   }
 }
 
@@ -94,7 +127,7 @@ dist_backend_comm_t* CreateWorld(dist_store_t* store, const char* name) {
 }
 
 void OddSizes(dist_backend_comm_t* comm) {
-  const dist_dtype_t dtypes[] = {DIST_INT8, DIST_UINT8, DIST_INT32, DIST_INT64,
+  const dist_dtype_t dtypes[] = {DIST_INT8,    DIST_UINT8,    DIST_INT32,   DIST_INT64,
                                  DIST_FLOAT16, DIST_BFLOAT16, DIST_FLOAT32, DIST_FLOAT64};
   // 65537 float64 is 512 KiB + 8 per rank: past the shared-memory eager
   // limit, so the rendezvous (CMA) path runs too.
@@ -138,8 +171,8 @@ void InFlight(dist_backend_comm_t* comm) {
   std::vector<dist_backend_work_t*> p2p;
   for (size_t k = 0; k < 3; ++k) {
     dist_backend_work_t* work = nullptr;
-    const dist_op_args_t gather = MakeArgs(Buf(sends[k].data(), sizes[k], dtype),
-                                           Buf(recvs[k].data(), sizes[k] * W, dtype));
+    const dist_op_args_t gather =
+        MakeArgs(Buf(sends[k].data(), sizes[k], dtype), Buf(recvs[k].data(), sizes[k] * W, dtype));
     MT_OK(P->all_gather(comm, &gather, &work));
     works.push_back(work);
     if (W > 1 && k < out.size()) {
@@ -232,9 +265,9 @@ int AllGather() {
     const int sub_size = static_cast<int>(evens.size());
     Bytes send = Block(DIST_FLOAT32, R, n);
     Bytes recv(n * sub_size * 4, 0xEE);
-    MT_OK(RunAndWait(P, P->all_gather, sub,
-                     MakeArgs(Buf(send.data(), n, DIST_FLOAT32),
-                              Buf(recv.data(), n * sub_size, DIST_FLOAT32))));
+    MT_OK(RunAndWait(
+        P, P->all_gather, sub,
+        MakeArgs(Buf(send.data(), n, DIST_FLOAT32), Buf(recv.data(), n * sub_size, DIST_FLOAT32))));
     Bytes want;
     for (int32_t r : evens) {
       const Bytes block = Block(DIST_FLOAT32, r, n);

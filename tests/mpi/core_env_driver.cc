@@ -14,22 +14,22 @@ namespace {
 int g_rank = -1;
 int g_failures = 0;
 
-#define CHECK_TRUE(cond)                                                                   \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
+#define CHECK_TRUE(cond)                                                                     \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
       std::fprintf(stderr, "[rank %d] CHECK FAILED line %d: %s\n", g_rank, __LINE__, #cond); \
-      ++g_failures;                                                                        \
-    }                                                                                      \
+      ++g_failures;                                                                          \
+    }                                                                                        \
   } while (0)
 
-#define CHECK_OK(expr)                                                                      \
-  do {                                                                                      \
-    dist_error_t* e_ = (expr);                                                              \
-    if (e_ != nullptr) {                                                                    \
-      std::fprintf(stderr, "[rank %d] FAILED line %d: %s: %s\n", g_rank, __LINE__, #expr,   \
-                   dist_error_message(e_));                                                 \
-      std::exit(1);                                                                         \
-    }                                                                                       \
+#define CHECK_OK(expr)                                                                    \
+  do {                                                                                    \
+    dist_error_t* e_ = (expr);                                                            \
+    if (e_ != nullptr) {                                                                  \
+      std::fprintf(stderr, "[rank %d] FAILED line %d: %s: %s\n", g_rank, __LINE__, #expr, \
+                   dist_error_message(e_));                                               \
+      std::exit(1);                                                                       \
+    }                                                                                     \
   } while (0)
 
 }  // namespace

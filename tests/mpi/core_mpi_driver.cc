@@ -20,22 +20,22 @@ namespace {
 int g_rank = -1;
 int g_failures = 0;
 
-#define CHECK_TRUE(cond)                                                                   \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
+#define CHECK_TRUE(cond)                                                                     \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
       std::fprintf(stderr, "[rank %d] CHECK FAILED line %d: %s\n", g_rank, __LINE__, #cond); \
-      ++g_failures;                                                                        \
-    }                                                                                      \
+      ++g_failures;                                                                          \
+    }                                                                                        \
   } while (0)
 
-#define CHECK_OK(expr)                                                                      \
-  do {                                                                                      \
-    dist_error_t* e_ = (expr);                                                              \
-    if (e_ != nullptr) {                                                                    \
-      std::fprintf(stderr, "[rank %d] FAILED line %d: %s: %s\n", g_rank, __LINE__, #expr,   \
-                   dist_error_message(e_));                                                 \
-      std::exit(1);                                                                         \
-    }                                                                                       \
+#define CHECK_OK(expr)                                                                    \
+  do {                                                                                    \
+    dist_error_t* e_ = (expr);                                                            \
+    if (e_ != nullptr) {                                                                  \
+      std::fprintf(stderr, "[rank %d] FAILED line %d: %s: %s\n", g_rank, __LINE__, #expr, \
+                   dist_error_message(e_));                                               \
+      std::exit(1);                                                                       \
+    }                                                                                     \
   } while (0)
 
 // The launcher's rank: Open MPI's or MPICH's (Hydra) variable.
@@ -63,7 +63,8 @@ int Ok(const std::string& expected) {
   CHECK_OK(dist_all_reduce(world, &ub, &ub, DIST_MIN, nullptr));
   for (size_t i = 0; i < u.size(); ++i) {
     int want = 255;
-    for (int r = 0; r < size; ++r) want = std::min(want, static_cast<int>((i * 37 + r * 101) % 256));
+    for (int r = 0; r < size; ++r)
+      want = std::min(want, static_cast<int>((i * 37 + r * 101) % 256));
     if (u[i] != want) {
       CHECK_TRUE(u[i] == want);
       break;
@@ -95,9 +96,11 @@ int Ok(const std::string& expected) {
   dist_destroy(world);
   if (g_failures > 0) return 1;
   const char* init = std::getenv("DIST_INIT_METHOD");
-  std::fprintf(stderr, "[rank %d] DIST_BACKEND=%s, init method %s: backend %s, all checks "
-               "passed (world size %d)\n", rank, std::getenv("DIST_BACKEND"),
-               init != nullptr ? init : "(default)", backend, size);
+  std::fprintf(stderr,
+               "[rank %d] DIST_BACKEND=%s, init method %s: backend %s, all checks "
+               "passed (world size %d)\n",
+               rank, std::getenv("DIST_BACKEND"), init != nullptr ? init : "(default)", backend,
+               size);
   return 0;
 }
 

@@ -31,25 +31,24 @@ inline int EnvInt(const char* name, int fallback) {
   return value ? std::atoi(value) : fallback;
 }
 
-#define MT_CHECK(cond)                                                                    \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
-      std::fprintf(stderr, "[rank %d] CHECK FAILED %s:%d: %s\n", ::mpitest::g_rank,       \
-                   __FILE__, __LINE__, #cond);                                            \
-      ++::mpitest::g_failures;                                                            \
-    }                                                                                     \
+#define MT_CHECK(cond)                                                                        \
+  do {                                                                                        \
+    if (!(cond)) {                                                                            \
+      std::fprintf(stderr, "[rank %d] CHECK FAILED %s:%d: %s\n", ::mpitest::g_rank, __FILE__, \
+                   __LINE__, #cond);                                                          \
+      ++::mpitest::g_failures;                                                                \
+    }                                                                                         \
   } while (0)
 
 // Fails (and stops) when `error` is not NULL.
-#define MT_OK(expr)                                                                       \
-  do {                                                                                    \
-    dist_error_t* mt_error_ = (expr);                                                     \
-    if (mt_error_ != nullptr) {                                                           \
-      std::fprintf(stderr, "[rank %d] FAILED %s:%d: %s -> %s: %s\n", ::mpitest::g_rank,   \
-                   __FILE__, __LINE__, #expr, dist_error_code_name(mt_error_->code),      \
-                   mt_error_->message);                                                   \
-      std::exit(1);                                                                       \
-    }                                                                                     \
+#define MT_OK(expr)                                                                               \
+  do {                                                                                            \
+    dist_error_t* mt_error_ = (expr);                                                             \
+    if (mt_error_ != nullptr) {                                                                   \
+      std::fprintf(stderr, "[rank %d] FAILED %s:%d: %s -> %s: %s\n", ::mpitest::g_rank, __FILE__, \
+                   __LINE__, #expr, dist_error_code_name(mt_error_->code), mt_error_->message);   \
+      std::exit(1);                                                                               \
+    }                                                                                             \
   } while (0)
 
 // Checks that `error` has `code` and a message containing `needle`; frees it.
@@ -85,8 +84,8 @@ inline dist_error_t* HostStoreWithPrefix(const dist_store_t*, const char*, dist_
 }
 
 inline const dist_host_api_t* TestHost() {
-  static const dist_host_api_t host = {sizeof(dist_host_api_t), 1, 1, "test",
-                                       &HostLog, &HostLogEnabled, &HostStoreWithPrefix};
+  static const dist_host_api_t host = {
+      sizeof(dist_host_api_t), 1, 1, "test", &HostLog, &HostLogEnabled, &HostStoreWithPrefix};
   return &host;
 }
 
@@ -185,8 +184,8 @@ inline const dist_backend_plugin_t* LoadPlugin(const char* path) {
     std::fprintf(stderr, "[rank %d] dlopen %s: %s\n", g_rank, path, dlerror());
     std::exit(1);
   }
-  auto entry = reinterpret_cast<dist_backend_plugin_entry_fn>(
-      dlsym(handle, DIST_BACKEND_ENTRY_SYMBOL));
+  auto entry =
+      reinterpret_cast<dist_backend_plugin_entry_fn>(dlsym(handle, DIST_BACKEND_ENTRY_SYMBOL));
   if (entry == nullptr) {
     std::fprintf(stderr, "[rank %d] no %s in %s\n", g_rank, DIST_BACKEND_ENTRY_SYMBOL, path);
     std::exit(1);

@@ -27,8 +27,8 @@ int R = 0;  // rank
 
 using Bytes = std::vector<unsigned char>;
 
-const dist_dtype_t kAllDtypes[] = {DIST_INT8,     DIST_UINT8,    DIST_INT32,   DIST_INT64,
-                                   DIST_FLOAT16,  DIST_BFLOAT16, DIST_FLOAT32, DIST_FLOAT64};
+const dist_dtype_t kAllDtypes[] = {DIST_INT8,    DIST_UINT8,    DIST_INT32,   DIST_INT64,
+                                   DIST_FLOAT16, DIST_BFLOAT16, DIST_FLOAT32, DIST_FLOAT64};
 
 Bytes Encode(dist_dtype_t dtype, const std::vector<double>& values) {
   Bytes out(values.size() * dist_dtype_size(dtype));
@@ -36,15 +36,46 @@ Bytes Encode(dist_dtype_t dtype, const std::vector<double>& values) {
     unsigned char* p = out.data() + i * dist_dtype_size(dtype);
     const double v = values[i];
     switch (dtype) {
-      case DIST_INT8: { int8_t x = static_cast<int8_t>(v); std::memcpy(p, &x, 1); break; }
-      case DIST_UINT8: { uint8_t x = static_cast<uint8_t>(v); std::memcpy(p, &x, 1); break; }
-      case DIST_INT32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
-      case DIST_INT64: { int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, 8); break; }
-      case DIST_FLOAT16: { auto x = dist::ToFloat16(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
-      case DIST_BFLOAT16: { auto x = dist::ToBFloat16(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
-      case DIST_FLOAT32: { float x = static_cast<float>(v); std::memcpy(p, &x, 4); break; }
-      case DIST_FLOAT64: std::memcpy(p, &v, 8); break;
-      default: break;
+      case DIST_INT8: {
+        int8_t x = static_cast<int8_t>(v);
+        std::memcpy(p, &x, 1);
+        break;
+      }
+      case DIST_UINT8: {
+        uint8_t x = static_cast<uint8_t>(v);
+        std::memcpy(p, &x, 1);
+        break;
+      }
+      case DIST_INT32: {
+        int32_t x = static_cast<int32_t>(v);
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case DIST_INT64: {
+        int64_t x = static_cast<int64_t>(v);
+        std::memcpy(p, &x, 8);
+        break;
+      }
+      case DIST_FLOAT16: {
+        auto x = dist::ToFloat16(static_cast<float>(v));
+        std::memcpy(p, &x, 2);
+        break;
+      }
+      case DIST_BFLOAT16: {
+        auto x = dist::ToBFloat16(static_cast<float>(v));
+        std::memcpy(p, &x, 2);
+        break;
+      }
+      case DIST_FLOAT32: {
+        float x = static_cast<float>(v);
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case DIST_FLOAT64:
+        std::memcpy(p, &v, 8);
+        break;
+      default:
+        break;
     }
   }
   return out;
@@ -94,14 +125,23 @@ double Input(dist_reduce_op_t op, dist_dtype_t dtype, int rank, size_t i) {
 
 double Combine(dist_reduce_op_t op, double a, double b) {
   switch (op) {
-    case DIST_SUM: case DIST_AVG: return a + b;
-    case DIST_PRODUCT: return a * b;
-    case DIST_MIN: return std::min(a, b);
-    case DIST_MAX: return std::max(a, b);
-    case DIST_BAND: return static_cast<double>(static_cast<int64_t>(a) & static_cast<int64_t>(b));
-    case DIST_BOR: return static_cast<double>(static_cast<int64_t>(a) | static_cast<int64_t>(b));
-    case DIST_BXOR: return static_cast<double>(static_cast<int64_t>(a) ^ static_cast<int64_t>(b));
-    default: return 0;
+    case DIST_SUM:
+    case DIST_AVG:
+      return a + b;
+    case DIST_PRODUCT:
+      return a * b;
+    case DIST_MIN:
+      return std::min(a, b);
+    case DIST_MAX:
+      return std::max(a, b);
+    case DIST_BAND:
+      return static_cast<double>(static_cast<int64_t>(a) & static_cast<int64_t>(b));
+    case DIST_BOR:
+      return static_cast<double>(static_cast<int64_t>(a) | static_cast<int64_t>(b));
+    case DIST_BXOR:
+      return static_cast<double>(static_cast<int64_t>(a) ^ static_cast<int64_t>(b));
+    default:
+      return 0;
   }
 }
 
@@ -149,28 +189,29 @@ void TestAllReduce(dist_backend_comm_t* comm) {
   // size on 2 and 4 ranks (recursive_doubling_all_reduce.h), libnbc's
   // otherwise.
   for (size_t n : {size_t{7}, size_t{1000}}) {
-  for (dist_dtype_t dtype : kAllDtypes) {
-    for (int o = 0; o < DIST_REDUCE_OP_COUNT; ++o) {
-      const auto op = static_cast<dist_reduce_op_t>(o);
-      Bytes send = Encode(dtype, Inputs(op, dtype, R, n));
-      Bytes recv(send.size(), 0xEE);
-      dist_op_args_t args = MakeArgs(Buf(send, dtype), Buf(recv, dtype));
-      args.op = op;
-      if (dist_dtype_is_floating(dtype) && (op == DIST_BAND || op == DIST_BOR || op == DIST_BXOR)) {
-        dist_backend_work_t* work = nullptr;
-        MT_EXPECT_ERROR(P->all_reduce(comm, &args, &work), DIST_INVALID_ARGUMENT, "bitwise");
-        continue;
+    for (dist_dtype_t dtype : kAllDtypes) {
+      for (int o = 0; o < DIST_REDUCE_OP_COUNT; ++o) {
+        const auto op = static_cast<dist_reduce_op_t>(o);
+        Bytes send = Encode(dtype, Inputs(op, dtype, R, n));
+        Bytes recv(send.size(), 0xEE);
+        dist_op_args_t args = MakeArgs(Buf(send, dtype), Buf(recv, dtype));
+        args.op = op;
+        if (dist_dtype_is_floating(dtype) &&
+            (op == DIST_BAND || op == DIST_BOR || op == DIST_BXOR)) {
+          dist_backend_work_t* work = nullptr;
+          MT_EXPECT_ERROR(P->all_reduce(comm, &args, &work), DIST_INVALID_ARGUMENT, "bitwise");
+          continue;
+        }
+        MT_OK(RunAndWait(P, P->all_reduce, comm, args));
+        const Bytes want = Encode(dtype, Expecteds(op, dtype, n));
+        ExpectBytes(recv, want, Name("all_reduce", dtype, dist_reduce_op_name(op)));
+        // In place.
+        args = MakeArgs(Buf(send, dtype), Buf(send, dtype));
+        args.op = op;
+        MT_OK(RunAndWait(P, P->all_reduce, comm, args));
+        ExpectBytes(send, want, Name("all_reduce in place", dtype, dist_reduce_op_name(op)));
       }
-      MT_OK(RunAndWait(P, P->all_reduce, comm, args));
-      const Bytes want = Encode(dtype, Expecteds(op, dtype, n));
-      ExpectBytes(recv, want, Name("all_reduce", dtype, dist_reduce_op_name(op)));
-      // In place.
-      args = MakeArgs(Buf(send, dtype), Buf(send, dtype));
-      args.op = op;
-      MT_OK(RunAndWait(P, P->all_reduce, comm, args));
-      ExpectBytes(send, want, Name("all_reduce in place", dtype, dist_reduce_op_name(op)));
     }
-  }
   }
 }
 
@@ -296,16 +337,20 @@ void TestSendRecv(dist_backend_comm_t* comm) {
   std::vector<int64_t> in(3, -1);
   std::vector<int64_t> out2 = {R + 1000};
   std::vector<int64_t> in2(1, -1);
-  dist_op_args_t recv_args = MakeArgs(NoBuf(DIST_INT64), dist_make_buffer(in.data(), 3, DIST_INT64, dist_cpu()));
+  dist_op_args_t recv_args =
+      MakeArgs(NoBuf(DIST_INT64), dist_make_buffer(in.data(), 3, DIST_INT64, dist_cpu()));
   recv_args.peer = left;
   recv_args.tag = 100 + left;
-  dist_op_args_t recv2_args = MakeArgs(NoBuf(DIST_INT64), dist_make_buffer(in2.data(), 1, DIST_INT64, dist_cpu()));
+  dist_op_args_t recv2_args =
+      MakeArgs(NoBuf(DIST_INT64), dist_make_buffer(in2.data(), 1, DIST_INT64, dist_cpu()));
   recv2_args.peer = right;
   recv2_args.tag = 7;
-  dist_op_args_t send_args = MakeArgs(dist_make_buffer(out.data(), 3, DIST_INT64, dist_cpu()), NoBuf(DIST_INT64));
+  dist_op_args_t send_args =
+      MakeArgs(dist_make_buffer(out.data(), 3, DIST_INT64, dist_cpu()), NoBuf(DIST_INT64));
   send_args.peer = right;
   send_args.tag = 100 + R;
-  dist_op_args_t send2_args = MakeArgs(dist_make_buffer(out2.data(), 1, DIST_INT64, dist_cpu()), NoBuf(DIST_INT64));
+  dist_op_args_t send2_args =
+      MakeArgs(dist_make_buffer(out2.data(), 1, DIST_INT64, dist_cpu()), NoBuf(DIST_INT64));
   send2_args.peer = left;
   send2_args.tag = 7;
   dist_backend_work_t *w1, *w2, *w3, *w4;
@@ -334,11 +379,11 @@ void TestAsync(dist_backend_comm_t* comm) {
   dist_buffer_t ab = dist_make_buffer(a.data(), n, DIST_FLOAT32, dist_cpu());
   dist_buffer_t bb = dist_make_buffer(b.data(), n, DIST_FLOAT32, dist_cpu());
   dist_buffer_t cb = dist_make_buffer(c.data(), n, DIST_FLOAT32, dist_cpu());
-  dist_op_args_t first = MakeArgs(ab, ab);      // a = sum(a), in place
+  dist_op_args_t first = MakeArgs(ab, ab);  // a = sum(a), in place
   first.op = DIST_SUM;
-  dist_op_args_t second = MakeArgs(ab, cb);     // c = sum(a) again: needs first done
+  dist_op_args_t second = MakeArgs(ab, cb);  // c = sum(a) again: needs first done
   second.op = DIST_SUM;
-  dist_op_args_t third = MakeArgs(bb, bb);      // independent
+  dist_op_args_t third = MakeArgs(bb, bb);  // independent
   third.op = DIST_MAX;
   dist_backend_work_t *w1, *w2, *w3;
   MT_OK(P->all_reduce(comm, &first, &w1));
@@ -423,7 +468,8 @@ int Collectives() {
   dist_op_args_t bad = MakeArgs(dist_make_buffer(x.data(), 4, DIST_FLOAT32, dist_cpu()),
                                 dist_make_buffer(y.data(), 3, DIST_FLOAT32, dist_cpu()));
   dist_backend_work_t* work = nullptr;
-  MT_EXPECT_ERROR(P->all_reduce(comm, &bad, &work), DIST_INVALID_ARGUMENT, "recv count is 3 but must be 4");
+  MT_EXPECT_ERROR(P->all_reduce(comm, &bad, &work), DIST_INVALID_ARGUMENT,
+                  "recv count is 3 but must be 4");
   P->comm_destroy(comm);
   return 0;
 }
@@ -434,8 +480,8 @@ int Subgroups() {
   std::vector<int32_t> evens;
   for (int r = 0; r < W; r += 2) evens.push_back(r);
   const bool member = R % 2 == 0;
-  dist_comm_config_t config = MakeConfig(member ? R / 2 : -1, static_cast<int>(evens.size()),
-                                         nullptr, 60000, "evens");
+  dist_comm_config_t config =
+      MakeConfig(member ? R / 2 : -1, static_cast<int>(evens.size()), nullptr, 60000, "evens");
   dist_backend_comm_t* sub = reinterpret_cast<dist_backend_comm_t*>(0x1);
   MT_OK(P->comm_split(world, evens.data(), evens.size(), &config, &sub));
   if (!member) {
@@ -519,8 +565,8 @@ int NoLauncher() {
 int Cuda() {
   dist_backend_comm_t* comm = CreateWorld(nullptr);
   // The pointer is never touched: the check happens before any MPI call.
-  dist_buffer_t cuda = dist_make_buffer(reinterpret_cast<void*>(0x7f0000001000), 16,
-                                        DIST_FLOAT32, dist_cuda(0));
+  dist_buffer_t cuda =
+      dist_make_buffer(reinterpret_cast<void*>(0x7f0000001000), 16, DIST_FLOAT32, dist_cuda(0));
   dist_op_args_t args = MakeArgs(cuda, cuda);
   dist_backend_work_t* work = nullptr;
   MT_EXPECT_ERROR(P->all_reduce(comm, &args, &work), DIST_UNIMPLEMENTED, "nccl");
@@ -577,7 +623,8 @@ int Timeout(const std::string& store_dir) {
     char needle[64];
     std::snprintf(needle, sizeof(needle), "rank %d has not reached it", late);
     MT_EXPECT_ERROR(P->work_wait(work, 1500), DIST_DEADLINE_EXCEEDED, needle);
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     MT_CHECK(waited < 3.5);  // 1.5 s wait + at most the 0.25 s diagnosis grace
   }
   // The op stays pending and completes once the late rank comes.
@@ -630,15 +677,24 @@ int main(int argc, char** argv) {
   R = start.rank;
   W = start.world;
   const std::string& scenario = start.scenario;
-  if (scenario == "collectives") Collectives();
-  else if (scenario == "subgroups") Subgroups();
-  else if (scenario == "rank_mismatch") RankMismatch();
-  else if (scenario == "no_launcher") NoLauncher();
-  else if (scenario == "cuda") Cuda();
-  else if (scenario == "timeout") Timeout(argc > 3 ? argv[3] : "/tmp/mpi_timeout_store");
-  else if (scenario == "abort") Abort();
-  else if (scenario == "overlap") Overlap(true);
-  else if (scenario == "overlap_without_progress_thread") Overlap(false);  // must fail
+  if (scenario == "collectives")
+    Collectives();
+  else if (scenario == "subgroups")
+    Subgroups();
+  else if (scenario == "rank_mismatch")
+    RankMismatch();
+  else if (scenario == "no_launcher")
+    NoLauncher();
+  else if (scenario == "cuda")
+    Cuda();
+  else if (scenario == "timeout")
+    Timeout(argc > 3 ? argv[3] : "/tmp/mpi_timeout_store");
+  else if (scenario == "abort")
+    Abort();
+  else if (scenario == "overlap")
+    Overlap(true);
+  else if (scenario == "overlap_without_progress_thread")
+    Overlap(false);  // must fail
   else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;

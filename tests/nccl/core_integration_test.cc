@@ -49,9 +49,9 @@ TEST(NcclThroughTheCore, InitFailsWithTheProbeReasonWithoutAGpu) {
   ASSERT_NE(error, nullptr);
   EXPECT_EQ(group, nullptr);
   EXPECT_EQ(dist_error_code(error), DIST_UNAVAILABLE);
-  const std::string expected =
-      cuda != cudaSuccess ? absl::StrCat("no CUDA device: ", cudaGetErrorString(cuda))
-                          : "no CUDA device: cudaGetDeviceCount found 0 devices";
+  const std::string expected = cuda != cudaSuccess
+                                   ? absl::StrCat("no CUDA device: ", cudaGetErrorString(cuda))
+                                   : "no CUDA device: cudaGetDeviceCount found 0 devices";
   const std::string message = Message(error);
   std::printf("dist_init says: %s\n", message.c_str());
   EXPECT_THAT(message, HasSubstr(expected));

@@ -25,8 +25,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "plugins/backends/nccl/testing/loaded_plugin.h"
-#include "tools/common/memory_store.h"
 #include "tests/nccl/host_reference.h"
+#include "tools/common/memory_store.h"
 
 namespace dist_nccl {
 namespace {
@@ -125,18 +125,30 @@ class DeviceMemory {
 
 dist_backend_op_fn OpFunction(const dist_backend_plugin_t* plugin, dist_collective_t op) {
   switch (op) {
-    case DIST_COLL_ALL_REDUCE: return plugin->all_reduce;
-    case DIST_COLL_BROADCAST: return plugin->broadcast;
-    case DIST_COLL_REDUCE: return plugin->reduce;
-    case DIST_COLL_ALL_GATHER: return plugin->all_gather;
-    case DIST_COLL_GATHER: return plugin->gather;
-    case DIST_COLL_SCATTER: return plugin->scatter;
-    case DIST_COLL_REDUCE_SCATTER: return plugin->reduce_scatter;
-    case DIST_COLL_ALL_TO_ALL: return plugin->all_to_all;
-    case DIST_COLL_BARRIER: return plugin->barrier;
-    case DIST_COLL_SEND: return plugin->send;
-    case DIST_COLL_RECV: return plugin->recv;
-    default: return nullptr;
+    case DIST_COLL_ALL_REDUCE:
+      return plugin->all_reduce;
+    case DIST_COLL_BROADCAST:
+      return plugin->broadcast;
+    case DIST_COLL_REDUCE:
+      return plugin->reduce;
+    case DIST_COLL_ALL_GATHER:
+      return plugin->all_gather;
+    case DIST_COLL_GATHER:
+      return plugin->gather;
+    case DIST_COLL_SCATTER:
+      return plugin->scatter;
+    case DIST_COLL_REDUCE_SCATTER:
+      return plugin->reduce_scatter;
+    case DIST_COLL_ALL_TO_ALL:
+      return plugin->all_to_all;
+    case DIST_COLL_BARRIER:
+      return plugin->barrier;
+    case DIST_COLL_SEND:
+      return plugin->send;
+    case DIST_COLL_RECV:
+      return plugin->recv;
+    default:
+      return nullptr;
   }
 }
 
@@ -185,11 +197,18 @@ std::string RunCase(const Rank& r, const OpCase& c) {
   size_t recv_count = n;
   switch (c.op) {
     case DIST_COLL_ALL_GATHER:
-    case DIST_COLL_GATHER: recv_count = n * w; break;
+    case DIST_COLL_GATHER:
+      recv_count = n * w;
+      break;
     case DIST_COLL_SCATTER:
-    case DIST_COLL_REDUCE_SCATTER: send_count = n * w; break;
-    case DIST_COLL_ALL_TO_ALL: send_count = recv_count = n * w; break;
-    default: break;
+    case DIST_COLL_REDUCE_SCATTER:
+      send_count = n * w;
+      break;
+    case DIST_COLL_ALL_TO_ALL:
+      send_count = recv_count = n * w;
+      break;
+    default:
+      break;
   }
   // Expected result on this rank (no value: recv is unused here).
   std::vector<HostBuffer> expected;
@@ -201,7 +220,9 @@ std::string RunCase(const Rank& r, const OpCase& c) {
     case DIST_COLL_ALL_REDUCE:
       expected.push_back(testing::Reduced(c.dtype, redop, r.world, n));
       break;
-    case DIST_COLL_BROADCAST: expected.push_back(input_of(c.root, n)); break;
+    case DIST_COLL_BROADCAST:
+      expected.push_back(input_of(c.root, n));
+      break;
     case DIST_COLL_REDUCE:
       if (root) expected.push_back(testing::Reduced(c.dtype, redop, r.world, n));
       break;
@@ -227,7 +248,8 @@ std::string RunCase(const Rank& r, const OpCase& c) {
       expected.push_back(testing::Concat(blocks));
       break;
     }
-    default: break;
+    default:
+      break;
   }
   const HostBuffer input = input_of(r.rank, send_count);
   const bool send_used = !((c.op == DIST_COLL_BROADCAST || c.op == DIST_COLL_SCATTER) && !root);
@@ -563,8 +585,8 @@ TEST_F(NcclGpuTest, OperationsWithoutAStreamWaitForTheDefaultStream) {
     DeviceMemory out(n * sizeof(float));
     source.Upload(0, testing::Input(DIST_FLOAT32, DIST_SUM, r.rank, n));
     StallStream(cudaStreamLegacy, 300);
-    ASSERT_EQ(cudaMemcpyAsync(data.at(0), source.at(0), n * sizeof(float),
-                              cudaMemcpyDeviceToDevice, cudaStreamLegacy),
+    ASSERT_EQ(cudaMemcpyAsync(data.at(0), source.at(0), n * sizeof(float), cudaMemcpyDeviceToDevice,
+                              cudaStreamLegacy),
               cudaSuccess);
     dist_op_args_t args = BaseArgs();
     args.send = dist_make_buffer(data.at(0), n, DIST_FLOAT32, dist_cuda(r.device));
@@ -614,8 +636,7 @@ TEST_F(NcclGpuTest, ARankThatSkipsACollectiveTimesOutEveryOtherRank) {
     }
     // Either way the ranks compared notes: rank 0 is the one that never
     // reported a failure.
-    EXPECT_THAT(std::string(status.message()),
-                HasSubstr("rank 0 reported no failure within"));
+    EXPECT_THAT(std::string(status.message()), HasSubstr("rank 0 reported no failure within"));
     std::printf("rank %d heard: %s\n", r.rank, status.ToString().c_str());
   });
 }
@@ -713,9 +734,9 @@ TEST_F(NcclGpuTest, SplitMakesAWorkingSubgroupAndNullForNonMembers) {
     config.group_name = "evens";
     config.device_index = r.device;
     dist_backend_comm_t* child = reinterpret_cast<dist_backend_comm_t*>(0x1);
-    ASSERT_TRUE(
-        dist::TakeError(r.plugin->comm_split(r.comm, members.data(), members.size(), &config, &child))
-            .ok());
+    ASSERT_TRUE(dist::TakeError(
+                    r.plugin->comm_split(r.comm, members.data(), members.size(), &config, &child))
+                    .ok());
     if (!member) {
       EXPECT_EQ(child, nullptr);
     } else {

@@ -27,11 +27,16 @@ void Store(uint8_t* p, T value) {
 
 double Tolerance(dist_dtype_t dtype) {
   switch (dtype) {
-    case DIST_FLOAT16: return 5e-3;
-    case DIST_BFLOAT16: return 3.2e-2;
-    case DIST_FLOAT32: return 1e-6;
-    case DIST_FLOAT64: return 1e-12;
-    default: return 0;
+    case DIST_FLOAT16:
+      return 5e-3;
+    case DIST_BFLOAT16:
+      return 3.2e-2;
+    case DIST_FLOAT32:
+      return 1e-6;
+    case DIST_FLOAT64:
+      return 1e-12;
+    default:
+      return 0;
   }
 }
 
@@ -40,30 +45,56 @@ double Tolerance(dist_dtype_t dtype) {
 double HostBuffer::At(size_t i) const {
   const uint8_t* p = bytes.data() + i * dist_dtype_size(dtype);
   switch (dtype) {
-    case DIST_INT8: return Load<int8_t>(p);
-    case DIST_UINT8: return Load<uint8_t>(p);
-    case DIST_INT32: return Load<int32_t>(p);
-    case DIST_INT64: return static_cast<double>(Load<int64_t>(p));
-    case DIST_FLOAT16: return dist::ToFloat(Load<dist::Float16>(p));
-    case DIST_BFLOAT16: return dist::ToFloat(Load<dist::BFloat16>(p));
-    case DIST_FLOAT32: return Load<float>(p);
-    case DIST_FLOAT64: return Load<double>(p);
-    default: return NAN;
+    case DIST_INT8:
+      return Load<int8_t>(p);
+    case DIST_UINT8:
+      return Load<uint8_t>(p);
+    case DIST_INT32:
+      return Load<int32_t>(p);
+    case DIST_INT64:
+      return static_cast<double>(Load<int64_t>(p));
+    case DIST_FLOAT16:
+      return dist::ToFloat(Load<dist::Float16>(p));
+    case DIST_BFLOAT16:
+      return dist::ToFloat(Load<dist::BFloat16>(p));
+    case DIST_FLOAT32:
+      return Load<float>(p);
+    case DIST_FLOAT64:
+      return Load<double>(p);
+    default:
+      return NAN;
   }
 }
 
 void HostBuffer::Put(size_t i, double value) {
   uint8_t* p = bytes.data() + i * dist_dtype_size(dtype);
   switch (dtype) {
-    case DIST_INT8: Store(p, static_cast<int8_t>(value)); break;
-    case DIST_UINT8: Store(p, static_cast<uint8_t>(value)); break;
-    case DIST_INT32: Store(p, static_cast<int32_t>(value)); break;
-    case DIST_INT64: Store(p, static_cast<int64_t>(value)); break;
-    case DIST_FLOAT16: Store(p, dist::ToFloat16(static_cast<float>(value))); break;
-    case DIST_BFLOAT16: Store(p, dist::ToBFloat16(static_cast<float>(value))); break;
-    case DIST_FLOAT32: Store(p, static_cast<float>(value)); break;
-    case DIST_FLOAT64: Store(p, value); break;
-    default: break;
+    case DIST_INT8:
+      Store(p, static_cast<int8_t>(value));
+      break;
+    case DIST_UINT8:
+      Store(p, static_cast<uint8_t>(value));
+      break;
+    case DIST_INT32:
+      Store(p, static_cast<int32_t>(value));
+      break;
+    case DIST_INT64:
+      Store(p, static_cast<int64_t>(value));
+      break;
+    case DIST_FLOAT16:
+      Store(p, dist::ToFloat16(static_cast<float>(value)));
+      break;
+    case DIST_BFLOAT16:
+      Store(p, dist::ToBFloat16(static_cast<float>(value)));
+      break;
+    case DIST_FLOAT32:
+      Store(p, static_cast<float>(value));
+      break;
+    case DIST_FLOAT64:
+      Store(p, value);
+      break;
+    default:
+      break;
   }
 }
 

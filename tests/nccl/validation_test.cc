@@ -58,32 +58,25 @@ absl::Status Validate(dist_collective_t op, const dist_op_args_t& args, const Op
 
 TEST(ValidateOpArgs, AcceptsEveryCollectiveWithTheDocumentedShapes) {
   const OpContext one{0, 1, 0};
-  EXPECT_TRUE(
-      Validate(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x9000, 8)), one).ok());
+  EXPECT_TRUE(Validate(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x9000, 8)), one).ok());
   const OpContext ctx{1, 4, 1};
   auto cuda1 = [](uintptr_t address, uint64_t count) {
     return Cuda(address, count, DIST_FLOAT32, 1);
   };
+  EXPECT_TRUE(Validate(DIST_COLL_ALL_GATHER, Args(cuda1(0x1000, 8), cuda1(0x9000, 32)), ctx).ok());
   EXPECT_TRUE(
-      Validate(DIST_COLL_ALL_GATHER, Args(cuda1(0x1000, 8), cuda1(0x9000, 32)), ctx).ok());
-  EXPECT_TRUE(
-      Validate(DIST_COLL_REDUCE_SCATTER, Args(cuda1(0x1000, 32), cuda1(0x9000, 8)), ctx)
-          .ok());
-  EXPECT_TRUE(
-      Validate(DIST_COLL_ALL_TO_ALL, Args(cuda1(0x1000, 32), cuda1(0x9000, 32)), ctx).ok());
+      Validate(DIST_COLL_REDUCE_SCATTER, Args(cuda1(0x1000, 32), cuda1(0x9000, 8)), ctx).ok());
+  EXPECT_TRUE(Validate(DIST_COLL_ALL_TO_ALL, Args(cuda1(0x1000, 32), cuda1(0x9000, 32)), ctx).ok());
   // Rooted ops off root: the unused buffer may be NULL and is not checked.
   EXPECT_TRUE(
-      Validate(DIST_COLL_GATHER, Args(cuda1(0x1000, 8), Cuda(0, 0, DIST_FLOAT32, 0)), ctx)
-          .ok());
+      Validate(DIST_COLL_GATHER, Args(cuda1(0x1000, 8), Cuda(0, 0, DIST_FLOAT32, 0)), ctx).ok());
   EXPECT_TRUE(
       Validate(DIST_COLL_REDUCE,
-                     Args(cuda1(0x1000, 8), dist_make_buffer(nullptr, 0, DIST_FLOAT32, dist_cpu())),
-                     ctx)
+               Args(cuda1(0x1000, 8), dist_make_buffer(nullptr, 0, DIST_FLOAT32, dist_cpu())), ctx)
           .ok());
   EXPECT_TRUE(
       Validate(DIST_COLL_SCATTER,
-                     Args(dist_make_buffer(nullptr, 0, DIST_FLOAT32, dist_cpu()), cuda1(0x9000, 8)),
-                     ctx)
+               Args(dist_make_buffer(nullptr, 0, DIST_FLOAT32, dist_cpu()), cuda1(0x9000, 8)), ctx)
           .ok());
   EXPECT_TRUE(Validate(DIST_COLL_BARRIER, Args({}, {}), ctx).ok());
   dist_op_args_t send = Args(cuda1(0x1000, 8), {}, DIST_SUM, 0, 3);
@@ -92,8 +85,7 @@ TEST(ValidateOpArgs, AcceptsEveryCollectiveWithTheDocumentedShapes) {
 
 TEST(ValidateOpArgs, RefusesCpuBuffersNamingTheBackendsAndTheDeviceMap) {
   const dist_buffer_t cpu = dist_make_buffer(Address(0x1000), 8, DIST_FLOAT32, dist_cpu());
-  const absl::Status status =
-      Validate(DIST_COLL_ALL_REDUCE, Args(cpu, cpu), OpContext{0, 2, 0});
+  const absl::Status status = Validate(DIST_COLL_ALL_REDUCE, Args(cpu, cpu), OpContext{0, 2, 0});
   EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(status.message()),
               AllOf(HasSubstr("nccl all_reduce"), HasSubstr("send buffer is on the CPU"),
@@ -110,22 +102,21 @@ TEST(ValidateOpArgs, RefusesCpuBuffersNamingTheBackendsAndTheDeviceMap) {
 
 TEST(ValidateOpArgs, BitwiseOpsAreUnimplementedOnIntegersAndInvalidOnFloats) {
   const OpContext ctx{0, 2, 0};
-  const absl::Status on_int = Validate(
-      DIST_COLL_ALL_REDUCE,
-      Args(Cuda(0x1000, 8, DIST_INT32), Cuda(0x9000, 8, DIST_INT32), DIST_BXOR), ctx);
+  const absl::Status on_int =
+      Validate(DIST_COLL_ALL_REDUCE,
+               Args(Cuda(0x1000, 8, DIST_INT32), Cuda(0x9000, 8, DIST_INT32), DIST_BXOR), ctx);
   EXPECT_EQ(on_int.code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(on_int.message()),
               AllOf(HasSubstr("NCCL has no bitwise reductions (bxor)"), HasSubstr("gloo")));
-  const absl::Status on_float = Validate(
-      DIST_COLL_REDUCE_SCATTER, Args(Cuda(0x1000, 16), Cuda(0x9000, 8), DIST_BAND), ctx);
+  const absl::Status on_float =
+      Validate(DIST_COLL_REDUCE_SCATTER, Args(Cuda(0x1000, 16), Cuda(0x9000, 8), DIST_BAND), ctx);
   EXPECT_EQ(on_float.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(on_float.message()), HasSubstr("floating point"));
   for (dist_reduce_op_t op : {DIST_SUM, DIST_PRODUCT, DIST_MIN, DIST_MAX, DIST_AVG}) {
     for (int dtype = 0; dtype < DIST_DTYPE_COUNT; ++dtype) {
       const dist_dtype_t d = static_cast<dist_dtype_t>(dtype);
       EXPECT_TRUE(
-          Validate(DIST_COLL_REDUCE, Args(Cuda(0x1000, 8, d), Cuda(0x9000, 8, d), op), ctx)
-              .ok())
+          Validate(DIST_COLL_REDUCE, Args(Cuda(0x1000, 8, d), Cuda(0x9000, 8, d), op), ctx).ok())
           << dist_reduce_op_name(op) << " " << dist_dtype_name(d);
     }
   }
@@ -136,21 +127,19 @@ TEST(ValidateOpArgs, ShapesFollowTheBufferTable) {
   const absl::Status gather =
       Validate(DIST_COLL_ALL_GATHER, Args(Cuda(0x1000, 8), Cuda(0x9000, 31)), ctx);
   EXPECT_EQ(gather.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(gather.message()),
-              HasSubstr("recv count is 31 but must be 32"));
-  EXPECT_FALSE(
-      Validate(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x9000, 7)), ctx).ok());
+  EXPECT_THAT(std::string(gather.message()), HasSubstr("recv count is 31 but must be 32"));
+  EXPECT_FALSE(Validate(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x9000, 7)), ctx).ok());
   EXPECT_FALSE(
       Validate(DIST_COLL_REDUCE_SCATTER, Args(Cuda(0x1000, 8), Cuda(0x9000, 8)), ctx).ok());
-  EXPECT_FALSE(
-      Validate(DIST_COLL_SCATTER, Args(Cuda(0x1000, 30), Cuda(0x9000, 8)), ctx).ok());
+  EXPECT_FALSE(Validate(DIST_COLL_SCATTER, Args(Cuda(0x1000, 30), Cuda(0x9000, 8)), ctx).ok());
   const absl::Status a2a =
       Validate(DIST_COLL_ALL_TO_ALL, Args(Cuda(0x1000, 30), Cuda(0x9000, 30)), ctx);
   EXPECT_THAT(std::string(a2a.message()), HasSubstr("not a multiple of the world size 4"));
   const absl::Status dtypes =
       Validate(DIST_COLL_ALL_REDUCE,
-                     Args(Cuda(0x1000, 8, DIST_FLOAT32), Cuda(0x9000, 8, DIST_FLOAT16)), ctx);
-  EXPECT_THAT(std::string(dtypes.message()), HasSubstr("send dtype float32 differs from recv dtype float16"));
+               Args(Cuda(0x1000, 8, DIST_FLOAT32), Cuda(0x9000, 8, DIST_FLOAT16)), ctx);
+  EXPECT_THAT(std::string(dtypes.message()),
+              HasSubstr("send dtype float32 differs from recv dtype float16"));
   const absl::Status null_data =
       Validate(DIST_COLL_ALL_REDUCE, Args(Cuda(0, 8), Cuda(0x9000, 8)), ctx);
   EXPECT_THAT(std::string(null_data.message()), HasSubstr("is NULL with count 8"));
@@ -161,9 +150,9 @@ TEST(ValidateOpArgs, ShapesFollowTheBufferTable) {
 }
 
 TEST(ValidateOpArgs, BuffersMustBeOnThisRanksGpu) {
-  const absl::Status status = Validate(
-      DIST_COLL_ALL_REDUCE,
-      Args(Cuda(0x1000, 8, DIST_FLOAT32, 0), Cuda(0x9000, 8, DIST_FLOAT32, 0)), kRank1Of4);
+  const absl::Status status =
+      Validate(DIST_COLL_ALL_REDUCE,
+               Args(Cuda(0x1000, 8, DIST_FLOAT32, 0), Cuda(0x9000, 8, DIST_FLOAT32, 0)), kRank1Of4);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(status.message()),
               AllOf(HasSubstr("on cuda:0"), HasSubstr("rank 1's communicator uses cuda:1")));
@@ -172,12 +161,12 @@ TEST(ValidateOpArgs, BuffersMustBeOnThisRanksGpu) {
 TEST(ValidateOpArgs, RootAndPeerMustBeInRange) {
   const OpContext ctx{0, 2, 0};
   EXPECT_THAT(std::string(Validate(DIST_COLL_BROADCAST,
-                                         Args(Cuda(0x1000, 8), Cuda(0x1000, 8), DIST_SUM, 2), ctx)
+                                   Args(Cuda(0x1000, 8), Cuda(0x1000, 8), DIST_SUM, 2), ctx)
                               .message()),
               HasSubstr("root 2 is outside"));
   EXPECT_THAT(
-      std::string(Validate(DIST_COLL_SEND, Args(Cuda(0x1000, 8), {}, DIST_SUM, 0, -1), ctx)
-                      .message()),
+      std::string(
+          Validate(DIST_COLL_SEND, Args(Cuda(0x1000, 8), {}, DIST_SUM, 0, -1), ctx).message()),
       HasSubstr("peer -1 must be another rank"));
   const absl::Status self =
       Validate(DIST_COLL_SEND, Args(Cuda(0x1000, 8), {}, DIST_SUM, 0, 0), ctx);
@@ -188,19 +177,15 @@ TEST(ValidateOpArgs, RootAndPeerMustBeInRange) {
 TEST(ValidateOpArgs, InPlaceOnlyWhereNcclAllowsIt) {
   const OpContext ctx{2, 4, 0};
   // Same pointer: fine for all_reduce, broadcast and reduce.
-  EXPECT_TRUE(
-      Validate(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x1000, 8)), ctx).ok());
-  EXPECT_FALSE(
-      Validate(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x1004, 8)), ctx).ok());
+  EXPECT_TRUE(Validate(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x1000, 8)), ctx).ok());
+  EXPECT_FALSE(Validate(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x1004, 8)), ctx).ok());
   // all_gather: send is this rank's block of recv (rank 2, 8 floats: +64 bytes).
   EXPECT_TRUE(
       Validate(DIST_COLL_ALL_GATHER, Args(Cuda(0x1000 + 64, 8), Cuda(0x1000, 32)), ctx).ok());
-  EXPECT_FALSE(
-      Validate(DIST_COLL_ALL_GATHER, Args(Cuda(0x1000, 8), Cuda(0x1000, 32)), ctx).ok());
+  EXPECT_FALSE(Validate(DIST_COLL_ALL_GATHER, Args(Cuda(0x1000, 8), Cuda(0x1000, 32)), ctx).ok());
   // reduce_scatter: recv is this rank's block of send.
   EXPECT_TRUE(
-      Validate(DIST_COLL_REDUCE_SCATTER, Args(Cuda(0x1000, 32), Cuda(0x1000 + 64, 8)), ctx)
-          .ok());
+      Validate(DIST_COLL_REDUCE_SCATTER, Args(Cuda(0x1000, 32), Cuda(0x1000 + 64, 8)), ctx).ok());
   EXPECT_FALSE(
       Validate(DIST_COLL_REDUCE_SCATTER, Args(Cuda(0x1000, 32), Cuda(0x1000, 8)), ctx).ok());
   const absl::Status a2a =

@@ -32,8 +32,8 @@ TEST_P(CoreRendezvous, FourRanksJoinAndShareTheStore) {
     const ProcessResult result = ranks[rank]->Wait(absl::Seconds(60));
     SCOPED_TRACE(result.output);
     EXPECT_EQ(result.exit_code, 0);
-    EXPECT_TRUE(absl::StrContains(result.output,
-                                  absl::StrCat("joined rank=", rank, " world_size=4")));
+    EXPECT_TRUE(
+        absl::StrContains(result.output, absl::StrCat("joined rank=", rank, " world_size=4")));
     EXPECT_TRUE(absl::StrContains(result.output, "saw 4 keys"));
   }
 }
@@ -202,8 +202,9 @@ TEST_P(CoreTcpLateRank, HostFailsAndLateRankHearsWhy) {
   const ProcessResult host = rank0->Wait(absl::Seconds(30));
   EXPECT_EQ(host.exit_code, 1) << host.output;
   EXPECT_TRUE(absl::StrContains(host.output, "ERROR DEADLINE_EXCEEDED"));
-  EXPECT_TRUE(absl::StrContains(host.output, "timed out after 2.5 s: 2 of 3 ranks joined, "
-                                             "missing rank 2"))
+  EXPECT_TRUE(absl::StrContains(host.output,
+                                "timed out after 2.5 s: 2 of 3 ranks joined, "
+                                "missing rank 2"))
       << host.output;
 }
 
@@ -219,8 +220,9 @@ TEST_P(CoreTcpLateRank, ClientRankFailsAndHostAndLateRankHearWhy) {
   const ProcessResult one = rank1->Wait(absl::Seconds(30));
   EXPECT_EQ(one.exit_code, 1) << one.output;
   EXPECT_TRUE(absl::StrContains(one.output, "ERROR DEADLINE_EXCEEDED")) << one.output;
-  EXPECT_TRUE(absl::StrContains(one.output, "timed out after 1.5 s: 2 of 3 ranks joined, "
-                                            "missing rank 2"))
+  EXPECT_TRUE(absl::StrContains(one.output,
+                                "timed out after 1.5 s: 2 of 3 ranks joined, "
+                                "missing rank 2"))
       << one.output;
 
   ExpectLateRankHearsWhy(job, "rank 1", "timed out after 1.5 s");

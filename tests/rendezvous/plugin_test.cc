@@ -29,9 +29,8 @@ struct Resolved {
   }
 };
 
-absl::StatusOr<std::unique_ptr<Resolved>> Resolve(const std::string& scheme,
-                                                  const std::string& url, int rank = -1,
-                                                  int world_size = -1,
+absl::StatusOr<std::unique_ptr<Resolved>> Resolve(const std::string& scheme, const std::string& url,
+                                                  int rank = -1, int world_size = -1,
                                                   const std::string& token = "",
                                                   int64_t timeout_ms = 3000) {
   absl::StatusOr<const dist_rendezvous_plugin_t*> plugin = testing::LoadPlugin(scheme);
@@ -97,7 +96,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadUrl{"tcp", "tcp://::1:29500?rank=0&world_size=1", "brackets"},
         BadUrl{"tcp", "tcp://[::1:29500?rank=0&world_size=1", "without ']'"},
         BadUrl{"tcp", "tcp://127.0.0.1:29500?rank=zero&world_size=1", "rank='zero'"},
-        BadUrl{"tcp", "tcp://127.0.0.1:29500?rank=0&wrold_size=1", "unknown parameter 'wrold_size'"},
+        BadUrl{"tcp", "tcp://127.0.0.1:29500?rank=0&wrold_size=1",
+               "unknown parameter 'wrold_size'"},
         BadUrl{"tcp", "tcp://127.0.0.1:29500?rank=0&rank=1&world_size=2", "given twice"},
         BadUrl{"tcp", "tcp://127.0.0.1:29500?rank=4&world_size=4", "out of range"},
         BadUrl{"tcp", "tcp://127.0.0.1:29500?rank=0&world_size=0", "world_size='0'"},
@@ -198,23 +198,39 @@ TEST_P(LauncherEnvTest, RanksComeFromTheLauncher) {
 INSTANTIATE_TEST_SUITE_P(
     Launchers, LauncherEnvTest,
     ::testing::Values(
-        LauncherCase{"torchrun",
-                     {{"RANK", "0"}, {"WORLD_SIZE", "3"}, {"LOCAL_RANK", "0"},
-                      {"LOCAL_WORLD_SIZE", "2"}},
-                     0, 3, 0, 2},
+        LauncherCase{
+            "torchrun",
+            {{"RANK", "0"}, {"WORLD_SIZE", "3"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "2"}},
+            0,
+            3,
+            0,
+            2},
         LauncherCase{"openmpi",
-                     {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "5"},
-                      {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}},
-                     0, 5, 0, 4},
+                     {{"OMPI_COMM_WORLD_RANK", "0"},
+                      {"OMPI_COMM_WORLD_SIZE", "5"},
+                      {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                      {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}},
+                     0,
+                     5,
+                     0,
+                     4},
         LauncherCase{"slurm",
                      {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "0"}},
-                     0, 6, 0, -1},
+                     0,
+                     6,
+                     0,
+                     -1},
         LauncherCase{"pmi", {{"PMI_RANK", "0"}, {"PMI_SIZE", "7"}}, 0, 7, -1, -1},
         // RANK wins over a launcher's variable.
         LauncherCase{"rank_beats_ompi",
-                     {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"},
+                     {{"RANK", "0"},
+                      {"WORLD_SIZE", "2"},
+                      {"OMPI_COMM_WORLD_RANK", "1"},
                       {"OMPI_COMM_WORLD_SIZE", "9"}},
-                     0, 2, -1, -1}),
+                     0,
+                     2,
+                     -1,
+                     -1}),
     [](const auto& info) { return info.param.name; });
 
 TEST_F(PluginTest, MalformedLauncherVariableIsNamed) {
@@ -235,10 +251,10 @@ TEST_F(PluginTest, QueryOverridesEnvironmentAndHintsOverrideBoth) {
   setenv("RANK", "5", 1);
   setenv("WORLD_SIZE", "9", 1);
   // The query's master address, port, rank and size win over the env.
-  auto by_query = Resolve(
-      "env", absl::StrCat("env://?master_addr=127.0.0.1&master_port=", port,
-                          "&rank=0&world_size=2&local_rank=0&local_world_size=2"),
-      -1, -1, "", 300);
+  auto by_query = Resolve("env",
+                          absl::StrCat("env://?master_addr=127.0.0.1&master_port=", port,
+                                       "&rank=0&world_size=2&local_rank=0&local_world_size=2"),
+                          -1, -1, "", 300);
   ASSERT_TRUE(by_query.ok()) << by_query.status();
   EXPECT_EQ((*by_query)->result.rank, 0);
   EXPECT_EQ((*by_query)->result.world_size, 2);
@@ -246,8 +262,7 @@ TEST_F(PluginTest, QueryOverridesEnvironmentAndHintsOverrideBoth) {
   by_query->reset();
   // Hints win over the query.
   auto by_hints = Resolve(
-      "tcp", absl::StrCat("tcp://127.0.0.1:", testing::FreePort(), "?rank=3&world_size=4"), 0,
-      3);
+      "tcp", absl::StrCat("tcp://127.0.0.1:", testing::FreePort(), "?rank=3&world_size=4"), 0, 3);
   ASSERT_TRUE(by_hints.ok()) << by_hints.status();
   EXPECT_EQ((*by_hints)->result.rank, 0);
   EXPECT_EQ((*by_hints)->result.world_size, 3);
@@ -344,8 +359,8 @@ TEST_F(PluginTest, ArgumentsAreChecked) {
   ASSERT_TRUE(plugin.ok());
   dist_rendezvous_result_t result{};
   result.struct_size = 4;  // too small
-  dist_error_t* error = (*plugin)->resolve("tcp://127.0.0.1:1?rank=0&world_size=1", nullptr,
-                                           1000, &result);
+  dist_error_t* error =
+      (*plugin)->resolve("tcp://127.0.0.1:1?rank=0&world_size=1", nullptr, 1000, &result);
   EXPECT_EQ(dist_error_code(error), DIST_INVALID_ARGUMENT);
   dist_error_destroy(error);
   result.struct_size = sizeof(result);

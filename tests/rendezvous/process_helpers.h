@@ -35,8 +35,7 @@ struct Job {
                           extra_query);
     }
     if (scheme == "file") {
-      return absl::StrCat("file://", file, "?rank=", rank, "&world_size=", world_size,
-                          extra_query);
+      return absl::StrCat("file://", file, "?rank=", rank, "&world_size=", world_size, extra_query);
     }
     return "env://";
   }
@@ -44,12 +43,9 @@ struct Job {
   // env:// ranks learn everything from the environment, like under torchrun.
   EnvList Env(int rank) const {
     if (scheme != "env") return {};
-    return {{"MASTER_ADDR", "127.0.0.1"},
-            {"MASTER_PORT", std::to_string(port)},
-            {"RANK", std::to_string(rank)},
-            {"WORLD_SIZE", std::to_string(world_size)},
-            {"LOCAL_RANK", std::to_string(rank)},
-            {"LOCAL_WORLD_SIZE", std::to_string(world_size)}};
+    return {{"MASTER_ADDR", "127.0.0.1"},         {"MASTER_PORT", std::to_string(port)},
+            {"RANK", std::to_string(rank)},       {"WORLD_SIZE", std::to_string(world_size)},
+            {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(world_size)}};
   }
 
   std::unique_ptr<Process> StartWorker(int rank, const std::string& mode,
@@ -58,8 +54,7 @@ struct Job {
                                        EnvList more_env = {}) const {
     std::vector<std::string> argv = {Runfile("tests/rendezvous/rendezvous_worker"),
                                      "--plugin=" + PluginPath(scheme), "--url=" + Url(rank),
-                                     "--mode=" + mode,
-                                     absl::StrCat("--timeout_ms=", timeout_ms)};
+                                     "--mode=" + mode, absl::StrCat("--timeout_ms=", timeout_ms)};
     argv.insert(argv.end(), more_args.begin(), more_args.end());
     EnvList env = Env(rank);
     env.insert(env.end(), more_env.begin(), more_env.end());

@@ -114,7 +114,8 @@ TEST(TcpFaults, ExternalStoreServerWithToken) {
   job.extra_query = "&external=1";
   std::vector<std::unique_ptr<Process>> ranks;
   for (int rank = 0; rank < 3; ++rank) {
-    ranks.push_back(job.StartWorker(rank, "exchange", 20000, {}, {{"DIST_STORE_TOKEN", "job-secret"}}));
+    ranks.push_back(
+        job.StartWorker(rank, "exchange", 20000, {}, {{"DIST_STORE_TOKEN", "job-secret"}}));
   }
   for (auto& rank : ranks) {
     const ProcessResult result = rank->Wait(absl::Seconds(60));

@@ -17,7 +17,8 @@ TEST_P(ExchangeTest, EveryRankSeesEveryKey) {
   const Job job = Job::Make(scheme, world_size);
   std::vector<std::unique_ptr<Process>> ranks(world_size);
   // Highest rank first: the others must wait and retry for rank 0.
-  for (int rank = world_size - 1; rank >= 0; --rank) ranks[rank] = job.StartWorker(rank, "exchange");
+  for (int rank = world_size - 1; rank >= 0; --rank)
+    ranks[rank] = job.StartWorker(rank, "exchange");
   for (int rank = 0; rank < world_size; ++rank) {
     ASSERT_NE(ranks[rank], nullptr);
     const ProcessResult result = ranks[rank]->Wait(absl::Seconds(60));
@@ -39,12 +40,13 @@ TEST_P(ExchangeTest, EveryRankSeesEveryKey) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Schemes, ExchangeTest,
-    ::testing::Combine(::testing::Values("tcp", "env", "file"), ::testing::Range(1, 9)),
-    [](const auto& info) {
-      return absl::StrCat(std::get<0>(info.param), "_world", std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Schemes, ExchangeTest,
+                         ::testing::Combine(::testing::Values("tcp", "env", "file"),
+                                            ::testing::Range(1, 9)),
+                         [](const auto& info) {
+                           return absl::StrCat(std::get<0>(info.param), "_world",
+                                               std::get<1>(info.param));
+                         });
 
 }  // namespace
 }  // namespace dist::testing

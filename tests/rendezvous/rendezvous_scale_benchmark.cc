@@ -26,8 +26,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <functional>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -67,8 +67,8 @@ absl::Status Arrive(Store& store, int rank, int world) {
   absl::StatusOr<std::string> size =
       store.CompareSet("dist/join/world_size", std::nullopt, std::to_string(world));
   if (!size.ok()) return size.status();
-  absl::StatusOr<std::string> owner = store.CompareSet(
-      absl::StrCat("dist/join/rank/", rank), std::nullopt, absl::StrCat("rank", rank));
+  absl::StatusOr<std::string> owner = store.CompareSet(absl::StrCat("dist/join/rank/", rank),
+                                                       std::nullopt, absl::StrCat("rank", rank));
   if (!owner.ok()) return owner.status();
   absl::StatusOr<int64_t> arrived = store.Add("dist/join/arrived", 1);
   if (!arrived.ok()) return arrived.status();

@@ -47,8 +47,7 @@ int Fail(const absl::Status& status) {
 }
 
 int Fail(dist_error_t* error) {
-  printf("ERROR %s: %s\n", dist_error_code_name(dist_error_code(error)),
-         dist_error_message(error));
+  printf("ERROR %s: %s\n", dist_error_code_name(dist_error_code(error)), dist_error_message(error));
   fflush(stdout);
   dist_error_destroy(error);
   return 1;
@@ -77,8 +76,8 @@ int main(int argc, char** argv) {
   auto entry = reinterpret_cast<dist_rendezvous_plugin_entry_fn>(
       dlsym(handle, DIST_RENDEZVOUS_ENTRY_SYMBOL));
   const dist_rendezvous_plugin_t* plugin = entry();
-  static const dist_host_api_t host = {sizeof(dist_host_api_t), 1, 0, "worker",
-                                       &Log, &LogEnabled, &NoPrefix};
+  static const dist_host_api_t host = {
+      sizeof(dist_host_api_t), 1, 0, "worker", &Log, &LogEnabled, &NoPrefix};
   if (dist_error_t* error = plugin->initialize(&host)) return Fail(error);
 
   const std::string token = absl::GetFlag(FLAGS_token);

@@ -48,8 +48,8 @@ absl::Status JoinLikeTheCore(Store& store, int rank, int world) {
   absl::StatusOr<std::string> size =
       store.CompareSet("dist/join/world_size", std::nullopt, std::to_string(world));
   if (!size.ok()) return size.status();
-  absl::StatusOr<std::string> owner = store.CompareSet(
-      absl::StrCat("dist/join/rank/", rank), std::nullopt, absl::StrCat("rank", rank));
+  absl::StatusOr<std::string> owner = store.CompareSet(absl::StrCat("dist/join/rank/", rank),
+                                                       std::nullopt, absl::StrCat("rank", rank));
   if (!owner.ok()) return owner.status();
   absl::StatusOr<int64_t> arrived = store.Add("dist/join/arrived", 1);
   if (!arrived.ok()) return arrived.status();
@@ -263,11 +263,11 @@ int main(int argc, char** argv) {
   for (const char* store : {"tcp", "file"}) {
     for (const std::string& op : absl::GetFlag(FLAGS_ops)) {
       for (int threads : {1, 8, 32}) {
-        const double ops = OpsPerSecond(std::string(store) == "tcp" ? MakeTcpClient : MakeFileStore,
-                                        op, threads);
+        const double ops =
+            OpsPerSecond(std::string(store) == "tcp" ? MakeTcpClient : MakeFileStore, op, threads);
         const double latency_us = threads * 1e6 / ops;
-        printf("| %s | %s | %d | %.0f | %.1f | %.2f |\n", store, op.c_str(), threads, ops, latency_us,
-               latency_us / raw_us);
+        printf("| %s | %s | %d | %.0f | %.1f | %.2f |\n", store, op.c_str(), threads, ops,
+               latency_us, latency_us / raw_us);
         fflush(stdout);
       }
     }

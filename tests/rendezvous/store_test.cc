@@ -2,6 +2,8 @@
 // through the C ABI (dist_store_t) that the core and backends use. Each
 // test uses two independent handles (two TCP clients; two opens of the
 // file) so that every write is observed through the other one.
+#include "dist/cpp/store.hpp"
+
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,7 +19,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "dist/cpp/store.hpp"
 #include "gtest/gtest.h"
 #include "plugins/store/abi_store.h"
 #include "plugins/store/file_store.h"
@@ -183,8 +184,7 @@ TEST_P(StoreTest, CompareSetSemantics) {
   // Expected an empty value (non-NULL, size 0) on a missing key: no swap.
   void* actual = nullptr;
   size_t size = 99;
-  dist_error_t* error =
-      a_->compare_set(a_->ctx, "cas-empty", "", 0, "v", 1, &actual, &size);
+  dist_error_t* error = a_->compare_set(a_->ctx, "cas-empty", "", 0, "v", 1, &actual, &size);
   ASSERT_EQ(error, nullptr) << dist_error_message(error);
   EXPECT_EQ(size, 0u);
   a_->free_value(a_->ctx, actual);
@@ -264,8 +264,7 @@ TEST_P(StoreTest, SizeLimitsAreEnforced) {
   StoreView a(a_);
   const std::string long_key(DIST_STORE_MAX_KEY_BYTES + 1, 'k');
   EXPECT_EQ(a.Set(long_key, "v").code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(a.Get(long_key, absl::Seconds(1)).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(a.Get(long_key, absl::Seconds(1)).status().code(), absl::StatusCode::kInvalidArgument);
   const std::string max_key(DIST_STORE_MAX_KEY_BYTES, 'k');
   ASSERT_TRUE(a.Set(max_key, "v").ok());
   EXPECT_EQ(StoreView(b_).Get(max_key, absl::Seconds(1)).value(), "v");
@@ -304,7 +303,10 @@ TEST(FileStoreLog, TornRecordFromACrashedWriterIsCutOff) {
     // What a writer killed mid-append leaves: a length promising 100
     // bytes, and only 3 of them.
     std::ofstream file(path, std::ios::app | std::ios::binary);
-    file.write("\x64\x00\x00\x00\x02" "ab", 7);
+    file.write(
+        "\x64\x00\x00\x00\x02"
+        "ab",
+        7);
   }
   auto second = FileStore::Open(options);
   ASSERT_TRUE(second.ok()) << second.status();
@@ -405,8 +407,8 @@ TEST(FileStoreFailure, TheFirstFailureIsTheOneReported) {
 // A header record as the given file format version writes it.
 std::string HeaderRecord(uint16_t version, int world_size) {
   protocol::Writer header;
-  header.U8(1);              // header
-  header.U32(0x53465344);    // "DSFS"
+  header.U8(1);            // header
+  header.U32(0x53465344);  // "DSFS"
   header.U16(version);
   header.I64(world_size);
   header.I64(absl::ToUnixMillis(absl::Now()));

@@ -66,9 +66,8 @@ class Server {
     auto server = std::unique_ptr<Server>(new Server());
     server->token_ = token;
     const std::string port_file = TempPath("attack_port");
-    std::vector<std::string> argv = {Runfile("plugins/store/dist_store_server"),
-                                     "--host=127.0.0.1", "--port=0",
-                                     "--port_file=" + port_file};
+    std::vector<std::string> argv = {Runfile("plugins/store/dist_store_server"), "--host=127.0.0.1",
+                                     "--port=0", "--port_file=" + port_file};
     argv.insert(argv.end(), flags.begin(), flags.end());
     EnvList env;
     if (!token.empty()) env.emplace_back("DIST_STORE_TOKEN", token);
@@ -90,8 +89,7 @@ class Server {
     std::string line;
     while (std::getline(status, line)) {
       if (absl::StartsWith(line, "VmRSS:")) {
-        std::vector<std::string> words =
-            absl::StrSplit(line, ' ', absl::SkipEmpty());
+        std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
         int64_t kib = 0;
         if (words.size() >= 2 && absl::SimpleAtoi(words[1], &kib)) return kib * 1024;
       }
@@ -138,9 +136,8 @@ class RssWatch {
   std::thread thread_;
 };
 
-absl::StatusOr<std::unique_ptr<TcpStoreClient>> Connect(int port, const std::string& token,
-                                                        absl::Duration timeout =
-                                                            absl::Seconds(60)) {
+absl::StatusOr<std::unique_ptr<TcpStoreClient>> Connect(
+    int port, const std::string& token, absl::Duration timeout = absl::Seconds(60)) {
   TcpStoreClientOptions options;
   options.host = "127.0.0.1";
   options.port = port;
@@ -279,9 +276,9 @@ bool Handshake(int fd, const std::string& token) {
     return false;
   }
   protocol::Writer answer;
-  answer.Str(token.empty() ? std::string()
-                           : store::auth::Proof(token, store::auth::Role::kClient, nonce,
-                                                server_nonce));
+  answer.Str(token.empty()
+                 ? std::string()
+                 : store::auth::Proof(token, store::auth::Role::kClient, nonce, server_nonce));
   SendUntil(fd, std::move(answer).Finish(), absl::Now() + absl::Seconds(10));
   const std::string welcome = ReadFrame(fd);
   return !welcome.empty() && welcome[0] == 0;
@@ -354,8 +351,8 @@ TEST(StoreAttack, SlowlorisConnectionsAreReapedWhileAJobCompletes) {
 TEST(StoreAttack, TwoThousandIdleConnectionsDoNotLockAJobOut) {
   // A small pending limit, so the idle crowd overflows it: the oldest are
   // dropped for newcomers, and the job gets in at once.
-  auto server = Server::Start("job-secret", {"--max_pending_connections=500",
-                                             "--handshake_timeout=3s"});
+  auto server =
+      Server::Start("job-secret", {"--max_pending_connections=500", "--handshake_timeout=3s"});
   ASSERT_NE(server, nullptr);
   Sockets attack;
   for (int i = 0; i < 2000; ++i) {

@@ -30,8 +30,8 @@ namespace dist::store {
 namespace {
 
 std::unique_ptr<TcpStoreServer> StartServer(const std::string& token = "",
-                                            const std::string& host = "127.0.0.1",
-                                            int port = 0, bool keep_failures = false) {
+                                            const std::string& host = "127.0.0.1", int port = 0,
+                                            bool keep_failures = false) {
   TcpStoreServerOptions options;
   options.keep_failures = keep_failures;
   options.bind_host = host;
@@ -67,9 +67,7 @@ class RawSocket {
   }
   ~RawSocket() { close(fd_); }
   bool connected() const { return connected_; }
-  void Send(const std::string& bytes) {
-    (void)send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-  }
+  void Send(const std::string& bytes) { (void)send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
   // One frame's payload, or "" after 5 s or at the end of the stream.
   std::string ReadFrame() {
     auto read_exactly = [this](char* out, size_t size) {
@@ -314,9 +312,9 @@ TEST(TcpStoreFaults, WrongTokenIsRefusedClearlyAndOthersAreServed) {
   auto bad = Client(server->port(), "guess");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kUnauthenticated) << bad.status();
-  EXPECT_TRUE(absl::StrContains(bad.status().message(), absl::StrCat(
-                  "the store server at 127.0.0.1:", server->port(),
-                  " could not prove that it holds this rank's token")))
+  EXPECT_TRUE(absl::StrContains(bad.status().message(),
+                                absl::StrCat("the store server at 127.0.0.1:", server->port(),
+                                             " could not prove that it holds this rank's token")))
       << bad.status();
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "DIST_STORE_TOKEN")) << bad.status();
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));  // refused, not retried
@@ -527,8 +525,8 @@ OldExchange SpeakOldVersion(int port, uint16_t version, const std::string& token
   const std::string reply = raw.ReadFrame();
   protocol::Reader reader(reply);
   uint32_t magic = 0;
-  EXPECT_TRUE(reader.U32(&magic) && reader.U16(&out.server_version) &&
-              reader.U8(&out.hello_code) && reader.Str(4096, &out.hello_message));
+  EXPECT_TRUE(reader.U32(&magic) && reader.U16(&out.server_version) && reader.U8(&out.hello_code) &&
+              reader.Str(4096, &out.hello_message));
   EXPECT_TRUE(raw.ClosedByServer(absl::Seconds(5)));
   return out;
 }
@@ -639,8 +637,8 @@ TEST(TcpStoreVersions, OldClientsAreRefusedNamingBothVersions) {
     EXPECT_TRUE(absl::StrContains(old.hello_message,
                                   absl::StrCat("speaks protocol version ", protocol::kVersion)))
         << old.hello_message;
-    EXPECT_TRUE(absl::StrContains(old.hello_message,
-                                  absl::StrCat("this client speaks version ", version)))
+    EXPECT_TRUE(
+        absl::StrContains(old.hello_message, absl::StrCat("this client speaks version ", version)))
         << old.hello_message;
     EXPECT_TRUE(absl::StrContains(old.hello_message, "same dist release")) << old.hello_message;
   }

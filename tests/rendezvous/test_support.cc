@@ -18,9 +18,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "tools/common/free_port.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "tools/common/free_port.h"
 
 extern char** environ;
 
@@ -28,10 +28,10 @@ namespace dist::testing {
 namespace {
 
 bool IsLauncherVariable(const std::string& name) {
-  static const char* const kExact[] = {"RANK",        "WORLD_SIZE", "LOCAL_RANK",
-                                       "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                                       "DIST_STORE_TOKEN", "PMI_RANK",   "PMI_SIZE",
-                                       "MPI_LOCALRANKID",  "MPI_LOCALNRANKS"};
+  static const char* const kExact[] = {
+      "RANK",        "WORLD_SIZE",      "LOCAL_RANK",       "LOCAL_WORLD_SIZE",
+      "MASTER_ADDR", "MASTER_PORT",     "DIST_STORE_TOKEN", "PMI_RANK",
+      "PMI_SIZE",    "MPI_LOCALRANKID", "MPI_LOCALNRANKS"};
   for (const char* exact : kExact) {
     if (name == exact) return true;
   }
@@ -60,8 +60,8 @@ std::string PluginPath(const std::string& name) {
 }
 
 const dist_host_api_t* TestHost() {
-  static const dist_host_api_t host = {sizeof(dist_host_api_t), 1, 0, "test",
-                                       &Log, &LogEnabled, &NoPrefix};
+  static const dist_host_api_t host = {
+      sizeof(dist_host_api_t), 1, 0, "test", &Log, &LogEnabled, &NoPrefix};
   return &host;
 }
 

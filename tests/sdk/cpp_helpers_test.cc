@@ -15,7 +15,7 @@ TEST(Half, Float16KnownBitPatterns) {
   EXPECT_EQ(ToFloat16(1.0f).bits, 0x3c00);
   EXPECT_EQ(ToFloat16(-2.0f).bits, 0xc000);
   EXPECT_EQ(ToFloat16(65504.0f).bits, 0x7bff);
-  EXPECT_EQ(ToFloat16(1e6f).bits, 0x7c00);  // overflow to inf
+  EXPECT_EQ(ToFloat16(1e6f).bits, 0x7c00);           // overflow to inf
   EXPECT_EQ(ToFloat16(5.9604645e-8f).bits, 0x0001);  // smallest subnormal
   EXPECT_EQ(ToFloat16(0.0f).bits, 0x0000);
   EXPECT_TRUE(std::isnan(ToFloat(ToFloat16(std::numeric_limits<float>::quiet_NaN()))));

@@ -1,4 +1,7 @@
 /* Compiles every public header as C11 and checks a few inline helpers. */
+#include <stdio.h>
+#include <string.h>
+
 #include "dist/backend_plugin.h"
 #include "dist/dist.h"
 #include "dist/error.h"
@@ -7,9 +10,6 @@
 #include "dist/rendezvous_plugin.h"
 #include "dist/store.h"
 #include "dist/types.h"
-
-#include <stdio.h>
-#include <string.h>
 
 int main(void) {
   int failures = 0;

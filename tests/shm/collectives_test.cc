@@ -12,10 +12,10 @@ namespace dist_test {
 namespace {
 
 constexpr int kWorld = 4;
-const dist_dtype_t kDtypes[] = {DIST_INT8,     DIST_UINT8,    DIST_INT32,   DIST_INT64,
-                                DIST_FLOAT16,  DIST_BFLOAT16, DIST_FLOAT32, DIST_FLOAT64};
-const dist_reduce_op_t kOps[] = {DIST_SUM, DIST_PRODUCT, DIST_MIN,  DIST_MAX,
-                                 DIST_AVG, DIST_BAND,    DIST_BOR,  DIST_BXOR};
+const dist_dtype_t kDtypes[] = {DIST_INT8,    DIST_UINT8,    DIST_INT32,   DIST_INT64,
+                                DIST_FLOAT16, DIST_BFLOAT16, DIST_FLOAT32, DIST_FLOAT64};
+const dist_reduce_op_t kOps[] = {DIST_SUM, DIST_PRODUCT, DIST_MIN, DIST_MAX,
+                                 DIST_AVG, DIST_BAND,    DIST_BOR, DIST_BXOR};
 
 // Small slots and rings, so every size below streams in many chunks.
 CommOptions SmallSegment() {
@@ -137,7 +137,8 @@ void CheckDataMovement(int rank, dist_backend_comm_t* comm, dist_dtype_t t, uint
     auto recv = Bytes(t, n * kWorld);
     // Rank r's block j: DataInput(r * kWorld + j, i).
     for (int j = 0; j < kWorld; ++j) {
-      for (uint64_t i = 0; i < n; ++i) Put(t, send.data(), j * n + i, DataInput(rank * kWorld + j, i));
+      for (uint64_t i = 0; i < n; ++i)
+        Put(t, send.data(), j * n + i, DataInput(rank * kWorld + j, i));
     }
     dist_op_args_t a = Args();
     a.send = Buffer(send.data(), n * kWorld, t);
@@ -185,7 +186,8 @@ void CheckSendRecv(int rank, dist_backend_comm_t* comm) {
     RANK_OK(rank, p->work_wait(w, 30000));
     p->work_destroy(w);
   }
-  for (uint64_t i = 0; i < big; ++i) RANK_CHECK(rank, big_in[i] == static_cast<float>(prev * 100000 + i));
+  for (uint64_t i = 0; i < big; ++i)
+    RANK_CHECK(rank, big_in[i] == static_cast<float>(prev * 100000 + i));
   for (int i = 0; i < 3; ++i) RANK_CHECK(rank, small_in[i] == prev * 10 + i);
 }
 
@@ -250,7 +252,8 @@ TEST(ShmCollectives, EveryOpDtypeAndReduceOpGivesExactResults) {
   auto results = RunRanks(
       kWorld, absl::Seconds(90), [&](int rank) { return RankBody(rank, store); },
       [&](const std::vector<pid_t>& pids) { leader = pids[0]; });
-  for (int r = 0; r < kWorld; ++r) EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].Describe();
+  for (int r = 0; r < kWorld; ++r)
+    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].Describe();
   EXPECT_TRUE(SegmentsOf(leader).empty()) << "segment left in /dev/shm";
 }
 
@@ -269,12 +272,14 @@ TEST(ShmCollectives, DefaultSegmentSizesWithLargeMessages) {
     a.recv = a.send;
     a.op = DIST_SUM;
     RANK_OK(rank, RunOp(Plugin()->all_reduce, comm, a));
-    for (uint64_t i = 0; i < n; ++i) RANK_CHECK(rank, data[i] == static_cast<float>(6 * (i % 1000)));
+    for (uint64_t i = 0; i < n; ++i)
+      RANK_CHECK(rank, data[i] == static_cast<float>(6 * (i % 1000)));
     Plugin()->comm_destroy(comm);
     s->release(s->ctx);
     return 0;
   });
-  for (int r = 0; r < 3; ++r) EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].Describe();
+  for (int r = 0; r < 3; ++r)
+    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].Describe();
 }
 
 }  // namespace

@@ -62,8 +62,8 @@ TEST(ShmFailures, KilledPeerGivesUnavailableNamingItAndLeavesNoSegment) {
         RANK_CHECK(rank, data[0] == 3);
         if (rank == 2) raise(SIGKILL);
         const absl::Time start = absl::Now();
-        RANK_CHECK(rank, Is(rank, RunOp(Plugin()->all_reduce, comm, a), DIST_UNAVAILABLE,
-                            "rank 2 (pid"));
+        RANK_CHECK(rank,
+                   Is(rank, RunOp(Plugin()->all_reduce, comm, a), DIST_UNAVAILABLE, "rank 2 (pid"));
         // Well inside the 30 s timeout: death is noticed, not waited out.
         RANK_CHECK(rank, absl::Now() - start < absl::Seconds(10));
         // The communicator stays failed, and says why.
@@ -220,7 +220,8 @@ TEST(ShmFailures, AbortFailsPendingAndLaterOpsAndTellsPeers) {
       });
       const absl::Time start = absl::Now();
       RANK_CHECK(rank, Is(rank, p->work_wait(pending_recv, 20000), DIST_ABORTED, "test says stop"));
-      RANK_CHECK(rank, Is(rank, p->work_wait(pending_barrier, 20000), DIST_ABORTED, "test says stop"));
+      RANK_CHECK(rank,
+                 Is(rank, p->work_wait(pending_barrier, 20000), DIST_ABORTED, "test says stop"));
       RANK_CHECK(rank, absl::Now() - start < absl::Seconds(5));
       aborter.join();
       p->work_destroy(pending_recv);

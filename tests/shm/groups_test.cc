@@ -73,7 +73,8 @@ TEST(ShmGroups, SplitGivesMembersACommunicatorAndNonMembersNull) {
     sub_store->release(sub_store->ctx);
     return 0;
   });
-  for (int r = 0; r < kWorld; ++r) EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].Describe();
+  for (int r = 0; r < kWorld; ++r)
+    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].Describe();
 }
 
 TEST(ShmGroups, TwoConcurrentJobsDoNotInterfere) {
@@ -101,8 +102,11 @@ TEST(ShmGroups, TwoConcurrentJobsDoNotInterfere) {
         Plugin()->comm_destroy(comm);
         return 0;
       },
-      [&](const std::vector<pid_t>& pids) { leaders = {pids[0], pids[2]}; });
-  for (int r = 0; r < 4; ++r) EXPECT_TRUE(results[r].ok()) << "process " << r << ": " << results[r].Describe();
+      [&](const std::vector<pid_t>& pids) {
+        leaders = {pids[0], pids[2]};
+      });
+  for (int r = 0; r < 4; ++r)
+    EXPECT_TRUE(results[r].ok()) << "process " << r << ": " << results[r].Describe();
   for (pid_t leader : leaders) EXPECT_TRUE(SegmentsOf(leader).empty());
 }
 
@@ -127,7 +131,8 @@ TEST(ShmGroups, SeveralCommunicatorsOnOneStoreNamespace) {
     Plugin()->comm_destroy(comms[2]);
     return 0;
   });
-  for (int r = 0; r < 3; ++r) EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].Describe();
+  for (int r = 0; r < 3; ++r)
+    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].Describe();
 }
 
 }  // namespace

@@ -41,7 +41,7 @@ void ExpectCreateError(const std::string& key, const std::string& value) {
 TEST(ShmSafety, OptionsOutsideTheirBoundsAreErrorsNotCrashes) {
   ExpectCreateError("shm.slot_bytes", "9223372036854775808");  // 2^63
   ExpectCreateError("shm.ring_bytes", "9223372036854775808");
-  ExpectCreateError("shm.slot_bytes", "2147483648");           // 2 GiB, over the 1 GiB bound
+  ExpectCreateError("shm.slot_bytes", "2147483648");  // 2 GiB, over the 1 GiB bound
   ExpectCreateError("shm.spin_us", "18446744073709551615");
 }
 

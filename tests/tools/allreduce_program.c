@@ -29,8 +29,8 @@ int main(int argc, char** argv) {
     dist_error_destroy(err);
     return 1;
   }
-  printf("rank %d of %d backend %s sum %g\n", rank, world,
-         dist_backend_name(pg, DIST_DEVICE_CPU), value);
+  printf("rank %d of %d backend %s sum %g\n", rank, world, dist_backend_name(pg, DIST_DEVICE_CPU),
+         value);
   dist_destroy(pg);
   return 0;
 }

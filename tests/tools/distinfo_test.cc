@@ -31,8 +31,8 @@ std::string Distinfo() { return RunfilePath("tools/distinfo/distinfo"); }
 ProcessResult RunDistinfo(std::vector<std::string> args, std::vector<std::string> env = {}) {
   args.insert(args.begin(), Distinfo());
   // The test's own environment must not steer the result.
-  for (const char* var : {"DIST_BACKEND=", "DIST_INIT_METHOD=", "DIST_CONFIG=",
-                          "DIST_TIMEOUT=", "DIST_PLUGIN_PATH="}) {
+  for (const char* var : {"DIST_BACKEND=", "DIST_INIT_METHOD=", "DIST_CONFIG=", "DIST_TIMEOUT=",
+                          "DIST_PLUGIN_PATH="}) {
     env.insert(env.begin(), var);
   }
   return Subprocess::Run(args, env, absl::Seconds(100));
@@ -93,11 +93,10 @@ std::string UsableSummary(const std::string& out, const std::string& heading) {
 TEST(DistinfoTest, ListsTheBackendsOfThisMachine) {
   ProcessResult r = RunDistinfo({});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("Backend plugin ABI:    ", DIST_BACKEND_ABI_MAJOR,
-                                            ".", DIST_BACKEND_ABI_MINOR)));
-  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("Rendezvous plugin ABI: ",
-                                            DIST_RENDEZVOUS_ABI_MAJOR, ".",
-                                            DIST_RENDEZVOUS_ABI_MINOR)));
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("Backend plugin ABI:    ", DIST_BACKEND_ABI_MAJOR, ".",
+                                            DIST_BACKEND_ABI_MINOR)));
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("Rendezvous plugin ABI: ", DIST_RENDEZVOUS_ABI_MAJOR,
+                                            ".", DIST_RENDEZVOUS_ABI_MINOR)));
   EXPECT_THAT(r.out, HasSubstr("/dist/plugins (beside libdist.so)"));
   EXPECT_THAT(r.out, HasSubstr("\n  gloo: ok\n"));
   // The MPI backend, built once per implementation.
@@ -150,8 +149,8 @@ TEST(DistinfoTest, JsonHasEveryField) {
   EXPECT_THAT(caps["ops"]["all_reduce"], Contains("sum"));
   EXPECT_TRUE(caps.contains("flags"));
 
-  for (const auto& [name, library] : {std::make_pair("openmpi", "Open MPI v4.1"),
-                                      std::make_pair("mpich", "MPICH 4.0")}) {
+  for (const auto& [name, library] :
+       {std::make_pair("openmpi", "Open MPI v4.1"), std::make_pair("mpich", "MPICH 4.0")}) {
     const json* mpi = FindNamed(j["backends"], name);
     ASSERT_NE(mpi, nullptr) << name;
     EXPECT_THAT((*mpi)["capabilities"]["flags"], Contains("needs_launcher"));
@@ -201,8 +200,8 @@ TEST(DistinfoTest, ConfigFileIsNamedAsTheSource) {
   std::map<std::string, std::pair<std::string, std::string>> config;
   for (const json& row : j["config"]) config[row["key"]] = {row["value"], row["source"]};
   // The environment beats the file; the file beats the default.
-  EXPECT_EQ(config["backend"], std::make_pair(std::string("gloo"),
-                                              std::string("environment (DIST_BACKEND)")));
+  EXPECT_EQ(config["backend"],
+            std::make_pair(std::string("gloo"), std::string("environment (DIST_BACKEND)")));
   EXPECT_EQ(config["init_method"].first, "tcp://127.0.0.1:1234");
   EXPECT_THAT(config["init_method"].second, HasSubstr(absl::StrCat("config file (", file)));
   EXPECT_EQ(config["config_file"].second, "argument");
@@ -283,7 +282,8 @@ TEST(DistinfoTest, BrokenPluginsShowTheirReasonAndDoNotBreakTheListing) {
   const json* broken = FindNamed(j["backends"], "broken");
   ASSERT_NE(broken, nullptr);
   EXPECT_EQ((*broken)["status"], "load_failed");
-  EXPECT_THAT((*broken)["reason"].get<std::string>(), HasSubstr("not a complete ELF shared object for this machine (no ELF magic)"));
+  EXPECT_THAT((*broken)["reason"].get<std::string>(),
+              HasSubstr("not a complete ELF shared object for this machine (no ELF magic)"));
   EXPECT_TRUE((*broken)["capabilities"].is_null());
   const json* wrong = FindNamed(j["backends"], "fixture_wrong_major");
   ASSERT_NE(wrong, nullptr);
@@ -381,16 +381,16 @@ TEST(DistinfoTest, CrashingPluginsAreListedAsCrashedAndTheOthersAsUsual) {
   r = RunDistinfo({"--require=gloo,crashing_probe"}, env);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.out, HasSubstr("distinfo: gloo: ok"));
-  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("distinfo: crashing_probe: crashed: ", segv_reason,
-                                            "\n")));
+  EXPECT_THAT(r.err,
+              HasSubstr(absl::StrCat("distinfo: crashing_probe: crashed: ", segv_reason, "\n")));
   EXPECT_THAT(r.err, HasSubstr("--require failed: crashing_probe not usable here"));
   r = RunDistinfo({"--require=gloo,shm,tcp://"}, env);
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 TEST(DistinfoTest, SelftestPassesForGloo) {
-  ProcessResult r = RunDistinfo({"--selftest", "--selftest_backends=gloo",
-                                 "--selftest_timeout=60s"});
+  ProcessResult r =
+      RunDistinfo({"--selftest", "--selftest_backends=gloo", "--selftest_timeout=60s"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("  gloo  pass "));
   EXPECT_THAT(r.out, HasSubstr("all_reduce "));
@@ -481,8 +481,7 @@ TEST(DistinfoTest, SelftestCatchesWrongResults) {
 }
 
 TEST(DistinfoTest, SelftestWithoutMpirunSaysSo) {
-  ProcessResult r = RunDistinfo({"--selftest", "--selftest_backends=mpi"},
-                                {"PATH=/nonexistent"});
+  ProcessResult r = RunDistinfo({"--selftest", "--selftest_backends=mpi"}, {"PATH=/nonexistent"});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   // "mpi" selects both builds; each names its own launcher.
   EXPECT_THAT(r.out, HasSubstr("openmpi  FAIL  cannot start mpirun: no such file or directory"));
@@ -504,7 +503,8 @@ TEST(DistinfoTest, HangingPluginProbeIsKilledAtLoadTimeoutAndListedAsHung) {
   EXPECT_THAT(r.out, HasSubstr(absl::StrCat(
                          "\n  hanging_probe: hung: still running after 1s (--load_timeout) in the "
                          "initialize or probe of ",
-                         dir, "/libdist-backend-hanging_probe.so, so it was killed; if a driver "
+                         dir,
+                         "/libdist-backend-hanging_probe.so, so it was killed; if a driver "
                          "or device is wedged, fix that; otherwise rebuild the plugin or remove "
                          "it from ",
                          dir, "\n")));

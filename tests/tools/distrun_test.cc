@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/tools/subprocess.h"
@@ -32,14 +32,12 @@ ProcessResult RunScript(std::vector<std::string> flags, const std::string& scrip
 }
 
 // Parses lines "[R] KEY=VALUE KEY=VALUE ..." into rank -> key -> value.
-std::map<int, std::map<std::string, std::string>> ParseEnvLines(
-    const std::string& out) {
+std::map<int, std::map<std::string, std::string>> ParseEnvLines(const std::string& out) {
   std::map<int, std::map<std::string, std::string>> ranks;
   for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
     std::vector<std::string> words = absl::StrSplit(line, ' ');
     int rank = -1;
-    EXPECT_TRUE(absl::SimpleAtoi(
-        absl::string_view(words[0]).substr(1, words[0].size() - 2), &rank))
+    EXPECT_TRUE(absl::SimpleAtoi(absl::string_view(words[0]).substr(1, words[0].size() - 2), &rank))
         << line;
     for (size_t i = 1; i < words.size(); ++i) {
       std::vector<std::string> kv = absl::StrSplit(words[i], absl::MaxSplits('=', 1));
@@ -79,8 +77,7 @@ TEST(DistrunTest, SetsTheEnvironmentOfEveryRank) {
 }
 
 TEST(DistrunTest, WithoutBackendLeavesDistBackendAlone) {
-  Subprocess p({Distrun(), "-n", "1", "/bin/sh", "-c", kPrintEnv},
-               {"DIST_BACKEND=mpi"});
+  Subprocess p({Distrun(), "-n", "1", "/bin/sh", "-c", kPrintEnv}, {"DIST_BACKEND=mpi"});
   p.Start();
   ProcessResult r = p.Wait(absl::Seconds(60));
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -88,9 +85,8 @@ TEST(DistrunTest, WithoutBackendLeavesDistBackendAlone) {
 }
 
 TEST(DistrunTest, SecondNodeOfTwoGetsGlobalRanks) {
-  ProcessResult r = RunScript({"--nnodes=2", "--node-rank", "1", "-n", "3",
-                               "--master-addr", "10.1.2.3", "--master_port",
-                               "29555"},
+  ProcessResult r = RunScript({"--nnodes=2", "--node-rank", "1", "-n", "3", "--master-addr",
+                               "10.1.2.3", "--master_port", "29555"},
                               kPrintEnv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto ranks = ParseEnvLines(r.out);
@@ -135,9 +131,10 @@ TEST(DistrunTest, GivesEveryRankOneRandomStoreTokenPerJob) {
 }
 
 TEST(DistrunTest, SeveralNodesWithoutATokenAreWarned) {
-  ProcessResult r = Subprocess::Run({Distrun(), "--nnodes=2", "--node_rank=1", "--master_port=29555",
-                                     "-n", "1", "/bin/sh", "-c", "echo TOKEN=$DIST_STORE_TOKEN"},
-                                    {"DIST_STORE_TOKEN="});
+  ProcessResult r =
+      Subprocess::Run({Distrun(), "--nnodes=2", "--node_rank=1", "--master_port=29555", "-n", "1",
+                       "/bin/sh", "-c", "echo TOKEN=$DIST_STORE_TOKEN"},
+                      {"DIST_STORE_TOKEN="});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("DIST_STORE_TOKEN is not set"));
   EXPECT_THAT(r.out, HasSubstr("TOKEN=\n"));
@@ -157,12 +154,13 @@ TEST(DistrunTest, PrefixesEveryLineWithoutInterleaving) {
   // write), then 300 long lines to stdout and 100 to stderr as fast as it
   // can, and a last line without a newline.
   const std::string payload(400, 'x');
-  ProcessResult r = RunScript(
-      {"-n", "4"},
-      absl::StrCat("printf split-; sleep 0.2; echo line-$RANK; i=0; while [ $i -lt 300 ]; do echo \"rank=$RANK i=$i ",
-                   payload, " end\"; if [ $((i % 3)) = 0 ]; then echo "
-                   "\"err rank=$RANK i=$i\" >&2; fi; i=$((i+1)); done; "
-                   "printf tail-of-$RANK"));
+  ProcessResult r =
+      RunScript({"-n", "4"}, absl::StrCat("printf split-; sleep 0.2; echo line-$RANK; i=0; while [ "
+                                          "$i -lt 300 ]; do echo \"rank=$RANK i=$i ",
+                                          payload,
+                                          " end\"; if [ $((i % 3)) = 0 ]; then echo "
+                                          "\"err rank=$RANK i=$i\" >&2; fi; i=$((i+1)); done; "
+                                          "printf tail-of-$RANK"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::map<int, int> next;  // per rank, lines arrive in order
   int tails = 0, splits = 0;
@@ -183,8 +181,7 @@ TEST(DistrunTest, PrefixesEveryLineWithoutInterleaving) {
       ++tails;
       continue;
     }
-    EXPECT_EQ(body, absl::StrCat("rank=", rank, " i=", next[rank]++, " ",
-                                 payload, " end"));
+    EXPECT_EQ(body, absl::StrCat("rank=", rank, " i=", next[rank]++, " ", payload, " end"));
   }
   for (int rank = 0; rank < 4; ++rank) EXPECT_EQ(next[rank], 300) << rank;
   EXPECT_EQ(tails, 4);
@@ -206,9 +203,8 @@ TEST(DistrunTest, NoPrefixFlag) {
 }
 
 TEST(DistrunTest, RankExitingWithThreeStopsTheOthers) {
-  ProcessResult r = RunScript(
-      {"-n", "3", "--grace=1s"},
-      "if [ $RANK = 1 ]; then sleep 0.3; echo bye; exit 3; fi; sleep 60");
+  ProcessResult r = RunScript({"-n", "3", "--grace=1s"},
+                              "if [ $RANK = 1 ]; then sleep 0.3; echo bye; exit 3; fi; sleep 60");
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_LT(r.elapsed, absl::Seconds(15));
   EXPECT_THAT(r.out, HasSubstr("[1] bye"));
@@ -219,9 +215,8 @@ TEST(DistrunTest, RankExitingWithThreeStopsTheOthers) {
 }
 
 TEST(DistrunTest, RankKilledBySignal) {
-  ProcessResult r = RunScript(
-      {"-n", "2", "--grace=1s"},
-      "if [ $RANK = 0 ]; then sleep 0.2; kill -SEGV $$; fi; sleep 60");
+  ProcessResult r = RunScript({"-n", "2", "--grace=1s"},
+                              "if [ $RANK = 0 ]; then sleep 0.2; kill -SEGV $$; fi; sleep 60");
   EXPECT_EQ(r.exit_code, 128 + SIGSEGV) << r.err;
   EXPECT_THAT(r.err, HasSubstr("rank 0 failed first: killed by SIGSEGV"));
   EXPECT_THAT(r.err, HasSubstr("rank 1: killed by SIGTERM"));
@@ -230,10 +225,9 @@ TEST(DistrunTest, RankKilledBySignal) {
 TEST(DistrunTest, HangingRankIsKilledAfterTheGracePeriods) {
   // Rank 1 ignores SIGTERM: only SIGKILL, 2 x grace after rank 0 failed,
   // ends it.
-  ProcessResult r = RunScript(
-      {"-n", "2", "--grace=1s"},
-      "if [ $RANK = 0 ]; then sleep 0.2; exit 1; fi; trap '' TERM; "
-      "while true; do sleep 0.1; done");
+  ProcessResult r = RunScript({"-n", "2", "--grace=1s"},
+                              "if [ $RANK = 0 ]; then sleep 0.2; exit 1; fi; trap '' TERM; "
+                              "while true; do sleep 0.1; done");
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_GE(r.elapsed, absl::Seconds(2));
@@ -244,8 +238,7 @@ TEST(DistrunTest, HangingRankIsKilledAfterTheGracePeriods) {
 }
 
 TEST(DistrunTest, JobTimeout) {
-  ProcessResult r = RunScript({"-n", "2", "--timeout=1s", "--grace=1s"},
-                              "sleep 60");
+  ProcessResult r = RunScript({"-n", "2", "--timeout=1s", "--grace=1s"}, "sleep 60");
   EXPECT_EQ(r.exit_code, 124) << r.err;
   EXPECT_LT(r.elapsed, absl::Seconds(15));
   EXPECT_THAT(r.err, HasSubstr("timed out after 1s"));
@@ -267,8 +260,8 @@ TEST(DistrunTest, ForwardsSigintToTheRanks) {
 }
 
 TEST(DistrunTest, ForwardsSigtermAndReportsIt) {
-  Subprocess p({Distrun(), "-n", "2", "/bin/sh", "-c",
-                "echo ready; while true; do sleep 0.1; done"});
+  Subprocess p(
+      {Distrun(), "-n", "2", "/bin/sh", "-c", "echo ready; while true; do sleep 0.1; done"});
   p.Start();
   ASSERT_TRUE(p.WaitForOutput("[1] ready", absl::Seconds(30)));
   ASSERT_TRUE(p.WaitForOutput("[0] ready", absl::Seconds(30)));
@@ -280,24 +273,21 @@ TEST(DistrunTest, ForwardsSigtermAndReportsIt) {
 }
 
 TEST(DistrunTest, MissingProgram) {
-  ProcessResult r =
-      Subprocess::Run({Distrun(), "-n", "2", "/nonexistent/program"});
+  ProcessResult r = Subprocess::Run({Distrun(), "-n", "2", "/nonexistent/program"});
   EXPECT_EQ(r.exit_code, 127);
   EXPECT_THAT(r.err, HasSubstr("cannot start rank 0 ('/nonexistent/program')"));
 }
 
 TEST(DistrunTest, ProgramFlagsAreNotDistrunsFlags) {
   // --grace after the program belongs to the program.
-  ProcessResult r = Subprocess::Run(
-      {Distrun(), "-n", "1", "/bin/echo", "--grace", "-n", "x"});
+  ProcessResult r = Subprocess::Run({Distrun(), "-n", "1", "/bin/echo", "--grace", "-n", "x"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "[0] --grace -n x\n");
 }
 
 TEST(DistrunTest, ProgramHelpIsTheProgramsOwn) {
   // distrun answers --help only among its own flags, before PROGRAM.
-  ProcessResult r =
-      Subprocess::Run({Distrun(), "-n", "1", "/bin/echo", "--help", "-h"});
+  ProcessResult r = Subprocess::Run({Distrun(), "-n", "1", "/bin/echo", "--help", "-h"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "[0] --help -h\n");
 }
@@ -306,14 +296,13 @@ TEST(DistrunTest, ProgramHelpIsTheProgramsOwn) {
 TEST(DistrunTest, StartsARealDistJob) {
   for (const char* backend : {"gloo", "shm"}) {
     ProcessResult r = Subprocess::Run(
-        {Distrun(), "-n", "3", "--backend", backend,
-         RunfilePath("tests/tools/allreduce_program")},
+        {Distrun(), "-n", "3", "--backend", backend, RunfilePath("tests/tools/allreduce_program")},
         {"DIST_TIMEOUT=30s", "DIST_PLUGIN_PATH=", "DIST_CONFIG="});
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     for (int rank = 0; rank < 3; ++rank) {
       // 1 + 2 + 3, computed by the ranks through the backend.
-      EXPECT_THAT(r.out, HasSubstr(absl::StrCat("[", rank, "] rank ", rank,
-                                                " of 3 backend ", backend, " sum 6\n")));
+      EXPECT_THAT(r.out, HasSubstr(absl::StrCat("[", rank, "] rank ", rank, " of 3 backend ",
+                                                backend, " sum 6\n")));
     }
   }
 }
@@ -321,10 +310,9 @@ TEST(DistrunTest, StartsARealDistJob) {
 // Rank 1 of a real job exits 3 before the all-reduce: the others fail
 // (the core names the lost rank) or are stopped, and distrun exits 3.
 TEST(DistrunTest, RealJobWithADyingRank) {
-  ProcessResult r = Subprocess::Run(
-      {Distrun(), "-n", "3", "--backend", "gloo", "--grace=2s",
-       RunfilePath("tests/tools/allreduce_program"), "1"},
-      {"DIST_TIMEOUT=10s", "DIST_PLUGIN_PATH=", "DIST_CONFIG="});
+  ProcessResult r = Subprocess::Run({Distrun(), "-n", "3", "--backend", "gloo", "--grace=2s",
+                                     RunfilePath("tests/tools/allreduce_program"), "1"},
+                                    {"DIST_TIMEOUT=10s", "DIST_PLUGIN_PATH=", "DIST_CONFIG="});
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
   EXPECT_LT(r.elapsed, absl::Seconds(30));
   EXPECT_THAT(r.out, HasSubstr("[1] rank 1 exits early"));

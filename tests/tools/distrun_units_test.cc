@@ -17,25 +17,22 @@
 namespace dist::distrun {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::IsSubsetOf;
-using ::testing::Contains;
 using ::testing::Not;
 
 bool TakesValue(absl::string_view name) { return name != "prefix"; }
 
 TEST(SplitArgsTest, StopsAtTheProgram) {
-  SplitCommandLine s = SplitArgs(
-      {"distrun", "-n", "4", "--node-rank=1", "--prefix", "prog", "-n", "x"},
-      TakesValue);
-  EXPECT_THAT(s.own, ElementsAre("distrun", "--nproc_per_node", "4",
-                                 "--node_rank=1", "--prefix"));
+  SplitCommandLine s =
+      SplitArgs({"distrun", "-n", "4", "--node-rank=1", "--prefix", "prog", "-n", "x"}, TakesValue);
+  EXPECT_THAT(s.own, ElementsAre("distrun", "--nproc_per_node", "4", "--node_rank=1", "--prefix"));
   EXPECT_THAT(s.program, ElementsAre("prog", "-n", "x"));
 }
 
 TEST(SplitArgsTest, DoubleDashEndsFlags) {
-  SplitCommandLine s =
-      SplitArgs({"distrun", "--nproc-per-node", "2", "--", "-weird"}, TakesValue);
+  SplitCommandLine s = SplitArgs({"distrun", "--nproc-per-node", "2", "--", "-weird"}, TakesValue);
   EXPECT_THAT(s.own, ElementsAre("distrun", "--nproc_per_node", "2"));
   EXPECT_THAT(s.program, ElementsAre("-weird"));
 }
@@ -55,18 +52,17 @@ TEST(RankEnvironmentTest, ReplacesOnlyItsOwnKeys) {
   job.master_addr = "host0";
   job.master_port = 4242;
   job.backend = "gloo";
-  std::vector<std::string> env = RankEnvironment(
-      job, 1, {"PATH=/bin", "RANK=99", "RANKING=keep", "DIST_BACKEND=mpi"});
+  std::vector<std::string> env =
+      RankEnvironment(job, 1, {"PATH=/bin", "RANK=99", "RANKING=keep", "DIST_BACKEND=mpi"});
   EXPECT_THAT(env, Contains("PATH=/bin"));
   EXPECT_THAT(env, Contains("RANKING=keep"));
   EXPECT_THAT(env, Not(Contains("RANK=99")));
   EXPECT_THAT(env, Not(Contains("DIST_BACKEND=mpi")));
-  EXPECT_THAT((std::vector<std::string>{
-                  "RANK=5", "WORLD_SIZE=6", "LOCAL_RANK=1",
-                  "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=host0",
-                  "MASTER_PORT=4242", "DIST_INIT_METHOD=env://",
-                  "DIST_BACKEND=gloo"}),
-              IsSubsetOf(env));
+  EXPECT_THAT(
+      (std::vector<std::string>{"RANK=5", "WORLD_SIZE=6", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=2",
+                                "MASTER_ADDR=host0", "MASTER_PORT=4242", "DIST_INIT_METHOD=env://",
+                                "DIST_BACKEND=gloo"}),
+      IsSubsetOf(env));
 }
 
 TEST(ValidateJobTest, NamesTheBadFlag) {
@@ -78,8 +74,7 @@ TEST(ValidateJobTest, NamesTheBadFlag) {
               ::testing::HasSubstr("--nproc_per_node is 0"));
   job.nproc_per_node = 1;
   job.nnodes = 2;
-  EXPECT_THAT(std::string(ValidateJob(job).message()),
-              ::testing::HasSubstr("--master_port"));
+  EXPECT_THAT(std::string(ValidateJob(job).message()), ::testing::HasSubstr("--master_port"));
 }
 
 TEST(MasterAddrWarningTest, OnlyForLoopbackWithSeveralNodes) {
@@ -132,9 +127,8 @@ TEST(LinePrefixerTest, OverlongLineIsSplit) {
     p.Append("\n");
   }
   close(fds[1]);
-  EXPECT_EQ(ReadAll(fds[0]),
-            "[0] " + std::string(LinePrefixer::kMaxLine, 'a') + "\n[0] " +
-                std::string(10, 'a') + "\n");
+  EXPECT_EQ(ReadAll(fds[0]), "[0] " + std::string(LinePrefixer::kMaxLine, 'a') + "\n[0] " +
+                                 std::string(10, 'a') + "\n");
   close(fds[0]);
 }
 

@@ -86,9 +86,9 @@ TEST(DisttraceTest, AnUnwaitedOperationBeforeACompletedOneCompleted) {
   DumpDir dir("unwaited");
   for (int r = 0; r < 2; ++r) {
     // #1 was submitted asynchronously and its work destroyed unwaited.
-    dir.Write(r, 2, 9,
-              {{1, "all_reduce", kAr, "started", 1, 0},
-               {2, "barrier", "barrier()", "completed", 3, 4}});
+    dir.Write(
+        r, 2, 9,
+        {{1, "all_reduce", kAr, "started", 1, 0}, {2, "barrier", "barrier()", "completed", 3, 4}});
   }
   EXPECT_EQ(dir.Analyze().kind, "consistent");
 }

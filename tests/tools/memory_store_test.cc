@@ -19,9 +19,7 @@ namespace {
 
 class MemoryStoreTest : public ::testing::Test {
  protected:
-  MemoryStoreTest() {
-    dist::FillMemoryStoreTable(new dist::MemoryStore("test store"), &table_);
-  }
+  MemoryStoreTest() { dist::FillMemoryStoreTable(new dist::MemoryStore("test store"), &table_); }
   ~MemoryStoreTest() override { table_.release(table_.ctx); }
 
   // compare_set with the raw pointers (StoreView turns "" into NULL).

@@ -39,20 +39,17 @@ std::string RunfilePath(const std::string& relative) {
   const char* srcdir = getenv("TEST_SRCDIR");
   const char* workspace = getenv("TEST_WORKSPACE");
   if (srcdir == nullptr) return relative;
-  return absl::StrCat(srcdir, "/", workspace ? workspace : "dist", "/",
-                      relative);
+  return absl::StrCat(srcdir, "/", workspace ? workspace : "dist", "/", relative);
 }
 
 std::string MakeTempDir(const std::string& name) {
   static std::atomic<int> counter{0};
-  std::string dir =
-      absl::StrCat(TmpRoot(), "/", name, ".", getpid(), ".", counter++);
+  std::string dir = absl::StrCat(TmpRoot(), "/", name, ".", getpid(), ".", counter++);
   mkdir(dir.c_str(), 0700);
   return dir;
 }
 
-Subprocess::Subprocess(std::vector<std::string> argv,
-                       std::vector<std::string> env)
+Subprocess::Subprocess(std::vector<std::string> argv, std::vector<std::string> env)
     : argv_(std::move(argv)), env_(std::move(env)) {
   std::string dir = MakeTempDir("subprocess");
   out_path_ = dir + "/stdout";
@@ -73,8 +70,7 @@ void Subprocess::Start() {
     absl::string_view key(extra);
     key = key.substr(0, key.find('=') + 1);
     for (auto it = env.begin(); it != env.end();) {
-      it = absl::string_view(*it).substr(0, key.size()) == key ? env.erase(it)
-                                                                : it + 1;
+      it = absl::string_view(*it).substr(0, key.size()) == key ? env.erase(it) : it + 1;
     }
     if (extra.size() > key.size()) env.push_back(extra);
   }
@@ -101,8 +97,7 @@ void Subprocess::Start() {
 
 void Subprocess::Signal(int signal) { kill(pid_, signal); }
 
-bool Subprocess::WaitForOutput(const std::string& text,
-                               absl::Duration timeout) {
+bool Subprocess::WaitForOutput(const std::string& text, absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
     if (ReadFile(out_path_).find(text) != std::string::npos) return true;
@@ -135,8 +130,7 @@ ProcessResult Subprocess::Wait(absl::Duration timeout) {
   return result;
 }
 
-ProcessResult Subprocess::Run(std::vector<std::string> argv,
-                              std::vector<std::string> env,
+ProcessResult Subprocess::Run(std::vector<std::string> argv, std::vector<std::string> env,
                               absl::Duration timeout) {
   Subprocess process(std::move(argv), std::move(env));
   process.Start();

@@ -31,8 +31,7 @@ class Subprocess {
  public:
   // `env` entries ("KEY=VALUE", or "KEY=" with nothing after to drop KEY)
   // are applied over the test's environment.
-  Subprocess(std::vector<std::string> argv,
-             std::vector<std::string> env = {});
+  Subprocess(std::vector<std::string> argv, std::vector<std::string> env = {});
   ~Subprocess();  // kills the process if still running
 
   void Start();
@@ -44,8 +43,7 @@ class Subprocess {
   ProcessResult Wait(absl::Duration timeout);
 
   // Start + Wait.
-  static ProcessResult Run(std::vector<std::string> argv,
-                           std::vector<std::string> env = {},
+  static ProcessResult Run(std::vector<std::string> argv, std::vector<std::string> env = {},
                            absl::Duration timeout = absl::Seconds(60));
 
  private:

@@ -30,8 +30,7 @@ absl::StatusOr<int> PickFreePort(const std::string& address) {
   int fd = socket(storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     return absl::InternalError(
-        absl::StrCat("cannot create a socket to find a free port: ",
-                     strerror(errno)));
+        absl::StrCat("cannot create a socket to find a free port: ", strerror(errno)));
   }
   int port = 0;
   if (bind(fd, reinterpret_cast<sockaddr*>(&storage), length) == 0 &&
@@ -41,10 +40,9 @@ absl::StatusOr<int> PickFreePort(const std::string& address) {
   int saved = errno;
   close(fd);
   if (port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot bind a free port on ", address, ": ",
-                     strerror(saved),
-                     "; check that it is an address of this host"));
+    return absl::UnavailableError(absl::StrCat("cannot bind a free port on ", address, ": ",
+                                               strerror(saved),
+                                               "; check that it is an address of this host"));
   }
   return port;
 }

@@ -72,11 +72,16 @@ template <typename T>
 ReduceFn ReduceFunction(dist_reduce_op_t op) {
   switch (op) {
     case DIST_SUM:
-    case DIST_AVG: return &gloo::sum<T>;
-    case DIST_PRODUCT: return &gloo::product<T>;
-    case DIST_MIN: return &gloo::min<T>;
-    case DIST_MAX: return &gloo::max<T>;
-    default: break;
+    case DIST_AVG:
+      return &gloo::sum<T>;
+    case DIST_PRODUCT:
+      return &gloo::product<T>;
+    case DIST_MIN:
+      return &gloo::min<T>;
+    case DIST_MAX:
+      return &gloo::max<T>;
+    default:
+      break;
   }
   if constexpr (std::is_integral_v<T>) {
     if (op == DIST_BAND) return &BitAnd<T>;
@@ -88,21 +93,32 @@ ReduceFn ReduceFunction(dist_reduce_op_t op) {
 
 // The same ops in the shape of Gloo's legacy algorithm classes: x = x op y.
 template <typename T>
-void BitAndInto(T* x, const T* y, size_t n) { BitAnd<T>(x, x, y, n); }
+void BitAndInto(T* x, const T* y, size_t n) {
+  BitAnd<T>(x, x, y, n);
+}
 template <typename T>
-void BitOrInto(T* x, const T* y, size_t n) { BitOr<T>(x, x, y, n); }
+void BitOrInto(T* x, const T* y, size_t n) {
+  BitOr<T>(x, x, y, n);
+}
 template <typename T>
-void BitXorInto(T* x, const T* y, size_t n) { BitXor<T>(x, x, y, n); }
+void BitXorInto(T* x, const T* y, size_t n) {
+  BitXor<T>(x, x, y, n);
+}
 
 template <typename T>
 const gloo::ReductionFunction<T>* LegacyFunction(dist_reduce_op_t op) {
   switch (op) {
     case DIST_SUM:
-    case DIST_AVG: return gloo::ReductionFunction<T>::sum;
-    case DIST_PRODUCT: return gloo::ReductionFunction<T>::product;
-    case DIST_MIN: return gloo::ReductionFunction<T>::min;
-    case DIST_MAX: return gloo::ReductionFunction<T>::max;
-    default: break;
+    case DIST_AVG:
+      return gloo::ReductionFunction<T>::sum;
+    case DIST_PRODUCT:
+      return gloo::ReductionFunction<T>::product;
+    case DIST_MIN:
+      return gloo::ReductionFunction<T>::min;
+    case DIST_MAX:
+      return gloo::ReductionFunction<T>::max;
+    default:
+      break;
   }
   if constexpr (std::is_integral_v<T>) {
     static const gloo::ReductionFunction<T> band(gloo::CUSTOM, &BitAndInto<T>);
@@ -133,10 +149,14 @@ std::vector<std::string> VariantsOf(const Case& c) {
       }
       return names;
     }
-    case Op::kBroadcast: return {"broadcast", "BroadcastOneToAll"};
-    case Op::kAllGather: return {"allgather", "AllgatherRing"};
-    case Op::kBarrier: return {"barrier", "BarrierAllToAll", "BarrierAllToOne"};
-    default: return {"default"};
+    case Op::kBroadcast:
+      return {"broadcast", "BroadcastOneToAll"};
+    case Op::kAllGather:
+      return {"allgather", "AllgatherRing"};
+    case Op::kBarrier:
+      return {"barrier", "BarrierAllToAll", "BarrierAllToOne"};
+    default:
+      return {"default"};
   }
 }
 
@@ -206,12 +226,11 @@ class GlooBaseline : public Baseline {
     }
     try {
       if (c.op->op == Op::kBarrier) return RunLegacy<char>(c, variant, send, recv);
-      return Dispatch(c.dtype, [&](auto tag) {
-        return RunLegacy<decltype(tag)>(c, variant, send, recv);
-      });
+      return Dispatch(c.dtype,
+                      [&](auto tag) { return RunLegacy<decltype(tag)>(c, variant, send, recv); });
     } catch (const std::exception& e) {
-      return absl::UnavailableError(absl::StrCat("raw Gloo ", VariantsOf(c)[variant], ": ",
-                                                 e.what()));
+      return absl::UnavailableError(
+          absl::StrCat("raw Gloo ", VariantsOf(c)[variant], ": ", e.what()));
     }
   }
 
@@ -230,13 +249,20 @@ class GlooBaseline : public Baseline {
   template <typename Fn>
   static absl::Status Dispatch(dist_dtype_t dtype, Fn&& fn) {
     switch (dtype) {
-      case DIST_INT8: return fn(int8_t{});
-      case DIST_UINT8: return fn(uint8_t{});
-      case DIST_INT32: return fn(int32_t{});
-      case DIST_INT64: return fn(int64_t{});
-      case DIST_FLOAT16: return fn(gloo::float16{});
-      case DIST_FLOAT32: return fn(float{});
-      case DIST_FLOAT64: return fn(double{});
+      case DIST_INT8:
+        return fn(int8_t{});
+      case DIST_UINT8:
+        return fn(uint8_t{});
+      case DIST_INT32:
+        return fn(int32_t{});
+      case DIST_INT64:
+        return fn(int64_t{});
+      case DIST_FLOAT16:
+        return fn(gloo::float16{});
+      case DIST_FLOAT32:
+        return fn(float{});
+      case DIST_FLOAT64:
+        return fn(double{});
       default:
         return absl::UnimplementedError(absl::StrCat("Gloo has no ", dist_dtype_name(dtype)));
     }
@@ -272,11 +298,10 @@ class GlooBaseline : public Baseline {
     if (slot == nullptr) {
       // A new case: drop the previous case's instances (same order on every
       // rank, so the context's slots stay in step).
-      if (!legacy_.empty() && !(legacy_.front().first.op == key.op &&
-                                legacy_.front().first.block == key.block &&
-                                legacy_.front().first.send == key.send &&
-                                legacy_.front().first.recv == key.recv &&
-                                legacy_.front().first.dtype == key.dtype)) {
+      if (!legacy_.empty() &&
+          !(legacy_.front().first.op == key.op && legacy_.front().first.block == key.block &&
+            legacy_.front().first.send == key.send && legacy_.front().first.recv == key.recv &&
+            legacy_.front().first.dtype == key.dtype)) {
         legacy_.clear();
       }
       legacy_.emplace_back(key, MakeLegacy<T>(c, variant, send, recv, n));
@@ -295,7 +320,9 @@ class GlooBaseline : public Baseline {
         }
         (*slot)->run();
         break;
-      default: (*slot)->run(); break;
+      default:
+        (*slot)->run();
+        break;
     }
     return absl::OkStatus();
   }
@@ -421,7 +448,8 @@ class GlooBaseline : public Baseline {
         gloo::alltoall(opts);
         break;
       }
-      case Op::kBarrier: return Barrier();
+      case Op::kBarrier:
+        return Barrier();
       case Op::kSendRecv: {
         const int next = (c.rank + 1) % w;
         const int prev = (c.rank + w - 1) % w;

@@ -15,13 +15,20 @@ namespace {
 
 absl::StatusOr<MPI_Datatype> MpiType(dist_dtype_t dtype) {
   switch (dtype) {
-    case DIST_INT8: return MPI_INT8_T;
-    case DIST_UINT8: return MPI_UINT8_T;
-    case DIST_INT32: return MPI_INT32_T;
-    case DIST_INT64: return MPI_INT64_T;
-    case DIST_FLOAT32: return MPI_FLOAT;
-    case DIST_FLOAT64: return MPI_DOUBLE;
-    default: return absl::UnimplementedError(absl::StrCat("MPI has no ", dist_dtype_name(dtype)));
+    case DIST_INT8:
+      return MPI_INT8_T;
+    case DIST_UINT8:
+      return MPI_UINT8_T;
+    case DIST_INT32:
+      return MPI_INT32_T;
+    case DIST_INT64:
+      return MPI_INT64_T;
+    case DIST_FLOAT32:
+      return MPI_FLOAT;
+    case DIST_FLOAT64:
+      return MPI_DOUBLE;
+    default:
+      return absl::UnimplementedError(absl::StrCat("MPI has no ", dist_dtype_name(dtype)));
   }
 }
 
@@ -29,14 +36,22 @@ absl::StatusOr<MPI_Datatype> MpiType(dist_dtype_t dtype) {
 absl::StatusOr<MPI_Op> MpiOp(dist_reduce_op_t op) {
   switch (op) {
     case DIST_SUM:
-    case DIST_AVG: return MPI_SUM;
-    case DIST_PRODUCT: return MPI_PROD;
-    case DIST_MIN: return MPI_MIN;
-    case DIST_MAX: return MPI_MAX;
-    case DIST_BAND: return MPI_BAND;
-    case DIST_BOR: return MPI_BOR;
-    case DIST_BXOR: return MPI_BXOR;
-    default: return absl::UnimplementedError("unknown reduce op");
+    case DIST_AVG:
+      return MPI_SUM;
+    case DIST_PRODUCT:
+      return MPI_PROD;
+    case DIST_MIN:
+      return MPI_MIN;
+    case DIST_MAX:
+      return MPI_MAX;
+    case DIST_BAND:
+      return MPI_BAND;
+    case DIST_BOR:
+      return MPI_BOR;
+    case DIST_BXOR:
+      return MPI_BXOR;
+    default:
+      return absl::UnimplementedError("unknown reduce op");
   }
 }
 
@@ -47,13 +62,26 @@ void Divide(dist_dtype_t dtype, void* data, size_t n, int ranks) {
     }
   };
   switch (dtype) {
-    case DIST_INT8: divide(static_cast<int8_t*>(data)); break;
-    case DIST_UINT8: divide(static_cast<uint8_t*>(data)); break;
-    case DIST_INT32: divide(static_cast<int32_t*>(data)); break;
-    case DIST_INT64: divide(static_cast<int64_t*>(data)); break;
-    case DIST_FLOAT32: divide(static_cast<float*>(data)); break;
-    case DIST_FLOAT64: divide(static_cast<double*>(data)); break;
-    default: break;
+    case DIST_INT8:
+      divide(static_cast<int8_t*>(data));
+      break;
+    case DIST_UINT8:
+      divide(static_cast<uint8_t*>(data));
+      break;
+    case DIST_INT32:
+      divide(static_cast<int32_t*>(data));
+      break;
+    case DIST_INT64:
+      divide(static_cast<int64_t*>(data));
+      break;
+    case DIST_FLOAT32:
+      divide(static_cast<float*>(data));
+      break;
+    case DIST_FLOAT64:
+      divide(static_cast<double*>(data));
+      break;
+    default:
+      break;
   }
 }
 
@@ -157,7 +185,9 @@ class MpiBaseline : public Baseline {
       case Op::kAllToAll:
         DIST_MPI(MPI_Alltoall(send, n, type, recv, n, type, comm_), "MPI_Alltoall");
         break;
-      case Op::kBarrier: DIST_MPI(MPI_Barrier(comm_), "MPI_Barrier"); break;
+      case Op::kBarrier:
+        DIST_MPI(MPI_Barrier(comm_), "MPI_Barrier");
+        break;
       case Op::kSendRecv:
         DIST_MPI(MPI_Sendrecv(send, n, type, (c.rank + 1) % w, 0, recv, n, type,
                               (c.rank + w - 1) % w, 0, comm_, MPI_STATUS_IGNORE),

@@ -34,26 +34,41 @@ absl::Status Cuda(cudaError_t error, const char* what) {
 
 absl::StatusOr<ncclDataType_t> NcclType(dist_dtype_t dtype) {
   switch (dtype) {
-    case DIST_INT8: return ncclInt8;
-    case DIST_UINT8: return ncclUint8;
-    case DIST_INT32: return ncclInt32;
-    case DIST_INT64: return ncclInt64;
-    case DIST_FLOAT16: return ncclFloat16;
-    case DIST_BFLOAT16: return ncclBfloat16;
-    case DIST_FLOAT32: return ncclFloat32;
-    case DIST_FLOAT64: return ncclFloat64;
-    default: return absl::UnimplementedError("unknown dtype");
+    case DIST_INT8:
+      return ncclInt8;
+    case DIST_UINT8:
+      return ncclUint8;
+    case DIST_INT32:
+      return ncclInt32;
+    case DIST_INT64:
+      return ncclInt64;
+    case DIST_FLOAT16:
+      return ncclFloat16;
+    case DIST_BFLOAT16:
+      return ncclBfloat16;
+    case DIST_FLOAT32:
+      return ncclFloat32;
+    case DIST_FLOAT64:
+      return ncclFloat64;
+    default:
+      return absl::UnimplementedError("unknown dtype");
   }
 }
 
 absl::StatusOr<ncclRedOp_t> NcclOp(dist_reduce_op_t op) {
   switch (op) {
-    case DIST_SUM: return ncclSum;
-    case DIST_PRODUCT: return ncclProd;
-    case DIST_MIN: return ncclMin;
-    case DIST_MAX: return ncclMax;
-    case DIST_AVG: return ncclAvg;
-    default: return absl::UnimplementedError(absl::StrCat("NCCL has no ", dist_reduce_op_name(op)));
+    case DIST_SUM:
+      return ncclSum;
+    case DIST_PRODUCT:
+      return ncclProd;
+    case DIST_MIN:
+      return ncclMin;
+    case DIST_MAX:
+      return ncclMax;
+    case DIST_AVG:
+      return ncclAvg;
+    default:
+      return absl::UnimplementedError(absl::StrCat("NCCL has no ", dist_reduce_op_name(op)));
   }
 }
 
@@ -145,7 +160,8 @@ class NcclBaseline : public Baseline {
         ncclRecv(recv, n, type, (c.rank + w - 1) % w, comm_, stream_);
         DIST_CHECK(Nccl(ncclGroupEnd(), "sendrecv (grouped send/recv)"));
         break;
-      case Op::kBarrier: return Barrier();
+      case Op::kBarrier:
+        return Barrier();
     }
     // Blocking, like the plugin call it is compared with.
     return Cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");

@@ -72,8 +72,7 @@ absl::StatusOr<std::unique_ptr<OwnedStore>> MakeBaselineStore(const BaselineSetu
   // Every rank is already up (the group exists), so meeting takes moments;
   // a short bound keeps a lost race for the port from stalling the run.
   const int64_t timeout_ms = std::min<int64_t>(setup.timeout_ms, 60000);
-  absl::Status status =
-      dist::TakeError(dist_rendezvous(url.c_str(), &hints, timeout_ms, &result));
+  absl::Status status = dist::TakeError(dist_rendezvous(url.c_str(), &hints, timeout_ms, &result));
   if (!status.ok()) {
     return absl::Status(status.code(),
                         absl::StrCat("baseline store at ", url, ": ", status.message()));

@@ -17,10 +17,18 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
   uint64_t multiplier = 1;
   if (!rest.empty()) {
     switch (absl::ascii_toupper(static_cast<unsigned char>(rest.back()))) {
-      case 'K': multiplier = uint64_t{1} << 10; break;
-      case 'M': multiplier = uint64_t{1} << 20; break;
-      case 'G': multiplier = uint64_t{1} << 30; break;
-      default: multiplier = 0; break;
+      case 'K':
+        multiplier = uint64_t{1} << 10;
+        break;
+      case 'M':
+        multiplier = uint64_t{1} << 20;
+        break;
+      case 'G':
+        multiplier = uint64_t{1} << 30;
+        break;
+      default:
+        multiplier = 0;
+        break;
     }
     if (multiplier != 0) {
       rest.remove_suffix(1);

@@ -80,16 +80,20 @@ absl::StatusOr<dist_reduce_op_t> ParseRedop(absl::string_view text) {
 double BusBandwidthFactor(const OpInfo& op, int world_size) {
   const double w = world_size;
   switch (op.op) {
-    case Op::kAllReduce: return 2.0 * (w - 1) / w;
+    case Op::kAllReduce:
+      return 2.0 * (w - 1) / w;
     case Op::kAllGather:
     case Op::kReduceScatter:
     case Op::kAllToAll:
     case Op::kGather:
-    case Op::kScatter: return (w - 1) / w;
+    case Op::kScatter:
+      return (w - 1) / w;
     case Op::kBroadcast:
     case Op::kReduce:
-    case Op::kSendRecv: return 1.0;
-    case Op::kBarrier: return 0.0;
+    case Op::kSendRecv:
+      return 1.0;
+    case Op::kBarrier:
+      return 0.0;
   }
   return 1.0;
 }

@@ -19,16 +19,24 @@ absl::Status RunThroughDist(dist_process_group_t* pg, const Case& c, void* send,
   const dist_buffer_t s = dist_make_buffer(send, c.send_count(), c.dtype, device);
   const dist_buffer_t r = dist_make_buffer(recv, c.recv_count(), c.dtype, device);
   switch (c.op->op) {
-    case Op::kAllReduce: return dist::TakeError(dist_all_reduce(pg, &s, &r, c.redop, nullptr));
-    case Op::kBroadcast: return dist::TakeError(dist_broadcast(pg, &s, &r, c.root, nullptr));
-    case Op::kReduce: return dist::TakeError(dist_reduce(pg, &s, &r, c.redop, c.root, nullptr));
-    case Op::kAllGather: return dist::TakeError(dist_all_gather(pg, &s, &r, nullptr));
-    case Op::kGather: return dist::TakeError(dist_gather(pg, &s, &r, c.root, nullptr));
-    case Op::kScatter: return dist::TakeError(dist_scatter(pg, &s, &r, c.root, nullptr));
+    case Op::kAllReduce:
+      return dist::TakeError(dist_all_reduce(pg, &s, &r, c.redop, nullptr));
+    case Op::kBroadcast:
+      return dist::TakeError(dist_broadcast(pg, &s, &r, c.root, nullptr));
+    case Op::kReduce:
+      return dist::TakeError(dist_reduce(pg, &s, &r, c.redop, c.root, nullptr));
+    case Op::kAllGather:
+      return dist::TakeError(dist_all_gather(pg, &s, &r, nullptr));
+    case Op::kGather:
+      return dist::TakeError(dist_gather(pg, &s, &r, c.root, nullptr));
+    case Op::kScatter:
+      return dist::TakeError(dist_scatter(pg, &s, &r, c.root, nullptr));
     case Op::kReduceScatter:
       return dist::TakeError(dist_reduce_scatter(pg, &s, &r, c.redop, nullptr));
-    case Op::kAllToAll: return dist::TakeError(dist_all_to_all(pg, &s, &r, nullptr));
-    case Op::kBarrier: return dist::TakeError(dist_barrier(pg, nullptr));
+    case Op::kAllToAll:
+      return dist::TakeError(dist_all_to_all(pg, &s, &r, nullptr));
+    case Op::kBarrier:
+      return dist::TakeError(dist_barrier(pg, nullptr));
     case Op::kSendRecv: {
       // A ring shift: send to the next rank, receive from the previous one.
       // Both are started before either is waited on, so no CPU backend

@@ -55,14 +55,22 @@ struct Codec<dist::BFloat16> {
 template <typename Fn>
 auto WithDtype(dist_dtype_t dtype, Fn&& fn) {
   switch (dtype) {
-    case DIST_INT8: return fn(Codec<int8_t>{}, int8_t{});
-    case DIST_UINT8: return fn(Codec<uint8_t>{}, uint8_t{});
-    case DIST_INT32: return fn(Codec<int32_t>{}, int32_t{});
-    case DIST_INT64: return fn(Codec<int64_t>{}, int64_t{});
-    case DIST_FLOAT16: return fn(Codec<dist::Float16>{}, float{});
-    case DIST_BFLOAT16: return fn(Codec<dist::BFloat16>{}, float{});
-    case DIST_FLOAT32: return fn(Codec<float>{}, float{});
-    default: return fn(Codec<double>{}, double{});
+    case DIST_INT8:
+      return fn(Codec<int8_t>{}, int8_t{});
+    case DIST_UINT8:
+      return fn(Codec<uint8_t>{}, uint8_t{});
+    case DIST_INT32:
+      return fn(Codec<int32_t>{}, int32_t{});
+    case DIST_INT64:
+      return fn(Codec<int64_t>{}, int64_t{});
+    case DIST_FLOAT16:
+      return fn(Codec<dist::Float16>{}, float{});
+    case DIST_BFLOAT16:
+      return fn(Codec<dist::BFloat16>{}, float{});
+    case DIST_FLOAT32:
+      return fn(Codec<float>{}, float{});
+    default:
+      return fn(Codec<double>{}, double{});
   }
 }
 
@@ -74,14 +82,29 @@ double Reduced(const Case& c, uint64_t k) {
     const int64_t v = PatternValue(c, q, k);
     switch (c.redop) {
       case DIST_SUM:
-      case DIST_AVG: acc += v; break;
-      case DIST_PRODUCT: acc *= v; break;
-      case DIST_MIN: acc = v < acc ? v : acc; break;
-      case DIST_MAX: acc = v > acc ? v : acc; break;
-      case DIST_BAND: acc &= v; break;
-      case DIST_BOR: acc |= v; break;
-      case DIST_BXOR: acc ^= v; break;
-      default: break;
+      case DIST_AVG:
+        acc += v;
+        break;
+      case DIST_PRODUCT:
+        acc *= v;
+        break;
+      case DIST_MIN:
+        acc = v < acc ? v : acc;
+        break;
+      case DIST_MAX:
+        acc = v > acc ? v : acc;
+        break;
+      case DIST_BAND:
+        acc &= v;
+        break;
+      case DIST_BOR:
+        acc |= v;
+        break;
+      case DIST_BXOR:
+        acc ^= v;
+        break;
+      default:
+        break;
     }
   }
   if constexpr (std::is_integral_v<T>) {
@@ -98,11 +121,16 @@ double Reduced(const Case& c, uint64_t k) {
 
 double Tolerance(dist_dtype_t dtype) {
   switch (dtype) {
-    case DIST_FLOAT16: return 1e-3;   // 11-bit significand
-    case DIST_BFLOAT16: return 8e-3;  // 8-bit significand
-    case DIST_FLOAT32: return 1e-6;
-    case DIST_FLOAT64: return 1e-12;
-    default: return 0.0;
+    case DIST_FLOAT16:
+      return 1e-3;  // 11-bit significand
+    case DIST_BFLOAT16:
+      return 8e-3;  // 8-bit significand
+    case DIST_FLOAT32:
+      return 1e-6;
+    case DIST_FLOAT64:
+      return 1e-12;
+    default:
+      return 0.0;
   }
 }
 
@@ -155,18 +183,24 @@ int64_t CountWrong(const Case& c, const std::vector<char>& recv) {
     auto expected = [&](uint64_t i) -> double {
       switch (c.op->op) {
         case Op::kAllReduce:
-        case Op::kReduce: return Reduced<T>(c, i);
-        case Op::kReduceScatter: return Reduced<T>(c, r * n + i);
-        case Op::kBroadcast: return static_cast<double>(PatternValue(c, c.root, i));
+        case Op::kReduce:
+          return Reduced<T>(c, i);
+        case Op::kReduceScatter:
+          return Reduced<T>(c, r * n + i);
+        case Op::kBroadcast:
+          return static_cast<double>(PatternValue(c, c.root, i));
         case Op::kAllGather:
         case Op::kGather:
           return static_cast<double>(PatternValue(c, static_cast<int>(i / n), i % n));
-        case Op::kScatter: return static_cast<double>(PatternValue(c, c.root, r * n + i));
+        case Op::kScatter:
+          return static_cast<double>(PatternValue(c, c.root, r * n + i));
         case Op::kAllToAll:
           // Block j came from rank j, which sent its block r.
           return static_cast<double>(PatternValue(c, static_cast<int>(i / n), r * n + i % n));
-        case Op::kSendRecv: return static_cast<double>(PatternValue(c, (r + w - 1) % w, i));
-        case Op::kBarrier: break;
+        case Op::kSendRecv:
+          return static_cast<double>(PatternValue(c, (r + w - 1) % w, i));
+        case Op::kBarrier:
+          break;
       }
       return 0.0;
     };

@@ -140,11 +140,10 @@ int RunRank(const RunConfig& config) {
     info.backend_version = plugin->version != nullptr ? plugin->version : "";
     info.library_version = plugin->library_version != nullptr ? plugin->library_version : "";
   }
-  info.init_method =
-      init_flag.empty()
-          ? (std::getenv("DIST_INIT_METHOD") ? std::getenv("DIST_INIT_METHOD")
-                                             : "default (mpi:// for MPI backends, else env://)")
-          : init_flag;
+  info.init_method = init_flag.empty() ? (std::getenv("DIST_INIT_METHOD")
+                                              ? std::getenv("DIST_INIT_METHOD")
+                                              : "default (mpi:// for MPI backends, else env://)")
+                                       : init_flag;
   info.device = DeviceText(config.bench.device);
   info.host = Hostname();
   info.dist_version = dist_version();

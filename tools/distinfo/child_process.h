@@ -38,7 +38,6 @@ std::vector<ChildResult> RunInChildren(const std::vector<ChildFunction>& functio
 // write(2) until all of `data` is written or the pipe breaks.
 bool WriteAll(int fd, const std::string& data);
 
-
 }  // namespace dist::distinfo
 
 #endif  // DIST_TOOLS_DISTINFO_CHILD_PROCESS_H_

@@ -36,7 +36,8 @@ nlohmann::ordered_json PluginToJson(const PluginEntry& p) {
   }
   const dist_backend_capabilities_t& c = p.capabilities;
   nlohmann::ordered_json ops = nlohmann::ordered_json::object();
-  if (c.collectives & (1u << DIST_COLL_ALL_REDUCE)) ops["all_reduce"] = ReduceOpNames(c.all_reduce_ops);
+  if (c.collectives & (1u << DIST_COLL_ALL_REDUCE))
+    ops["all_reduce"] = ReduceOpNames(c.all_reduce_ops);
   if (c.collectives & (1u << DIST_COLL_REDUCE)) ops["reduce"] = ReduceOpNames(c.reduce_ops);
   if (c.collectives & (1u << DIST_COLL_REDUCE_SCATTER)) {
     ops["reduce_scatter"] = ReduceOpNames(c.reduce_scatter_ops);
@@ -47,8 +48,8 @@ nlohmann::ordered_json PluginToJson(const PluginEntry& p) {
       {"collectives", CollectiveNames(c.collectives)},
       {"ops", ops},
       {"flags", FlagNames(c.flags)},
-      {"notes", p.notes.has_value() ? nlohmann::ordered_json(*p.notes)
-                                    : nlohmann::ordered_json(nullptr)},
+      {"notes",
+       p.notes.has_value() ? nlohmann::ordered_json(*p.notes) : nlohmann::ordered_json(nullptr)},
   };
   return j;
 }
@@ -60,8 +61,7 @@ nlohmann::ordered_json ReportToJson(const Report& report) {
   j["version"] = report.core_version;
   j["abi"] = {
       {"backend", {{"major", DIST_BACKEND_ABI_MAJOR}, {"minor", DIST_BACKEND_ABI_MINOR}}},
-      {"rendezvous",
-       {{"major", DIST_RENDEZVOUS_ABI_MAJOR}, {"minor", DIST_RENDEZVOUS_ABI_MINOR}}},
+      {"rendezvous", {{"major", DIST_RENDEZVOUS_ABI_MAJOR}, {"minor", DIST_RENDEZVOUS_ABI_MINOR}}},
   };
   j["plugin_search_path"] = nlohmann::ordered_json::array();
   for (const SearchDir& dir : report.search_path) {
@@ -88,10 +88,13 @@ nlohmann::ordered_json SelftestsToJson(const std::vector<SelftestResult>& result
   for (const SelftestResult& r : results) {
     nlohmann::ordered_json steps = nlohmann::ordered_json::array();
     for (const SelftestStep& s : r.steps) {
-      steps.push_back({{"name", s.name}, {"ok", s.ok}, {"ms", s.ms}, {"error", NullIfEmpty(s.error)}});
+      steps.push_back(
+          {{"name", s.name}, {"ok", s.ok}, {"ms", s.ms}, {"error", NullIfEmpty(s.error)}});
     }
     j.push_back({{"backend", r.backend},
-                 {"result", r.skipped ? "skip" : r.passed ? "pass" : "fail"},
+                 {"result", r.skipped  ? "skip"
+                            : r.passed ? "pass"
+                                       : "fail"},
                  {"detail", NullIfEmpty(r.detail)},
                  {"launcher", NullIfEmpty(r.launcher)},
                  {"seconds", absl::ToDoubleSeconds(r.elapsed)},

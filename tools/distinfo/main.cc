@@ -104,7 +104,8 @@ int main(int argc, char** argv) {
   const std::vector<std::string> required = absl::GetFlag(FLAGS_require);
   const bool selftest = absl::GetFlag(FLAGS_selftest);
   int exit_code = 0;
-  nlohmann::ordered_json out = json ? dist::distinfo::ReportToJson(report) : nlohmann::ordered_json();
+  nlohmann::ordered_json out =
+      json ? dist::distinfo::ReportToJson(report) : nlohmann::ordered_json();
   if (!json && required.empty() && !selftest) {
     std::fputs(dist::distinfo::FormatReport(report).c_str(), stdout);
   }
@@ -136,8 +137,7 @@ int main(int argc, char** argv) {
     selftest_options.timeout = absl::GetFlag(FLAGS_selftest_timeout);
     selftest_options.self_exe = SelfExe();
     selftest_options.only = absl::GetFlag(FLAGS_selftest_backends);
-    std::vector<SelftestResult> results =
-        dist::distinfo::RunSelftests(report, selftest_options);
+    std::vector<SelftestResult> results = dist::distinfo::RunSelftests(report, selftest_options);
     for (const SelftestResult& r : results) {
       if (!r.skipped && !r.passed) exit_code = 1;
     }

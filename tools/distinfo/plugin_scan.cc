@@ -243,7 +243,8 @@ std::string Ending(const ChildResult& result, absl::Duration timeout) {
   if (result.timed_out) {
     return absl::StrCat("took longer than ", absl::FormatDuration(timeout), " (--load_timeout)");
   }
-  if (result.signal != 0) return absl::StrCat("crashed with ", tools::SignalDescription(result.signal));
+  if (result.signal != 0)
+    return absl::StrCat("crashed with ", tools::SignalDescription(result.signal));
   if (result.exit_code != 0) return absl::StrCat("exited with status ", result.exit_code);
   return "ended without an answer";
 }

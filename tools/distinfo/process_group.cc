@@ -77,8 +77,7 @@ std::string ProcessOutcome::Describe() const {
 }
 
 std::vector<ProcessOutcome> RunProcessGroup(const std::vector<ProcessSpec>& specs,
-                                            absl::Duration timeout,
-                                            absl::Duration after_failure) {
+                                            absl::Duration timeout, absl::Duration after_failure) {
   std::vector<ProcessOutcome> outcomes(specs.size());
   Group group;
   group.after_failure = after_failure;
@@ -109,8 +108,7 @@ std::vector<ProcessOutcome> RunProcessGroup(const std::vector<ProcessSpec>& spec
       pipes[p]->handle.data = pipes[p];
       pipes[p]->sink = sinks[p];
       pipes[p]->owner = &c;
-      stdio[p + 1].flags =
-          static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
+      stdio[p + 1].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
       stdio[p + 1].data.stream = reinterpret_cast<uv_stream_t*>(&pipes[p]->handle);
     }
     uv_process_options_t options{};
@@ -131,8 +129,7 @@ std::vector<ProcessOutcome> RunProcessGroup(const std::vector<ProcessSpec>& spec
       if ((code != 0 || signal != 0) && !g.failure_seen && g.running > 0) {
         g.failure_seen = true;
         uv_timer_start(
-            &g.failure_timer,
-            [](uv_timer_t* t) { static_cast<Group*>(t->data)->KillAll(false); },
+            &g.failure_timer, [](uv_timer_t* t) { static_cast<Group*>(t->data)->KillAll(false); },
             absl::ToInt64Milliseconds(g.after_failure), 0);
       }
       g.MaybeStopTimers();
@@ -173,8 +170,7 @@ std::vector<ProcessOutcome> RunProcessGroup(const std::vector<ProcessSpec>& spec
   }
   if (group.running > 0) {
     uv_timer_start(
-        &group.deadline,
-        [](uv_timer_t* t) { static_cast<Group*>(t->data)->KillAll(true); },
+        &group.deadline, [](uv_timer_t* t) { static_cast<Group*>(t->data)->KillAll(true); },
         absl::ToInt64Milliseconds(timeout), 0);
   }
   // Timers keep the loop alive only while something is left to wait for:

@@ -36,8 +36,7 @@ struct ProcessOutcome {
 // fails, the others get `after_failure` to finish (they usually report the
 // lost peer), then SIGKILL.
 std::vector<ProcessOutcome> RunProcessGroup(const std::vector<ProcessSpec>& specs,
-                                            absl::Duration timeout,
-                                            absl::Duration after_failure);
+                                            absl::Duration timeout, absl::Duration after_failure);
 
 }  // namespace dist::distinfo
 

@@ -2,9 +2,9 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
-#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -53,8 +53,7 @@ Report CollectReport(const dist_init_options_t* options, absl::Duration load_tim
   for (int i = 0; dirs != nullptr && dirs[i] != nullptr; ++i) {
     SearchDir dir;
     dir.path = dirs[i];
-    bool listed = std::find(from_env.begin(), from_env.end(), dir.path) !=
-                  from_env.end();
+    bool listed = std::find(from_env.begin(), from_env.end(), dir.path) != from_env.end();
     dir.origin = (i == 0 && !listed) ? "beside libdist.so" : "DIST_PLUGIN_PATH";
     dir.exists = IsDirectory(dir.path);
     report.search_path.push_back(dir);
@@ -70,15 +69,13 @@ Report CollectReport(const dist_init_options_t* options, absl::Duration load_tim
 
   dist_config_entry_t* entries = nullptr;
   size_t num_entries = 0;
-  if (dist_error_t* error =
-          dist_resolve_config(options, &entries, &num_entries)) {
+  if (dist_error_t* error = dist_resolve_config(options, &entries, &num_entries)) {
     report.config_error = dist_error_message(error);
     dist_error_destroy(error);
   } else {
     for (size_t i = 0; i < num_entries; ++i) {
-      report.config.push_back({OrEmpty(entries[i].key),
-                               OrEmpty(entries[i].value),
-                               OrEmpty(entries[i].source)});
+      report.config.push_back(
+          {OrEmpty(entries[i].key), OrEmpty(entries[i].value), OrEmpty(entries[i].source)});
     }
     dist_config_entries_free(entries, num_entries);
   }
@@ -141,34 +138,52 @@ const PluginEntry* Report::FindScheme(const std::string& scheme) const {
 
 const char* StatusWord(const PluginEntry& entry) {
   switch (entry.fault) {
-    case LoadFault::kCrashed: return "crashed";
-    case LoadFault::kHung: return "hung";
-    case LoadFault::kNone: break;
+    case LoadFault::kCrashed:
+      return "crashed";
+    case LoadFault::kHung:
+      return "hung";
+    case LoadFault::kNone:
+      break;
   }
   switch (entry.status) {
-    case DIST_PLUGIN_OK: return "ok";
-    case DIST_PLUGIN_UNAVAILABLE: return "unavailable";
-    case DIST_PLUGIN_LOAD_FAILED: return "load failed";
-    case DIST_PLUGIN_BAD_ABI: return "bad ABI";
-    case DIST_PLUGIN_INIT_FAILED: return "init failed";
-    case DIST_PLUGIN_SHADOWED: return "shadowed";
+    case DIST_PLUGIN_OK:
+      return "ok";
+    case DIST_PLUGIN_UNAVAILABLE:
+      return "unavailable";
+    case DIST_PLUGIN_LOAD_FAILED:
+      return "load failed";
+    case DIST_PLUGIN_BAD_ABI:
+      return "bad ABI";
+    case DIST_PLUGIN_INIT_FAILED:
+      return "init failed";
+    case DIST_PLUGIN_SHADOWED:
+      return "shadowed";
   }
   return "unknown";
 }
 
 const char* StatusId(const PluginEntry& entry) {
   switch (entry.fault) {
-    case LoadFault::kCrashed: return "crashed";
-    case LoadFault::kHung: return "hung";
-    case LoadFault::kNone: break;
+    case LoadFault::kCrashed:
+      return "crashed";
+    case LoadFault::kHung:
+      return "hung";
+    case LoadFault::kNone:
+      break;
   }
   switch (entry.status) {
-    case DIST_PLUGIN_OK: return "ok";
-    case DIST_PLUGIN_UNAVAILABLE: return "unavailable";
-    case DIST_PLUGIN_LOAD_FAILED: return "load_failed";
-    case DIST_PLUGIN_BAD_ABI: return "bad_abi";
-    case DIST_PLUGIN_INIT_FAILED: return "init_failed";
-    case DIST_PLUGIN_SHADOWED: return "shadowed";
+    case DIST_PLUGIN_OK:
+      return "ok";
+    case DIST_PLUGIN_UNAVAILABLE:
+      return "unavailable";
+    case DIST_PLUGIN_LOAD_FAILED:
+      return "load_failed";
+    case DIST_PLUGIN_BAD_ABI:
+      return "bad_abi";
+    case DIST_PLUGIN_INIT_FAILED:
+      return "init_failed";
+    case DIST_PLUGIN_SHADOWED:
+      return "shadowed";
   }
   return "unknown";
 }
@@ -180,9 +195,8 @@ std::vector<std::string> DeviceNames(uint32_t mask) {
 }
 
 std::vector<std::string> DtypeNames(uint32_t mask) {
-  return BitNames(mask, DIST_DTYPE_COUNT, [](int bit) {
-    return dist_dtype_name(static_cast<dist_dtype_t>(bit));
-  });
+  return BitNames(mask, DIST_DTYPE_COUNT,
+                  [](int bit) { return dist_dtype_name(static_cast<dist_dtype_t>(bit)); });
 }
 
 std::vector<std::string> CollectiveNames(uint32_t mask) {
@@ -192,15 +206,13 @@ std::vector<std::string> CollectiveNames(uint32_t mask) {
 }
 
 std::vector<std::string> ReduceOpNames(uint32_t mask) {
-  return BitNames(mask, DIST_REDUCE_OP_COUNT, [](int bit) {
-    return dist_reduce_op_name(static_cast<dist_reduce_op_t>(bit));
-  });
+  return BitNames(mask, DIST_REDUCE_OP_COUNT,
+                  [](int bit) { return dist_reduce_op_name(static_cast<dist_reduce_op_t>(bit)); });
 }
 
 std::vector<std::string> FlagNames(uint32_t flags) {
-  static constexpr const char* kNames[] = {
-      "subgroups", "stream_wait", "thread_multiple", "needs_launcher",
-      "cuda_aware"};
+  static constexpr const char* kNames[] = {"subgroups", "stream_wait", "thread_multiple",
+                                           "needs_launcher", "cuda_aware"};
   return BitNames(flags, 5, [](int bit) { return kNames[bit]; });
 }
 

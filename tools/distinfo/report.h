@@ -24,7 +24,7 @@ struct PluginEntry {
   std::string path;
   dist_plugin_status_t status = DIST_PLUGIN_LOAD_FAILED;
   LoadFault fault = LoadFault::kNone;  // then status is DIST_PLUGIN_LOAD_FAILED
-  std::string reason;  // empty when OK
+  std::string reason;                  // empty when OK
   uint32_t abi_major = 0;
   uint32_t abi_minor = 0;
   std::string version;

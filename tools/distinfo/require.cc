@@ -17,8 +17,7 @@ std::string Searched(const Report& report) {
 RequirementResult FromEntry(const std::string& name, const PluginEntry& entry) {
   RequirementResult r{name, entry.usable(), ""};
   if (entry.usable()) {
-    r.detail = absl::StrCat("ok (", entry.path,
-                            entry.library_version.empty() ? "" : ", ",
+    r.detail = absl::StrCat("ok (", entry.path, entry.library_version.empty() ? "" : ", ",
                             entry.library_version, ")");
   } else {
     r.detail = absl::StrCat(StatusWord(entry), ": ", entry.reason);
@@ -48,10 +47,10 @@ std::vector<RequirementResult> CheckRequirements(const Report& report,
       if (entry != nullptr) {
         results.push_back(FromEntry(name, *entry));
       } else {
-        results.push_back({name, false,
-                           absl::StrCat("missing: no usable rendezvous plugin handles ", name,
-                                        " (searched ", Searched(report),
-                                        "; add its directory to DIST_PLUGIN_PATH)")});
+        results.push_back(
+            {name, false,
+             absl::StrCat("missing: no usable rendezvous plugin handles ", name, " (searched ",
+                          Searched(report), "; add its directory to DIST_PLUGIN_PATH)")});
       }
       continue;
     }

@@ -12,9 +12,9 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
+#include "tools/common/free_port.h"
 #include "tools/distinfo/device_memory.h"
 #include "tools/distinfo/process_group.h"
-#include "tools/common/free_port.h"
 #include "tools/distrun/job.h"
 
 extern char** environ;
@@ -36,8 +36,7 @@ std::string LastLine(const std::string& text) {
   return lines.empty() ? "" : lines.back();
 }
 
-std::vector<std::string> WorkerArgs(const SelftestOptions& options,
-                                    const std::string& backend,
+std::vector<std::string> WorkerArgs(const SelftestOptions& options, const std::string& backend,
                                     const std::string& init) {
   // The workers fail on their own (with a message) before the parent kills.
   int64_t worker_timeout_ms = absl::ToInt64Milliseconds(options.timeout) * 3 / 4;
@@ -110,8 +109,8 @@ SelftestResult RunOne(const Report& report, const PluginEntry& backend,
   result.backend = backend.name;
   if (!backend.usable()) {
     result.skipped = true;
-    result.detail = absl::StrCat(StatusWord(backend),
-                                 backend.reason.empty() ? "" : ": ", backend.reason);
+    result.detail =
+        absl::StrCat(StatusWord(backend), backend.reason.empty() ? "" : ": ", backend.reason);
     return result;
   }
   const dist_backend_capabilities_t& caps = backend.capabilities;
@@ -122,16 +121,15 @@ SelftestResult RunOne(const Report& report, const PluginEntry& backend,
     absl::StatusOr<int> devices = CudaDeviceCount();
     if (!devices.ok() || *devices < kRanks) {
       result.skipped = true;
-      result.detail = devices.ok()
-                          ? absl::StrCat("needs ", kRanks, " CUDA devices (one per rank), found ",
-                                         *devices)
-                          : std::string(devices.status().message());
+      result.detail = devices.ok() ? absl::StrCat("needs ", kRanks,
+                                                  " CUDA devices (one per rank), found ", *devices)
+                                   : std::string(devices.status().message());
       return result;
     }
   }
-  const std::string init = report.FindScheme("env") != nullptr ? "env://"
+  const std::string init = report.FindScheme("env") != nullptr   ? "env://"
                            : report.FindScheme("tcp") != nullptr ? "tcp://"
-                                                                  : "";
+                                                                 : "";
   if (init.empty()) {
     result.skipped = true;
     result.detail = "no env:// or tcp:// rendezvous plugin to start the ranks with";
@@ -143,8 +141,7 @@ SelftestResult RunOne(const Report& report, const PluginEntry& backend,
     result.detail = std::string(port.status().message());
     return result;
   }
-  const std::string url =
-      init == "env://" ? init : absl::StrCat("tcp://127.0.0.1:", *port);
+  const std::string url = init == "env://" ? init : absl::StrCat("tcp://127.0.0.1:", *port);
 
   distrun::Job job;
   job.argv = {options.self_exe};
@@ -191,8 +188,7 @@ SelftestResult RunOne(const Report& report, const PluginEntry& backend,
     }
   }
   absl::Time start = absl::Now();
-  std::vector<ProcessOutcome> outcomes =
-      RunProcessGroup(specs, options.timeout, absl::Seconds(5));
+  std::vector<ProcessOutcome> outcomes = RunProcessGroup(specs, options.timeout, absl::Seconds(5));
   result.elapsed = absl::Now() - start;
   if (outcomes.size() == 1 && !outcomes[0].started) {
     result.passed = false;
@@ -208,16 +204,14 @@ SelftestResult RunOne(const Report& report, const PluginEntry& backend,
 
 }  // namespace
 
-std::vector<SelftestResult> RunSelftests(const Report& report,
-                                         const SelftestOptions& options) {
+std::vector<SelftestResult> RunSelftests(const Report& report, const SelftestOptions& options) {
   std::vector<SelftestResult> results;
   for (const PluginEntry& backend : report.backends) {
     if (backend.status == DIST_PLUGIN_SHADOWED) continue;
     // "mpi" selects every MPI build (openmpi, mpich).
     const bool mpi_build = backend.name == "openmpi" || backend.name == "mpich";
     if (!options.only.empty() &&
-        std::find(options.only.begin(), options.only.end(), backend.name) ==
-            options.only.end() &&
+        std::find(options.only.begin(), options.only.end(), backend.name) == options.only.end() &&
         !(mpi_build &&
           std::find(options.only.begin(), options.only.end(), "mpi") != options.only.end())) {
       continue;

@@ -24,7 +24,7 @@ struct SelftestResult {
   std::string backend;
   bool skipped = false;
   bool passed = false;
-  std::string detail;  // why skipped, or what failed
+  std::string detail;    // why skipped, or what failed
   std::string launcher;  // "local" or the mpirun command line
   absl::Duration elapsed;
   std::vector<SelftestStep> steps;
@@ -32,12 +32,11 @@ struct SelftestResult {
 
 struct SelftestOptions {
   absl::Duration timeout = absl::Seconds(60);  // per backend
-  std::string self_exe;                         // distinfo itself
-  std::vector<std::string> only;                // backends; empty: all
+  std::string self_exe;                        // distinfo itself
+  std::vector<std::string> only;               // backends; empty: all
 };
 
-std::vector<SelftestResult> RunSelftests(const Report& report,
-                                         const SelftestOptions& options);
+std::vector<SelftestResult> RunSelftests(const Report& report, const SelftestOptions& options);
 
 // The line prefix a worker reports its result with (one JSON object).
 inline constexpr char kWorkerMarker[] = "DISTINFO_SELFTEST ";

@@ -140,9 +140,9 @@ class Worker {
     DIST_RETURN_IF_ERROR(memory_->CopyOut(got.data(), buffer.data, got.size() * sizeof(float)));
     for (uint64_t i = 0; i < got.size(); ++i) {
       if (got[i] != expected(i)) {
-        return absl::DataLossError(absl::StrCat(
-            what, " gave a wrong result: element ", i, " is ", got[i],
-            ", expected ", expected(i), " (", backend_, ", ", world_, " ranks)"));
+        return absl::DataLossError(absl::StrCat(what, " gave a wrong result: element ", i, " is ",
+                                                got[i], ", expected ", expected(i), " (", backend_,
+                                                ", ", world_, " ranks)"));
       }
     }
     return absl::OkStatus();

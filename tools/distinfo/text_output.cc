@@ -80,8 +80,8 @@ std::vector<std::string> UsableNames(const std::vector<PluginEntry>& entries) {
 
 std::string FormatReport(const Report& report) {
   std::string out = absl::StrCat("dist ", report.core_version, "\n");
-  absl::StrAppendFormat(&out, "  %-22s %d.%d (entry %s)\n", "Backend plugin ABI:",
-                        DIST_BACKEND_ABI_MAJOR, DIST_BACKEND_ABI_MINOR,
+  absl::StrAppendFormat(&out, "  %-22s %d.%d (entry %s)\n",
+                        "Backend plugin ABI:", DIST_BACKEND_ABI_MAJOR, DIST_BACKEND_ABI_MINOR,
                         DIST_BACKEND_ENTRY_SYMBOL);
   absl::StrAppendFormat(&out, "  %-22s %d.%d (entry %s)\n",
                         "Rendezvous plugin ABI:", DIST_RENDEZVOUS_ABI_MAJOR,
@@ -91,23 +91,19 @@ std::string FormatReport(const Report& report) {
   }
   for (size_t i = 0; i < report.search_path.size(); ++i) {
     const SearchDir& dir = report.search_path[i];
-    absl::StrAppendFormat(&out, "  %-22s %s (%s%s)\n",
-                          i == 0 ? "Plugin search path:" : "", dir.path,
-                          dir.origin, dir.exists ? "" : ", does not exist");
+    absl::StrAppendFormat(&out, "  %-22s %s (%s%s)\n", i == 0 ? "Plugin search path:" : "",
+                          dir.path, dir.origin, dir.exists ? "" : ", does not exist");
   }
   if (!report.list_error.empty()) {
-    absl::StrAppend(&out, "\nPlugins could not be listed: ", report.list_error,
-                    "\n");
+    absl::StrAppend(&out, "\nPlugins could not be listed: ", report.list_error, "\n");
   }
   if (!report.isolation_note.empty()) {
     absl::StrAppend(&out, "\nNote: ", report.isolation_note, "\n");
   }
 
   std::vector<std::string> usable = UsableNames(report.backends);
-  absl::StrAppend(&out, "\nBackends: ", usable.size(), " usable of ",
-                  report.backends.size(),
-                  usable.empty() ? "" : absl::StrCat(" (", absl::StrJoin(usable, ", "), ")"),
-                  "\n");
+  absl::StrAppend(&out, "\nBackends: ", usable.size(), " usable of ", report.backends.size(),
+                  usable.empty() ? "" : absl::StrCat(" (", absl::StrJoin(usable, ", "), ")"), "\n");
   for (const PluginEntry& b : report.backends) FormatBackend(out, b);
 
   std::vector<std::string> schemes;
@@ -115,8 +111,8 @@ std::string FormatReport(const Report& report) {
     if (!r.usable()) continue;
     for (const std::string& s : r.schemes) schemes.push_back(s + "://");
   }
-  absl::StrAppend(&out, "\nRendezvous: ", UsableNames(report.rendezvous).size(),
-                  " usable of ", report.rendezvous.size(),
+  absl::StrAppend(&out, "\nRendezvous: ", UsableNames(report.rendezvous).size(), " usable of ",
+                  report.rendezvous.size(),
                   schemes.empty() ? "" : absl::StrCat(" (", absl::StrJoin(schemes, " "), ")"),
                   "\n");
   for (const PluginEntry& r : report.rendezvous) FormatRendezvous(out, r);
@@ -132,9 +128,8 @@ std::string FormatReport(const Report& report) {
   }
   value_width = std::min<size_t>(value_width, 24);  // a long path just pushes its source
   for (const ConfigRow& row : report.config) {
-    absl::StrAppendFormat(&out, "  %-*s  %-*s  %s\n", key_width, row.key,
-                          value_width, row.value.empty() ? "-" : row.value,
-                          row.source);
+    absl::StrAppendFormat(&out, "  %-*s  %-*s  %s\n", key_width, row.key, value_width,
+                          row.value.empty() ? "-" : row.value, row.source);
   }
   return out;
 }

@@ -17,9 +17,8 @@ std::string NormalizeName(absl::string_view name) {
 
 }  // namespace
 
-SplitCommandLine SplitArgs(
-    const std::vector<std::string>& args,
-    const std::function<bool(absl::string_view)>& takes_value) {
+SplitCommandLine SplitArgs(const std::vector<std::string>& args,
+                           const std::function<bool(absl::string_view)>& takes_value) {
   SplitCommandLine split;
   if (args.empty()) return split;
   split.own.push_back(args[0]);

@@ -24,9 +24,8 @@ struct SplitCommandLine {
 // `takes_value(name)` says whether flag `name` (already normalized) needs a
 // value; when it does and the argument has no "=", the next argument is the
 // value. An argument "--" ends distrun's flags.
-SplitCommandLine SplitArgs(
-    const std::vector<std::string>& args,
-    const std::function<bool(absl::string_view)>& takes_value);
+SplitCommandLine SplitArgs(const std::vector<std::string>& args,
+                           const std::function<bool(absl::string_view)>& takes_value);
 
 }  // namespace dist::distrun
 

@@ -9,8 +9,7 @@ namespace dist::distrun {
 std::string DescribeExit(int64_t exit_code, int term_signal) {
   if (term_signal != 0) {
     return absl::StrCat("killed by ", SignalName(term_signal), " (",
-                        sigdescr_np(term_signal) ? sigdescr_np(term_signal)
-                                                 : "unknown signal",
+                        sigdescr_np(term_signal) ? sigdescr_np(term_signal) : "unknown signal",
                         ")");
   }
   return absl::StrCat("exited with code ", exit_code);

@@ -15,9 +15,9 @@ absl::Status ValidateJob(const Job& job) {
         "no program given: usage is distrun -n N [flags] PROGRAM [ARGS...]");
   }
   if (job.nproc_per_node < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "-n/--nproc_per_node is ", job.nproc_per_node,
-        "; give the number of ranks to start on this node (>= 1)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("-n/--nproc_per_node is ", job.nproc_per_node,
+                     "; give the number of ranks to start on this node (>= 1)"));
   }
   if (job.nnodes < 1) {
     return absl::InvalidArgumentError(
@@ -25,13 +25,12 @@ absl::Status ValidateJob(const Job& job) {
   }
   if (job.node_rank < 0 || job.node_rank >= job.nnodes) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--node_rank is ", job.node_rank, " but --nnodes is ",
-                     job.nnodes, "; give a node rank in [0, ",
-                     job.nnodes - 1, "]"));
+        absl::StrCat("--node_rank is ", job.node_rank, " but --nnodes is ", job.nnodes,
+                     "; give a node rank in [0, ", job.nnodes - 1, "]"));
   }
   if (job.master_port < 0 || job.master_port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--master_port is ", job.master_port, "; give a TCP port in 1..65535"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--master_port is ", job.master_port, "; give a TCP port in 1..65535"));
   }
   if (job.nnodes > 1 && job.master_port == 0) {
     return absl::InvalidArgumentError(
@@ -51,8 +50,8 @@ absl::Status ValidateJob(const Job& job) {
 
 std::optional<std::string> MasterAddrWarning(const Job& job) {
   const absl::string_view addr = job.master_addr;
-  if (job.nnodes < 2 || !(absl::StartsWith(addr, "127.") || addr == "::1" ||
-                          addr == "[::1]" || addr == "localhost")) {
+  if (job.nnodes < 2 || !(absl::StartsWith(addr, "127.") || addr == "::1" || addr == "[::1]" ||
+                          addr == "localhost")) {
     return std::nullopt;
   }
   return absl::StrCat("--nnodes is ", job.nnodes, " but --master_addr is ", job.master_addr,
@@ -61,8 +60,8 @@ std::optional<std::string> MasterAddrWarning(const Job& job) {
                       "same on every node");
 }
 
-std::vector<std::string> RankEnvironment(
-    const Job& job, int local_rank, const std::vector<std::string>& base) {
+std::vector<std::string> RankEnvironment(const Job& job, int local_rank,
+                                         const std::vector<std::string>& base) {
   std::vector<std::pair<std::string, std::string>> ours = {
       {"RANK", absl::StrCat(job.global_rank(local_rank))},
       {"WORLD_SIZE", absl::StrCat(job.world_size())},

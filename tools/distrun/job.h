@@ -32,9 +32,7 @@ struct Job {
   bool prefix = true;
 
   int world_size() const { return nproc_per_node * nnodes; }
-  int global_rank(int local_rank) const {
-    return node_rank * nproc_per_node + local_rank;
-  }
+  int global_rank(int local_rank) const { return node_rank * nproc_per_node + local_rank; }
 };
 
 // Checks the layout; errors name the flag and the fix.

@@ -99,8 +99,7 @@ int Launcher::Run() {
   }
   if (job_.timeout > absl::ZeroDuration() && start_error_code_ == 0) {
     uv_timer_start(
-        &timeout_timer_,
-        [](uv_timer_t* t) { static_cast<Launcher*>(t->data)->OnTimeout(); },
+        &timeout_timer_, [](uv_timer_t* t) { static_cast<Launcher*>(t->data)->OnTimeout(); },
         absl::ToInt64Milliseconds(job_.timeout), 0);
   }
   MaybeFinish();
@@ -122,8 +121,7 @@ int Launcher::Run() {
 
 bool Launcher::StartRank(int local_rank) {
   Rank& rank = *ranks_[local_rank];
-  std::vector<std::string> env =
-      RankEnvironment(job_, local_rank, CurrentEnvironment());
+  std::vector<std::string> env = RankEnvironment(job_, local_rank, CurrentEnvironment());
   std::vector<char*> env_ptrs, arg_ptrs;
   for (std::string& e : env) env_ptrs.push_back(e.data());
   env_ptrs.push_back(nullptr);
@@ -144,8 +142,7 @@ bool Launcher::StartRank(int local_rank) {
     s.lines = std::make_unique<LinePrefixer>(prefix, fds[i]);
     uv_pipe_init(&loop_, &s.pipe, 0);
     s.pipe.data = &s;
-    stdio[i + 1].flags =
-        static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
+    stdio[i + 1].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
     stdio[i + 1].data.stream = reinterpret_cast<uv_stream_t*>(&s.pipe);
   }
 
@@ -156,8 +153,7 @@ bool Launcher::StartRank(int local_rank) {
   options.flags = UV_PROCESS_DETACHED;  // own session and process group
   options.stdio_count = 3;
   options.stdio = stdio;
-  options.exit_cb = [](uv_process_t* process, int64_t exit_code,
-                       int term_signal) {
+  options.exit_cb = [](uv_process_t* process, int64_t exit_code, int term_signal) {
     Rank& r = *static_cast<Rank*>(process->data);
     r.launcher->OnRankExit(r, exit_code, term_signal);
   };
@@ -169,9 +165,8 @@ bool Launcher::StartRank(int local_rank) {
       uv_close(reinterpret_cast<uv_handle_t*>(&s->pipe), nullptr);
     }
     start_error_code_ = (rc == UV_ENOENT) ? 127 : 126;
-    Log(absl::StrCat("cannot start rank ", rank.rank, " ('", job_.argv[0],
-                     "'): ", uv_strerror(rc), " (", uv_err_name(rc),
-                     "); check the program name, PATH and permissions"));
+    Log(absl::StrCat("cannot start rank ", rank.rank, " ('", job_.argv[0], "'): ", uv_strerror(rc),
+                     " (", uv_err_name(rc), "); check the program name, PATH and permissions"));
     return false;
   }
   rank.started = true;
@@ -216,11 +211,9 @@ void Launcher::OnRankExit(Rank& rank, int64_t exit_code, int term_signal) {
     first_failure_ = &rank;
     if (!stopping_ && running_ > 0) {
       BeginStop(job_.grace,
-                absl::StrCat("rank ", rank.rank, " ",
-                             DescribeExit(exit_code, term_signal),
+                absl::StrCat("rank ", rank.rank, " ", DescribeExit(exit_code, term_signal),
                              "; stopping the other ranks (SIGTERM in ",
-                             absl::FormatDuration(job_.grace),
-                             ", then SIGKILL; see --grace)"));
+                             absl::FormatDuration(job_.grace), ", then SIGKILL; see --grace)"));
     }
   }
   MaybeFinish();
@@ -231,15 +224,13 @@ void Launcher::OnStreamClosed() {
   MaybeFinish();
 }
 
-void Launcher::BeginStop(absl::Duration before_terminate,
-                         const std::string& why) {
+void Launcher::BeginStop(absl::Duration before_terminate, const std::string& why) {
   if (stopping_) return;
   stopping_ = true;
   Log(why);
   next_step_ = NextStep::kTerminate;
   uv_timer_start(
-      &stop_timer_,
-      [](uv_timer_t* t) { static_cast<Launcher*>(t->data)->OnStopTimer(); },
+      &stop_timer_, [](uv_timer_t* t) { static_cast<Launcher*>(t->data)->OnStopTimer(); },
       absl::ToInt64Milliseconds(before_terminate), 0);
 }
 
@@ -255,8 +246,8 @@ void Launcher::SendToLiveRanks(int signal) {
     }
   }
   if (!sent.empty()) {
-    Log(absl::StrCat("sent ", SignalName(signal), " to rank",
-                     sent.size() > 1 ? "s " : " ", absl::StrJoin(sent, ", ")));
+    Log(absl::StrCat("sent ", SignalName(signal), " to rank", sent.size() > 1 ? "s " : " ",
+                     absl::StrJoin(sent, ", ")));
   }
 }
 
@@ -267,8 +258,7 @@ void Launcher::OnStopTimer() {
     SendToLiveRanks(SIGTERM);
     next_step_ = NextStep::kKill;
     uv_timer_start(
-        &stop_timer_,
-        [](uv_timer_t* t) { static_cast<Launcher*>(t->data)->OnStopTimer(); },
+        &stop_timer_, [](uv_timer_t* t) { static_cast<Launcher*>(t->data)->OnStopTimer(); },
         absl::ToInt64Milliseconds(job_.grace), 0);
   } else if (step == NextStep::kKill) {
     SendToLiveRanks(SIGKILL);
@@ -277,8 +267,7 @@ void Launcher::OnStopTimer() {
 
 void Launcher::OnSignal(int signal) {
   if (forwarded_signal_ != 0) {
-    Log(absl::StrCat("received ", SignalName(signal),
-                     " again; killing every rank"));
+    Log(absl::StrCat("received ", SignalName(signal), " again; killing every rank"));
     uv_timer_stop(&stop_timer_);
     next_step_ = NextStep::kNone;
     SendToLiveRanks(SIGKILL);
@@ -286,22 +275,19 @@ void Launcher::OnSignal(int signal) {
   }
   forwarded_signal_ = signal;
   stopping_ = true;
-  Log(absl::StrCat("received ", SignalName(signal),
-                   "; forwarding it to the ranks (SIGKILL in ",
+  Log(absl::StrCat("received ", SignalName(signal), "; forwarding it to the ranks (SIGKILL in ",
                    absl::FormatDuration(job_.grace), ")"));
   SendToLiveRanks(signal);
   next_step_ = NextStep::kKill;
   uv_timer_start(
-      &stop_timer_,
-      [](uv_timer_t* t) { static_cast<Launcher*>(t->data)->OnStopTimer(); },
+      &stop_timer_, [](uv_timer_t* t) { static_cast<Launcher*>(t->data)->OnStopTimer(); },
       absl::ToInt64Milliseconds(job_.grace), 0);
 }
 
 void Launcher::OnTimeout() {
   timed_out_ = true;
   stopping_ = true;
-  Log(absl::StrCat("the job ran past --timeout=",
-                   absl::FormatDuration(job_.timeout),
+  Log(absl::StrCat("the job ran past --timeout=", absl::FormatDuration(job_.timeout),
                    "; stopping every rank"));
   next_step_ = NextStep::kTerminate;
   OnStopTimer();
@@ -314,9 +300,8 @@ void Launcher::CloseStreams() {
       s->open = false;
       uv_read_stop(reinterpret_cast<uv_stream_t*>(&s->pipe));
       s->lines->Flush();
-      uv_close(reinterpret_cast<uv_handle_t*>(&s->pipe), [](uv_handle_t* h) {
-        static_cast<Stream*>(h->data)->launcher->OnStreamClosed();
-      });
+      uv_close(reinterpret_cast<uv_handle_t*>(&s->pipe),
+               [](uv_handle_t* h) { static_cast<Stream*>(h->data)->launcher->OnStreamClosed(); });
     }
   }
 }
@@ -327,8 +312,7 @@ void Launcher::MaybeFinish() {
     // Every rank is gone, but something they started still holds a pipe.
     if (!uv_is_active(reinterpret_cast<uv_handle_t*>(&drain_timer_))) {
       uv_timer_start(
-          &drain_timer_,
-          [](uv_timer_t* t) { static_cast<Launcher*>(t->data)->CloseStreams(); },
+          &drain_timer_, [](uv_timer_t* t) { static_cast<Launcher*>(t->data)->CloseStreams(); },
           kDrainMs, 0);
     }
     return;
@@ -344,24 +328,21 @@ void Launcher::MaybeFinish() {
 
 void Launcher::PrintSummary() {
   if (timed_out_) {
-    Log(absl::StrCat("the job timed out after ",
-                     absl::FormatDuration(job_.timeout), " (--timeout)"));
+    Log(absl::StrCat("the job timed out after ", absl::FormatDuration(job_.timeout),
+                     " (--timeout)"));
   } else if (first_failure_ != nullptr) {
     Log(absl::StrCat("rank ", first_failure_->rank, " failed first: ",
-                     DescribeExit(first_failure_->exit_code,
-                                  first_failure_->term_signal)));
+                     DescribeExit(first_failure_->exit_code, first_failure_->term_signal)));
   }
-  Log(absl::StrCat("summary of ", ranks_.size(),
-                   ranks_.size() == 1 ? " rank" : " ranks", " on node ",
-                   job_.node_rank, ":"));
+  Log(absl::StrCat("summary of ", ranks_.size(), ranks_.size() == 1 ? " rank" : " ranks",
+                   " on node ", job_.node_rank, ":"));
   for (const auto& rank : ranks_) {
     std::string line = absl::StrCat("  rank ", rank->rank, ": ");
     if (!rank->started) {
       absl::StrAppend(&line, "not started");
     } else {
       absl::StrAppend(&line, DescribeExit(rank->exit_code, rank->term_signal),
-                      absl::StrFormat(" after %.2fs",
-                                      absl::ToDoubleSeconds(rank->elapsed)));
+                      absl::StrFormat(" after %.2fs", absl::ToDoubleSeconds(rank->elapsed)));
       if (rank.get() == first_failure_) absl::StrAppend(&line, " (first failure)");
       if (rank->signal_sent != 0 && rank->term_signal == rank->signal_sent &&
           rank.get() != first_failure_) {

@@ -8,8 +8,7 @@
 
 namespace dist::distrun {
 
-LinePrefixer::LinePrefixer(std::string prefix, int fd)
-    : prefix_(std::move(prefix)), fd_(fd) {}
+LinePrefixer::LinePrefixer(std::string prefix, int fd) : prefix_(std::move(prefix)), fd_(fd) {}
 
 void LinePrefixer::Append(absl::string_view data) {
   // Everything complete in this chunk goes out in a single write.

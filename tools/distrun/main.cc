@@ -33,8 +33,7 @@ ABSL_FLAG(int, node_rank, 0,
           "nproc_per_node + LOCAL_RANK.");
 ABSL_FLAG(std::string, master_addr, "127.0.0.1",
           "MASTER_ADDR: the address of node 0, where rank 0 listens.");
-ABSL_FLAG(int, master_port, 0,
-          "MASTER_PORT; 0 picks a free port (one node only).");
+ABSL_FLAG(int, master_port, 0, "MASTER_PORT; 0 picks a free port (one node only).");
 ABSL_FLAG(std::string, init_method, "env://",
           "DIST_INIT_METHOD for the ranks, e.g. tcp://node0:29500 or "
           "file:///shared/dir/job1 (a directory every node sees); RANK and "
@@ -130,8 +129,9 @@ int main(int argc, char** argv) {
     if (job.nnodes == 1) {
       job.store_token = dist::store::auth::RandomToken();
       if (job.store_token.empty()) {
-        std::fprintf(stderr, "distrun: could not draw a random store token; set "
-                             "DIST_STORE_TOKEN yourself\n");
+        std::fprintf(stderr,
+                     "distrun: could not draw a random store token; set "
+                     "DIST_STORE_TOKEN yourself\n");
         return 2;
       }
     } else {

@@ -35,8 +35,8 @@ std::string LastBefore(const RankTrace& trace, uint64_t seq) {
   for (const Entry& e : trace.collectives) {
     if (e.seq < seq) last = &e;
   }
-  return last == nullptr ? "it recorded no operation" : absl::StrCat("its last operation: ",
-                                                                      Describe(*last));
+  return last == nullptr ? "it recorded no operation"
+                         : absl::StrCat("its last operation: ", Describe(*last));
 }
 
 }  // namespace
@@ -102,15 +102,15 @@ absl::StatusOr<std::vector<GroupTrace>> LoadDumps(const std::string& dir) {
         }
       }
     } catch (const nlohmann::json::exception& e) {
-      return absl::InvalidArgumentError(absl::StrCat(file.path().string(),
-                                                     ": not a dist-trace dump: ", e.what()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(file.path().string(), ": not a dist-trace dump: ", e.what()));
     }
   }
   if (groups.empty()) {
-    return absl::NotFoundError(absl::StrCat(
-        "no flight recorder dumps (rank-N.json) in ", dir,
-        "; run the job with DIST_TRACE_DIR=", dir, " (dumps are written on a failure, a "
-        "timeout, an abort, or by dist_trace_dump)"));
+    return absl::NotFoundError(absl::StrCat("no flight recorder dumps (rank-N.json) in ", dir,
+                                            "; run the job with DIST_TRACE_DIR=", dir,
+                                            " (dumps are written on a failure, a "
+                                            "timeout, an abort, or by dist_trace_dump)"));
   }
   std::vector<GroupTrace> out;
   for (auto& [name, group] : groups) out.push_back(std::move(group));
@@ -173,9 +173,9 @@ Verdict Analyze(const GroupTrace& group) {
       }
       verdict.kind = "mismatch";
       verdict.op = majority_op;
-      verdict.message = absl::StrCat(where, majority_op, " #", seq, ": ", absl::StrJoin(odd, ", "),
-                                     " where ", RankList(calls[0].second), " called ",
-                                     calls[0].first);
+      verdict.message =
+          absl::StrCat(where, majority_op, " #", seq, ": ", absl::StrJoin(odd, ", "), " where ",
+                       RankList(calls[0].second), " called ", calls[0].first);
       return verdict;
     }
     if (all_completed) continue;
@@ -193,8 +193,8 @@ Verdict Analyze(const GroupTrace& group) {
       }
       verdict.kind = "divergence";
       verdict.detail["never_entered"] = never;
-      verdict.message = absl::StrCat(where, first.op, " #", seq, " entered by ",
-                                     RankList(entered), "; ", absl::StrJoin(absent, "; "));
+      verdict.message = absl::StrCat(where, first.op, " #", seq, " entered by ", RankList(entered),
+                                     "; ", absl::StrJoin(absent, "; "));
       return verdict;
     }
     // Everyone entered. Someone still inside while the others are out?
@@ -208,10 +208,10 @@ Verdict Analyze(const GroupTrace& group) {
       for (int32_t r : inside) {
         const RankTrace& t = group.ranks.at(r);
         const Entry& e = *Find(t, seq);
-        parts.push_back(absl::StrCat(
-            "rank ", r, " is stuck inside ", e.op, " #", seq, " (", e.state, " ",
-            Seconds(t.dumped_us - (e.started_us != 0 ? e.started_us : e.issued_us)),
-            " before its dump, never completed)"));
+        parts.push_back(
+            absl::StrCat("rank ", r, " is stuck inside ", e.op, " #", seq, " (", e.state, " ",
+                         Seconds(t.dumped_us - (e.started_us != 0 ? e.started_us : e.issued_us)),
+                         " before its dump, never completed)"));
       }
       std::string others;
       if (!out_ok.empty()) absl::StrAppend(&others, RankList(out_ok), " completed it");
@@ -239,10 +239,9 @@ Verdict Analyze(const GroupTrace& group) {
       std::vector<std::string> parts;
       for (int32_t r : late) {
         const Entry& e = *Find(group.ranks.at(r), seq);
-        parts.push_back(absl::StrCat("rank ", r, " entered it ",
-                                     Seconds(e.issued_us - first_give_up),
-                                     " after the others had given up (",
-                                     LastBefore(group.ranks.at(r), seq), ")"));
+        parts.push_back(absl::StrCat(
+            "rank ", r, " entered it ", Seconds(e.issued_us - first_give_up),
+            " after the others had given up (", LastBefore(group.ranks.at(r), seq), ")"));
       }
       verdict.kind = "late";
       verdict.detail["late"] = late;
@@ -258,8 +257,8 @@ Verdict Analyze(const GroupTrace& group) {
     verdict.message = inside.empty()
                           ? absl::StrCat(where, first.op, " #", seq, " failed on ",
                                          RankList(entered), "; rank ", witness, ": ", e.error)
-                          : absl::StrCat(where, "every rank (", RankList(entered),
-                                         ") is inside ", first.op, " #", seq,
+                          : absl::StrCat(where, "every rank (", RankList(entered), ") is inside ",
+                                         first.op, " #", seq,
                                          " and none completed it: the backend or the network "
                                          "is stalled");
     return verdict;
@@ -299,10 +298,10 @@ Verdict Analyze(const GroupTrace& group) {
       }
     }
   }
-  verdict.message = absl::StrCat(where, RankList(present), " agree on every operation recorded",
-                                 last, missing.empty() ? "" : "; ",
-                                 missing.empty() ? "" : RankList(missing),
-                                 missing.empty() ? "" : " left no dump");
+  verdict.message =
+      absl::StrCat(where, RankList(present), " agree on every operation recorded", last,
+                   missing.empty() ? "" : "; ", missing.empty() ? "" : RankList(missing),
+                   missing.empty() ? "" : " left no dump");
   return verdict;
 }
 

@@ -17,7 +17,7 @@ namespace dist::trace {
 struct Entry {
   uint64_t seq = 0;
   std::string op;
-  std::string call;  // "all_reduce(sum, 1024 x float32)"
+  std::string call;   // "all_reduce(sum, 1024 x float32)"
   std::string state;  // issued, started, completed, failed, timed_out
   std::string error;
   int64_t issued_us = 0, started_us = 0, ended_us = 0;
@@ -30,7 +30,7 @@ struct RankTrace {
   int32_t global_rank = -1;  // names the dump file
   int64_t dumped_us = 0;
   std::string reason;
-  std::vector<Entry> collectives;  // by seq
+  std::vector<Entry> collectives;     // by seq
   std::vector<Entry> point_to_point;  // sends and receives, in issue order
 };
 

@@ -24,21 +24,30 @@ constexpr size_t kBoundBroadcastMaxBytes = 1 << 20;
 constexpr size_t kBoundAllGatherMaxBytes = 1 << 20;
 
 constexpr AllReduceAlgorithm kAll[] = {
-    AllReduceAlgorithm::kGlooRing,        AllReduceAlgorithm::kGlooBcube,
-    AllReduceAlgorithm::kRing,            AllReduceAlgorithm::kRingChunked,
-    AllReduceAlgorithm::kHalvingDoubling, AllReduceAlgorithm::kBcube,
+    AllReduceAlgorithm::kGlooRing,
+    AllReduceAlgorithm::kGlooBcube,
+    AllReduceAlgorithm::kRing,
+    AllReduceAlgorithm::kRingChunked,
+    AllReduceAlgorithm::kHalvingDoubling,
+    AllReduceAlgorithm::kBcube,
 };
 
 }  // namespace
 
 const char* AlgorithmName(AllReduceAlgorithm algorithm) {
   switch (algorithm) {
-    case AllReduceAlgorithm::kGlooRing: return "allreduce_ring";
-    case AllReduceAlgorithm::kGlooBcube: return "allreduce_bcube";
-    case AllReduceAlgorithm::kRing: return "AllreduceRing";
-    case AllReduceAlgorithm::kRingChunked: return "AllreduceRingChunked";
-    case AllReduceAlgorithm::kHalvingDoubling: return "AllreduceHalvingDoubling";
-    case AllReduceAlgorithm::kBcube: return "AllreduceBcube";
+    case AllReduceAlgorithm::kGlooRing:
+      return "allreduce_ring";
+    case AllReduceAlgorithm::kGlooBcube:
+      return "allreduce_bcube";
+    case AllReduceAlgorithm::kRing:
+      return "AllreduceRing";
+    case AllReduceAlgorithm::kRingChunked:
+      return "AllreduceRingChunked";
+    case AllReduceAlgorithm::kHalvingDoubling:
+      return "AllreduceHalvingDoubling";
+    case AllReduceAlgorithm::kBcube:
+      return "AllreduceBcube";
   }
   return "?";
 }
@@ -82,7 +91,7 @@ AllReduceAlgorithm AlgorithmPolicy::ForAllReduce(size_t bytes, size_t count, int
   if (!is_auto_) return forced_;
   if (bytes > kBoundMaxBytes) {
     return world_size > 2 && bytes < kGlooBcubeBelowBytes ? AllReduceAlgorithm::kGlooBcube
-                                                           : AllReduceAlgorithm::kGlooRing;
+                                                          : AllReduceAlgorithm::kGlooRing;
   }
   if (world_size <= 2 || (world_size <= kRingMaxRanks && bytes <= kRingMaxBytesAbove2)) {
     return AllReduceAlgorithm::kRing;

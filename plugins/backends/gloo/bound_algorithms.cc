@@ -41,11 +41,16 @@ template <typename T>
 const gloo::ReductionFunction<T>* Function(dist_reduce_op_t op) {
   switch (op) {
     case DIST_SUM:
-    case DIST_AVG: return gloo::ReductionFunction<T>::sum;  // divided at the end
-    case DIST_PRODUCT: return gloo::ReductionFunction<T>::product;
-    case DIST_MIN: return gloo::ReductionFunction<T>::min;
-    case DIST_MAX: return gloo::ReductionFunction<T>::max;
-    default: break;
+    case DIST_AVG:
+      return gloo::ReductionFunction<T>::sum;  // divided at the end
+    case DIST_PRODUCT:
+      return gloo::ReductionFunction<T>::product;
+    case DIST_MIN:
+      return gloo::ReductionFunction<T>::min;
+    case DIST_MAX:
+      return gloo::ReductionFunction<T>::max;
+    default:
+      break;
   }
   if constexpr (std::is_integral_v<T>) {
     static const gloo::ReductionFunction<T> band(gloo::CUSTOM, &BitwiseInto<T, DIST_BAND>);
@@ -62,12 +67,24 @@ const gloo::ReductionFunction<T>* Function(dist_reduce_op_t op) {
 template <typename F>
 void WithReduceType(dist_dtype_t dtype, F&& f) {
   switch (dtype) {
-    case DIST_INT8: f(int8_t{}); break;
-    case DIST_UINT8: f(uint8_t{}); break;
-    case DIST_INT32: f(int32_t{}); break;
-    case DIST_INT64: f(int64_t{}); break;
-    case DIST_FLOAT64: f(double{}); break;
-    default: f(float{}); break;  // float32; float16/bfloat16 widened
+    case DIST_INT8:
+      f(int8_t{});
+      break;
+    case DIST_UINT8:
+      f(uint8_t{});
+      break;
+    case DIST_INT32:
+      f(int32_t{});
+      break;
+    case DIST_INT64:
+      f(int64_t{});
+      break;
+    case DIST_FLOAT64:
+      f(double{});
+      break;
+    default:
+      f(float{});
+      break;  // float32; float16/bfloat16 widened
   }
 }
 
@@ -154,8 +171,7 @@ BoundAlgorithms::Entry& BoundAlgorithms::Find(const Key& key, uint32_t tag, size
 }
 
 void BoundAlgorithms::AllReduce(AllReduceAlgorithm algorithm, uint32_t tag, const void* send,
-                                void* recv, size_t count, dist_dtype_t dtype,
-                                dist_reduce_op_t op) {
+                                void* recv, size_t count, dist_dtype_t dtype, dist_reduce_op_t op) {
   const bool half = IsHalf(dtype);
   const int size = context_->size;
   WithReduceType(dtype, [&](auto type) {

@@ -75,8 +75,7 @@ class BoundAlgorithms {
     int phase = 0;  // all_gather alternates between two instances (see AllGather)
     bool operator==(const Key& other) const {
       return kind == other.kind && algorithm == other.algorithm && dtype == other.dtype &&
-             op == other.op && root == other.root && count == other.count &&
-             phase == other.phase;
+             op == other.op && root == other.root && count == other.count && phase == other.phase;
     }
   };
   struct Entry {

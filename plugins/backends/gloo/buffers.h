@@ -30,10 +30,18 @@ inline bool Overlaps(const void* a, size_t a_bytes, const void* b, size_t b_byte
 template <typename F>
 void WithElementType(size_t element_size, F&& f) {
   switch (element_size) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    default: f(uint64_t{}); break;
+    case 1:
+      f(uint8_t{});
+      break;
+    case 2:
+      f(uint16_t{});
+      break;
+    case 4:
+      f(uint32_t{});
+      break;
+    default:
+      f(uint64_t{});
+      break;
   }
 }
 

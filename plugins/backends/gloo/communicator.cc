@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "dist/cpp/host_log.hpp"
 #include "dist/cpp/no_sigpipe.hpp"
 #include "dist/cpp/store.hpp"
 #include "gloo/barrier.h"
@@ -15,7 +16,6 @@
 #include "plugins/backends/gloo/failure.h"
 #include "plugins/backends/gloo/full_mesh.h"
 #include "plugins/backends/gloo/gloo_store.h"
-#include "dist/cpp/host_log.hpp"
 #include "plugins/backends/gloo/pair_access.h"
 
 namespace dist_gloo {
@@ -58,17 +58,27 @@ std::string Setting(const dist_comm_config_t& config, const char* option, const 
 
 absl::Status RunCollective(const Op& op, const OpEnv& env) {
   switch (op.kind) {
-    case DIST_COLL_ALL_REDUCE: return RunAllReduce(op, env);
-    case DIST_COLL_BROADCAST: return RunBroadcast(op, env);
-    case DIST_COLL_REDUCE: return RunReduce(op, env);
-    case DIST_COLL_ALL_GATHER: return RunAllGather(op, env);
-    case DIST_COLL_GATHER: return RunGather(op, env);
-    case DIST_COLL_SCATTER: return RunScatter(op, env);
-    case DIST_COLL_REDUCE_SCATTER: return RunReduceScatter(op, env);
-    case DIST_COLL_ALL_TO_ALL: return RunAllToAll(op, env);
-    case DIST_COLL_BARRIER: return RunBarrier(op, env);
+    case DIST_COLL_ALL_REDUCE:
+      return RunAllReduce(op, env);
+    case DIST_COLL_BROADCAST:
+      return RunBroadcast(op, env);
+    case DIST_COLL_REDUCE:
+      return RunReduce(op, env);
+    case DIST_COLL_ALL_GATHER:
+      return RunAllGather(op, env);
+    case DIST_COLL_GATHER:
+      return RunGather(op, env);
+    case DIST_COLL_SCATTER:
+      return RunScatter(op, env);
+    case DIST_COLL_REDUCE_SCATTER:
+      return RunReduceScatter(op, env);
+    case DIST_COLL_ALL_TO_ALL:
+      return RunAllToAll(op, env);
+    case DIST_COLL_BARRIER:
+      return RunBarrier(op, env);
     default:
-      return absl::InternalError(absl::StrCat("gloo backend: no runner for ", dist_collective_name(op.kind)));
+      return absl::InternalError(
+          absl::StrCat("gloo backend: no runner for ", dist_collective_name(op.kind)));
   }
 }
 
@@ -87,18 +97,20 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
         ", timeout ", config.timeout_ms, " ms, store ", config.store ? "set" : "NULL",
         "); pass 0 <= rank < world_size, a positive timeout and a store"));
   }
-  absl::StatusOr<AlgorithmPolicy> policy =
-      AlgorithmPolicy::Parse(Setting(config, "gloo.allreduce_algorithm", "DIST_GLOO_ALLREDUCE_ALGORITHM"));
+  absl::StatusOr<AlgorithmPolicy> policy = AlgorithmPolicy::Parse(
+      Setting(config, "gloo.allreduce_algorithm", "DIST_GLOO_ALLREDUCE_ALGORITHM"));
   if (!policy.ok()) return policy.status();
   const bool inline_wait = Setting(config, "gloo.inline_wait", "DIST_GLOO_INLINE_WAIT") != "0";
 
   const absl::Time start = absl::Now();
   if (device == nullptr) {
     std::string description;
-    absl::StatusOr<std::shared_ptr<gloo::transport::Device>> created = CreateDevice(config, &description);
+    absl::StatusOr<std::shared_ptr<gloo::transport::Device>> created =
+        CreateDevice(config, &description);
     if (!created.ok()) return created.status();
     device = *std::move(created);
-    if (dist::LogEnabled(DIST_LOG_DEBUG)) dist::Log(DIST_LOG_DEBUG, absl::StrCat("transport: ", description));
+    if (dist::LogEnabled(DIST_LOG_DEBUG))
+      dist::Log(DIST_LOG_DEBUG, absl::StrCat("transport: ", description));
   }
 
   const std::chrono::milliseconds timeout(config.timeout_ms);
@@ -121,7 +133,8 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
     if (gloo_connect) {
       context->connectFullMesh(store, device);
     } else {
-      connected = ConnectFullMesh(*context, dist::StoreView(config.store), device, absl::FromChrono(timeout));
+      connected = ConnectFullMesh(*context, dist::StoreView(config.store), device,
+                                  absl::FromChrono(timeout));
     }
   } catch (const std::exception& e) {
     absl::Status store_error = store.first_error();
@@ -139,16 +152,18 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
   if (dist::LogEnabled(DIST_LOG_DEBUG)) {
     // Where start-up time goes (README.md, "Start-up").
     dist::Log(DIST_LOG_DEBUG,
-        absl::StrCat("connected to ", config.world_size - 1, " ranks in ",
-                     absl::FormatDuration(absl::Now() - connect_start), " (device ",
-                     absl::FormatDuration(connect_start - start), ")"));
+              absl::StrCat("connected to ", config.world_size - 1, " ranks in ",
+                           absl::FormatDuration(absl::Now() - connect_start), " (device ",
+                           absl::FormatDuration(connect_start - start), ")"));
   }
   return std::shared_ptr<Communicator>(
       new Communicator(config, std::move(device), std::move(context), *policy, inline_wait));
 }
 
-Communicator::Communicator(const dist_comm_config_t& config, std::shared_ptr<gloo::transport::Device> device,
-                           std::shared_ptr<gloo::Context> context, AlgorithmPolicy policy, bool inline_wait)
+Communicator::Communicator(const dist_comm_config_t& config,
+                           std::shared_ptr<gloo::transport::Device> device,
+                           std::shared_ptr<gloo::Context> context, AlgorithmPolicy policy,
+                           bool inline_wait)
     : rank_(config.rank),
       size_(config.world_size),
       group_(config.group_name ? config.group_name : ""),
@@ -168,9 +183,7 @@ Communicator::Communicator(const dist_comm_config_t& config, std::shared_ptr<glo
 
 Communicator::~Communicator() { Shutdown(); }
 
-absl::Status Communicator::AbortedStatus() const {
-  return absl::AbortedError(abort_reason_);
-}
+absl::Status Communicator::AbortedStatus() const { return absl::AbortedError(abort_reason_); }
 
 std::chrono::milliseconds Communicator::GlooTimeout(const Op& op) const {
   // Leave room to compare notes after a timeout, so that the whole error
@@ -180,15 +193,17 @@ std::chrono::milliseconds Communicator::GlooTimeout(const Op& op) const {
 
 absl::Duration Communicator::Grace(const Op& op) const { return GraceOf(op.timeout); }
 
-absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t kind, const dist_op_args_t& args) {
+absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t kind,
+                                                          const dist_op_args_t& args) {
   absl::Status valid = ValidateOp(kind, args, rank_);
   if (!valid.ok()) return valid;
   auto work = std::make_shared<Work>();
   absl::MutexLock lock(&mu_);
   if (!abort_reason_.empty()) return AbortedStatus();
   if (stopping_) {
-    return absl::FailedPreconditionError(absl::StrCat("gloo backend: group '", group_,
-                                                      "' is being destroyed; issue operations before comm_destroy"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("gloo backend: group '", group_,
+                     "' is being destroyed; issue operations before comm_destroy"));
   }
   Task task{Op{kind, args, ++next_seq_,
                std::chrono::milliseconds(args.timeout_ms > 0 ? args.timeout_ms : timeout_.count())},
@@ -218,7 +233,8 @@ void Communicator::WorkerLoop() {
           worker_polling_ = true;
           // Callers that run their own operations need the worker rarely:
           // poll slowly then, so as not to take the CPU from them.
-          mu_.AwaitWithTimeout(absl::Condition(&poked), callers_run_ops_ ? kSlowPollInterval : kPollInterval);
+          mu_.AwaitWithTimeout(absl::Condition(&poked),
+                               callers_run_ops_ ? kSlowPollInterval : kPollInterval);
           worker_polling_ = false;
           poked_ = false;
         } else {
@@ -292,7 +308,8 @@ void Communicator::Execute(Task task) {
   absl::Status status;
   try {
     if (op.kind == DIST_COLL_SEND || op.kind == DIST_COLL_RECV) {
-      PendingP2p pending{PostP2p(op, env), op, task.work, std::chrono::steady_clock::now() + env.timeout};
+      PendingP2p pending{PostP2p(op, env), op, task.work,
+                         std::chrono::steady_clock::now() + env.timeout};
       absl::MutexLock lock(&mu_);
       p2p_.push_back(std::move(pending));
       return;
@@ -324,8 +341,8 @@ void Communicator::P2pLoop() {
     }
     absl::Status status;
     try {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(pending.deadline -
-                                                                        std::chrono::steady_clock::now());
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          pending.deadline - std::chrono::steady_clock::now());
       if (left.count() < 1) left = std::chrono::milliseconds(1);
       const bool done = pending.posted.is_send ? pending.posted.buffer->waitSend(left)
                                                : pending.posted.buffer->waitRecv(left);
@@ -348,14 +365,16 @@ absl::Status Communicator::Fail(const Op& op, const std::string& what) {
     if (!abort_reason_.empty()) return AbortedStatus();  // an abort caused this
   }
   const GlooFailure failure = ClassifyGlooError(what, peer_addresses_);
-  const std::string where = absl::StrCat(dist_collective_name(op.kind), " #", op.seq, " on group '", group_,
-                                         "' (rank ", rank_, " of ", size_, ")");
+  const std::string where = absl::StrCat(dist_collective_name(op.kind), " #", op.seq, " on group '",
+                                         group_, "' (rank ", rank_, " of ", size_, ")");
   const std::string report = absl::StrCat("rank ", rank_, " ", where, ": ", failure.Describe());
   // Most of the grace period, so that the error still arrives within the
   // operation's timeout.
-  const std::string notes = CompareNotes(dist::StoreView(store_), rank_, size_, failure, report, Grace(op) * 0.8);
-  const std::string message = absl::StrCat("gloo backend: ", where, " failed: ", failure.Describe(), notes,
-                                           "; the communicator is aborted, create a new one to continue");
+  const std::string notes =
+      CompareNotes(dist::StoreView(store_), rank_, size_, failure, report, Grace(op) * 0.8);
+  const std::string message =
+      absl::StrCat("gloo backend: ", where, " failed: ", failure.Describe(), notes,
+                   "; the communicator is aborted, create a new one to continue");
   dist::Log(DIST_LOG_ERROR, message);
   Abort(message);
   return absl::Status(failure.code, message);
@@ -389,8 +408,9 @@ void Communicator::Shutdown() {
     stopping_ = true;
     if (!done) {
       mu_.Unlock();
-      Abort(absl::StrCat("gloo backend: group '", group_, "' destroyed with operations still pending after ",
-                         timeout_.count(), " ms"));
+      Abort(absl::StrCat("gloo backend: group '", group_,
+                         "' destroyed with operations still pending after ", timeout_.count(),
+                         " ms"));
       mu_.Lock();
     }
   }

@@ -68,11 +68,10 @@ bool IsLoopback(const sockaddr* address) {
 
 std::string Text(const sockaddr* address) {
   char text[INET6_ADDRSTRLEN] = {0};
-  const void* raw = address->sa_family == AF_INET
-                        ? static_cast<const void*>(
-                              &reinterpret_cast<const sockaddr_in*>(address)->sin_addr)
-                        : static_cast<const void*>(
-                              &reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr);
+  const void* raw =
+      address->sa_family == AF_INET
+          ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(address)->sin_addr)
+          : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr);
   if (inet_ntop(address->sa_family, raw, text, sizeof(text)) == nullptr) return "";
   return text;
 }
@@ -236,9 +235,11 @@ absl::StatusOr<Choice> HostChoice(bool spans_hosts) {
   std::vector<std::string> names;
   for (const Interface& item : candidates) names.push_back(item.name + " " + item.address);
   return absl::FailedPreconditionError(absl::StrCat(
-      "this host's name '", name, "' does not resolve to an address of this host other "
+      "this host's name '", name,
+      "' does not resolve to an address of this host other "
       "than loopback, no rendezvous host is known (MASTER_ADDR or tcp://) to route towards, "
-      "and there are several interfaces (", absl::StrJoin(names, ", "), "); ", kFix));
+      "and there are several interfaces (",
+      absl::StrJoin(names, ", "), "); ", kFix));
 }
 
 // Whether the ranks really run on several hosts. The launcher's
@@ -282,9 +283,10 @@ absl::StatusOr<bool> SpansHosts(const dist_comm_config_t& config) {
     if (spanning.ok()) return true;
     if (AllRanksOnThisHost(config)) return false;
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "not every rank announced its host within ", absl::FormatDuration(
-              absl::Milliseconds(config.timeout_ms)), "; check that every rank was started"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("not every rank announced its host within ",
+                       absl::FormatDuration(absl::Milliseconds(config.timeout_ms)),
+                       "; check that every rank was started"));
     }
   }
 }
@@ -328,11 +330,14 @@ absl::StatusOr<Choice> DefaultChoice(const dist_comm_config_t& config) {
   absl::StatusOr<std::string> seen_as =
       waited.ok() ? store.Get(kSeenAsKey, timeout) : absl::StatusOr<std::string>(waited);
   if (!seen_as.ok()) {
-    return absl::Status(seen_as.status().code(), absl::StrCat(
-        "the rendezvous host ", named, " is this host and resolves to loopback (",
-        Text(reinterpret_cast<const sockaddr*>(&resolved[0])), ") here, and no rank on another "
-        "host told within ", absl::FormatDuration(timeout), " which address reached it (",
-        seen_as.status().message(), "); ", kFix));
+    return absl::Status(
+        seen_as.status().code(),
+        absl::StrCat("the rendezvous host ", named, " is this host and resolves to loopback (",
+                     Text(reinterpret_cast<const sockaddr*>(&resolved[0])),
+                     ") here, and no rank on another "
+                     "host told within ",
+                     absl::FormatDuration(timeout), " which address reached it (",
+                     seen_as.status().message(), "); ", kFix));
   }
   std::optional<Interface> item = InterfaceWithAddress(*seen_as);
   if (!item) return HostChoice(spans_hosts);  // reached through NAT or a proxy: not ours to bind
@@ -376,10 +381,10 @@ absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateDevice(
   } else {
     absl::StatusOr<Choice> chosen = DefaultChoice(config);
     if (!chosen.ok()) {
-      return absl::Status(chosen.status().code(),
-                          absl::StrCat("gloo backend: choosing this rank's address (rank ",
-                                       config.rank, " on ", ThisHostName(), "): ",
-                                       chosen.status().message()));
+      return absl::Status(
+          chosen.status().code(),
+          absl::StrCat("gloo backend: choosing this rank's address (rank ", config.rank, " on ",
+                       ThisHostName(), "): ", chosen.status().message()));
     }
     choice = *std::move(chosen);
   }
@@ -410,12 +415,17 @@ absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateDevice(
                                      ": ", spans.status().message()));
   }
   if (*spans) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "gloo backend: rank ", config.rank, " on ", ThisHostName(), " would publish the loopback "
-        "address ", address_text, " (from ", choice.source, ") but only ",
-        config.local_world_size, " of ", config.world_size, " ranks run on this host; the ranks "
-        "on other hosts cannot connect to it; ", kFix, ", or unset it to use the route to "
-        "MASTER_ADDR"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("gloo backend: rank ", config.rank, " on ", ThisHostName(),
+                     " would publish the loopback "
+                     "address ",
+                     address_text, " (from ", choice.source, ") but only ", config.local_world_size,
+                     " of ", config.world_size,
+                     " ranks run on this host; the ranks "
+                     "on other hosts cannot connect to it; ",
+                     kFix,
+                     ", or unset it to use the route to "
+                     "MASTER_ADDR"));
   }
 
   gloo::transport::tcp::attr attr;
@@ -426,12 +436,13 @@ absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateDevice(
     *description = absl::StrCat(device->str(), " (", choice.source, ")");
     return device;
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(
-        "Gloo cannot open a TCP device on ",
-        attr.iface.empty() ? absl::StrCat("address '", attr.hostname, "'")
-                           : absl::StrCat("interface '", attr.iface, "'"),
-        " (from ", choice.source, "): ", e.what(), "; ", kFix, ", or lo when all ranks run on "
-        "one host"));
+    return absl::UnavailableError(
+        absl::StrCat("Gloo cannot open a TCP device on ",
+                     attr.iface.empty() ? absl::StrCat("address '", attr.hostname, "'")
+                                        : absl::StrCat("interface '", attr.iface, "'"),
+                     " (from ", choice.source, "): ", e.what(), "; ", kFix,
+                     ", or lo when all ranks run on "
+                     "one host"));
   }
 }
 

@@ -30,7 +30,8 @@ std::string GlooFailure::Describe() const {
   return what;
 }
 
-GlooFailure ClassifyGlooError(const std::string& what, const std::vector<std::string>& peer_addresses) {
+GlooFailure ClassifyGlooError(const std::string& what,
+                              const std::vector<std::string>& peer_addresses) {
   GlooFailure failure;
   failure.what = StripLocation(what);
   for (size_t rank = 0; rank < peer_addresses.size(); ++rank) {
@@ -59,8 +60,9 @@ GlooFailure ClassifyGlooError(const std::string& what, const std::vector<std::st
   return failure;
 }
 
-std::string CompareNotes(const dist::StoreView& store, int rank, int size, const GlooFailure& failure,
-                         const std::string& report, absl::Duration grace) {
+std::string CompareNotes(const dist::StoreView& store, int rank, int size,
+                         const GlooFailure& failure, const std::string& report,
+                         absl::Duration grace) {
   dist::FailureNotes notes(store, "dist_gloo/", rank, size);
   std::string text;
   const std::string first = notes.Publish(report);
@@ -75,11 +77,14 @@ std::string CompareNotes(const dist::StoreView& store, int rank, int size, const
       absl::StrAppend(&text, "; the ranks could not compare notes (store: ",
                       unresponsive.status().message(), ")");
     } else if (missing.empty()) {
-      absl::StrAppend(&text, "; every rank timed out: check that all ranks issue the same operations in the same "
-                             "order with the same count, dtype, op and root");
+      absl::StrAppend(
+          &text,
+          "; every rank timed out: check that all ranks issue the same operations in the same "
+          "order with the same count, dtype, op and root");
     } else {
-      absl::StrAppend(&text, "; ranks that reported no failure within ", absl::FormatDuration(grace), ": ",
-                      absl::StrJoin(missing, ","), " (dead, stuck, or not calling this operation)");
+      absl::StrAppend(&text, "; ranks that reported no failure within ",
+                      absl::FormatDuration(grace), ": ", absl::StrJoin(missing, ","),
+                      " (dead, stuck, or not calling this operation)");
     }
   } else if (failure.peer >= 0) {
     // A peer may close the connection because it timed out in this very
@@ -88,9 +93,10 @@ std::string CompareNotes(const dist::StoreView& store, int rank, int size, const
     // that died reports nothing and costs one short grace period here.
     absl::StatusOr<std::string> peer_report = notes.ReportOf(failure.peer, grace);
     if (peer_report.ok() && absl::StrContains(*peer_report, "timed out")) {
-      absl::StrAppend(&text, "; rank ", failure.peer,
-                      " timed out in this operation: check that all ranks issue the same operations "
-                      "in the same order with the same count, dtype, op and root");
+      absl::StrAppend(
+          &text, "; rank ", failure.peer,
+          " timed out in this operation: check that all ranks issue the same operations "
+          "in the same order with the same count, dtype, op and root");
     }
   } else if (!first.empty() && absl::StrContains(first, "timed out")) {
     // The first failure was a timeout on another rank, which is now

@@ -27,15 +27,17 @@ struct GlooFailure {
 };
 
 // `peer_addresses[r]` is rank r's address as Gloo prints it ("" for self).
-GlooFailure ClassifyGlooError(const std::string& what, const std::vector<std::string>& peer_addresses);
+GlooFailure ClassifyGlooError(const std::string& what,
+                              const std::vector<std::string>& peer_addresses);
 
 // Compares notes with the other ranks through `store` (best effort: store
 // errors are ignored; waits at most `grace`). Returns the text to append
 // to this rank's error, e.g. "; first failure in the group: rank 0: lost
 // the connection to rank 2" or "; ranks that reported no failure within
 // 500ms: 3 (dead, stuck, or not calling this operation)".
-std::string CompareNotes(const dist::StoreView& store, int rank, int size, const GlooFailure& failure,
-                         const std::string& report, absl::Duration grace);
+std::string CompareNotes(const dist::StoreView& store, int rank, int size,
+                         const GlooFailure& failure, const std::string& report,
+                         absl::Duration grace);
 
 }  // namespace dist_gloo
 

@@ -25,12 +25,12 @@ void GlooStore::set(const std::string& key, const std::vector<char>& data) {
 }
 
 absl::Status GlooStore::Explain(absl::Status status, const std::vector<std::string>& keys,
-                               absl::Duration timeout) const {
+                                absl::Duration timeout) const {
   if (!absl::IsDeadlineExceeded(status)) return status;
-  return absl::DeadlineExceededError(absl::StrCat(
-      "Gloo rendezvous timed out after ", absl::FormatDuration(timeout),
-      " waiting for the address of rank(s) ", absl::StrJoin(keys, ", "),
-      "; check that every rank creates this communicator (", status.message(), ")"));
+  return absl::DeadlineExceededError(
+      absl::StrCat("Gloo rendezvous timed out after ", absl::FormatDuration(timeout),
+                   " waiting for the address of rank(s) ", absl::StrJoin(keys, ", "),
+                   "; check that every rank creates this communicator (", status.message(), ")"));
 }
 
 std::vector<char> GlooStore::get(const std::string& key) {
@@ -41,9 +41,12 @@ std::vector<char> GlooStore::get(const std::string& key) {
   return std::vector<char>(value->begin(), value->end());
 }
 
-void GlooStore::wait(const std::vector<std::string>& keys) { wait(keys, absl::ToChronoMilliseconds(timeout_)); }
+void GlooStore::wait(const std::vector<std::string>& keys) {
+  wait(keys, absl::ToChronoMilliseconds(timeout_));
+}
 
-void GlooStore::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
+void GlooStore::wait(const std::vector<std::string>& keys,
+                     const std::chrono::milliseconds& timeout) {
   if (keys.size() == 1) {
     deferred_key_ = keys[0];
     deferred_timeout_ = absl::FromChrono(timeout);

@@ -28,7 +28,8 @@ class GlooStore : public gloo::rendezvous::Store {
   void set(const std::string& key, const std::vector<char>& data) override;
   std::vector<char> get(const std::string& key) override;
   void wait(const std::vector<std::string>& keys) override;
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override;
 
   // The first store error, with the keys Gloo was waiting for (Gloo's keys
   // are rank numbers), or OK. Gloo only sees a gloo::IoException.

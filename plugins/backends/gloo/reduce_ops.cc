@@ -139,7 +139,8 @@ namespace {
 // in place; block r of it is the result.
 constexpr uint64_t kReduceScatterSlotPrefix = uint64_t{0xd2} << 56;
 
-void RingReduceScatter(const OpEnv& env, void* acc, size_t n, dist_dtype_t dtype, dist_reduce_op_t op) {
+void RingReduceScatter(const OpEnv& env, void* acc, size_t n, dist_dtype_t dtype,
+                       dist_reduce_op_t op) {
   const int w = env.context->size;
   const int r = env.context->rank;
   if (w == 1) return;
@@ -156,7 +157,8 @@ void RingReduceScatter(const OpEnv& env, void* acc, size_t n, dist_dtype_t dtype
     const int recv_block = ((r - step - 2) % w + w) % w;
     in_buffer->recv(prev, slot, 0, block);
     acc_buffer->send(next, slot, block * send_block, block);
-    if (!in_buffer->waitRecv(env.timeout)) throw gloo::IoException("reduce_scatter: receive aborted");
+    if (!in_buffer->waitRecv(env.timeout))
+      throw gloo::IoException("reduce_scatter: receive aborted");
     char* target = At(acc, block * recv_block);
     reduce(target, target, incoming.data(), n);
     if (!acc_buffer->waitSend(env.timeout)) throw gloo::IoException("reduce_scatter: send aborted");

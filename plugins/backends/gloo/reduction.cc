@@ -46,13 +46,20 @@ ReduceFn ReductionFor(dist_dtype_t dtype, dist_reduce_op_t op) {
     };
   }
   switch (dtype) {
-    case DIST_INT8: return Arithmetic<int8_t>(op);
-    case DIST_UINT8: return Arithmetic<uint8_t>(op);
-    case DIST_INT32: return Arithmetic<int32_t>(op);
-    case DIST_INT64: return Arithmetic<int64_t>(op);
-    case DIST_FLOAT32: return Arithmetic<float>(op);
-    case DIST_FLOAT64: return Arithmetic<double>(op);
-    default: return nullptr;  // float16/bfloat16 are widened by the caller
+    case DIST_INT8:
+      return Arithmetic<int8_t>(op);
+    case DIST_UINT8:
+      return Arithmetic<uint8_t>(op);
+    case DIST_INT32:
+      return Arithmetic<int32_t>(op);
+    case DIST_INT64:
+      return Arithmetic<int64_t>(op);
+    case DIST_FLOAT32:
+      return Arithmetic<float>(op);
+    case DIST_FLOAT64:
+      return Arithmetic<double>(op);
+    default:
+      return nullptr;  // float16/bfloat16 are widened by the caller
   }
 }
 

@@ -1,10 +1,11 @@
 // Gloo's own issue-time checks (the adapter made the common ones of
 // dist/cpp/validate.hpp first), and the tag that makes ranks that disagree
 // on an operation fail instead of corrupting each other's buffers.
+#include "dist/cpp/validate.hpp"
+
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
-#include "dist/cpp/validate.hpp"
 #include "plugins/backends/gloo/op.h"
 
 namespace dist_gloo {
@@ -31,8 +32,8 @@ uint64_t OpCount(dist_collective_t kind, const dist_op_args_t& a, int size) {
 
 uint32_t MatchTag(const Op& op, int size) {
   const dist_op_args_t& a = op.args;
-  const bool uses_recv_dtype = op.kind == DIST_COLL_BROADCAST || op.kind == DIST_COLL_SCATTER ||
-                               op.kind == DIST_COLL_RECV;
+  const bool uses_recv_dtype =
+      op.kind == DIST_COLL_BROADCAST || op.kind == DIST_COLL_SCATTER || op.kind == DIST_COLL_RECV;
   const uint64_t fields[] = {
       static_cast<uint64_t>(op.kind),
       OpCount(op.kind, a, size),

@@ -19,9 +19,9 @@ bool Work::done() const {
 absl::Status Work::Wait(absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
   if (!mu_.AwaitWithTimeout(absl::Condition(&done_), timeout)) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "Gloo work still pending after waiting ", absl::FormatDuration(timeout),
-        "; wait longer or check that every rank issues the same operations"));
+    return absl::DeadlineExceededError(
+        absl::StrCat("Gloo work still pending after waiting ", absl::FormatDuration(timeout),
+                     "; wait longer or check that every rank issues the same operations"));
   }
   return status_;
 }

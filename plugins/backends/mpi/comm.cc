@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "missing_ranks.h"
 #include "flavor.h"
+#include "missing_ranks.h"
 #include "mpi_status.h"
 #include "progress.h"
 #include "runtime.h"
@@ -64,9 +64,10 @@ absl::StatusOr<std::shared_ptr<Comm>> Comm::CreateWorld(const dist_comm_config_t
         "mpi: world size ", config.world_size,
         " requested but this process was not started by an MPI launcher (no "
         "OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_RANK in its environment); the mpi backend "
-        "takes its ranks from MPI: launch with `", dist_mpi_flavor::kLauncher,
-        config.world_size, " <program>`", dist_mpi_flavor::kNeedsGlobalSymbols ?
-        " (as root add --allow-run-as-root)" : "", ", or use the gloo "
+        "takes its ranks from MPI: launch with `",
+        dist_mpi_flavor::kLauncher, config.world_size, " <program>`",
+        dist_mpi_flavor::kNeedsGlobalSymbols ? " (as root add --allow-run-as-root)" : "",
+        ", or use the gloo "
         "backend (DIST_BACKEND=gloo)"));
   }
   if (absl::Status s = runtime.EnsureInitialized(); !s.ok()) return s;
@@ -89,8 +90,8 @@ absl::StatusOr<std::shared_ptr<Comm>> Comm::CreateWorld(const dist_comm_config_t
   // The plugin's traffic gets a communicator of its own, so it never
   // matches the host's own MPI messages. idup, because a blocking dup would
   // hang on a rank that never comes.
-  const absl::Duration timeout = absl::Milliseconds(config.timeout_ms > 0 ? config.timeout_ms
-                                                                           : 300000);
+  const absl::Duration timeout =
+      absl::Milliseconds(config.timeout_ms > 0 ? config.timeout_ms : 300000);
   // A second duplicate carries the plugin's own point-to-point schedules.
   const absl::Time deadline = absl::Now() + timeout;
   MPI_Comm dup = MPI_COMM_NULL;
@@ -109,9 +110,8 @@ absl::StatusOr<std::shared_ptr<Comm>> Comm::CreateWorld(const dist_comm_config_t
   if (polled.ok()) polled = PollUntil(&p2p_request, deadline, "MPI_Comm_idup", &timed_out);
   if (timed_out) {
     return absl::DeadlineExceededError(absl::StrCat(
-        "mpi: creating group '", config.group_name ? config.group_name : "default",
-        "' (rank ", mpi_rank, " of ", mpi_size, ") timed out after ",
-        absl::FormatDuration(timeout), ": ",
+        "mpi: creating group '", config.group_name ? config.group_name : "default", "' (rank ",
+        mpi_rank, " of ", mpi_size, ") timed out after ", absl::FormatDuration(timeout), ": ",
         DescribeMissingRanks(config.store, "mpi/create/", mpi_rank, mpi_size,
                              DiagnosisGrace(timeout)),
         "; every rank must create the process group"));
@@ -127,8 +127,8 @@ absl::StatusOr<std::shared_ptr<Comm>> Comm::CreateWorld(const dist_comm_config_t
   return comm;
 }
 
-Comm::Comm(MPI_Comm comm, MPI_Comm p2p_comm, int rank, int size,
-           const dist_comm_config_t& config, const CommOptions& options)
+Comm::Comm(MPI_Comm comm, MPI_Comm p2p_comm, int rank, int size, const dist_comm_config_t& config,
+           const CommOptions& options)
     : comm_(comm),
       p2p_comm_(p2p_comm),
       rank_(rank),
@@ -184,10 +184,10 @@ absl::StatusOr<std::shared_ptr<Comm>> Comm::Split(const int32_t* ranks, size_t n
   if (child_rank != config.rank || child_size != config.world_size) {
     MpiCallGuard guard;
     MPI_Comm_free(&child);
-    return absl::InternalError(absl::StrCat(
-        "mpi: MPI_Comm_split made rank ", child_rank, " of ", child_size,
-        " but the core expects rank ", config.rank, " of ", config.world_size,
-        "; the ranks list must be ascending parent ranks"));
+    return absl::InternalError(absl::StrCat("mpi: MPI_Comm_split made rank ", child_rank, " of ",
+                                            child_size, " but the core expects rank ", config.rank,
+                                            " of ", config.world_size,
+                                            "; the ranks list must be ascending parent ranks"));
   }
   // The child's second communicator; every member got here right after
   // the split, so the deadline only guards against a rank dying meanwhile.
@@ -202,14 +202,12 @@ absl::StatusOr<std::shared_ptr<Comm>> Comm::Split(const int32_t* ranks, size_t n
     }
   }
   bool timed_out = false;
-  absl::Status polled =
-      PollUntil(&request, absl::Now() + timeout_, "MPI_Comm_idup", &timed_out);
+  absl::Status polled = PollUntil(&request, absl::Now() + timeout_, "MPI_Comm_idup", &timed_out);
   if (!polled.ok()) {
     return absl::Status(polled.code(),
                         absl::StrCat("mpi: comm_split of group '", name_,
                                      "': duplicating the new communicator failed (",
-                                     polled.message(), ") after ",
-                                     absl::FormatDuration(timeout_),
+                                     polled.message(), ") after ", absl::FormatDuration(timeout_),
                                      "; every member must stay until comm_split returns"));
   }
   {
@@ -217,8 +215,7 @@ absl::StatusOr<std::shared_ptr<Comm>> Comm::Split(const int32_t* ranks, size_t n
     MPI_Comm_set_errhandler(child_p2p, MPI_ERRORS_RETURN);
   }
   CommOptions options = options_;
-  auto comm =
-      std::make_shared<Comm>(child, child_p2p, child_rank, child_size, config, options);
+  auto comm = std::make_shared<Comm>(child, child_p2p, child_rank, child_size, config, options);
   ProgressEngine::Get().Register(comm);
   return comm;
 }
@@ -423,11 +420,11 @@ std::string Comm::Diagnose(PendingOp& op) {
   if (op.diagnosed) return op.diagnosis;
   op.diagnosed = true;
   if (op.kind == DIST_COLL_SEND) {
-    op.diagnosis = absl::StrCat("rank ", op.peer, " has not received it (no matching recv with tag ",
-                                op.tag, ")");
+    op.diagnosis = absl::StrCat("rank ", op.peer,
+                                " has not received it (no matching recv with tag ", op.tag, ")");
   } else if (op.kind == DIST_COLL_RECV) {
-    op.diagnosis = absl::StrCat("rank ", op.peer, " has not sent a matching message with tag ",
-                                op.tag);
+    op.diagnosis =
+        absl::StrCat("rank ", op.peer, " has not sent a matching message with tag ", op.tag);
   } else {
     op.diagnosis = DescribeMissingRanks(store_, absl::StrCat("mpi/stuck/", op.collective_seq, "/"),
                                         rank_, size_, DiagnosisGrace(op.timeout));
@@ -444,11 +441,11 @@ absl::Status Comm::TimeoutError(PendingOp& op, absl::Duration waited) {
         " of waiting (issued ", absl::FormatDuration(absl::Trunc(age, absl::Milliseconds(1))),
         " ago); wait again or with a longer timeout"));
   }
-  return absl::DeadlineExceededError(absl::StrCat(
-      "mpi: ", Describe(op), " did not complete within ", absl::FormatDuration(op.timeout), ": ",
-      Diagnose(op),
-      "; MPI cannot cancel it, so abort the group (comm_abort) or raise the timeout "
-      "(DIST_TIMEOUT)"));
+  return absl::DeadlineExceededError(
+      absl::StrCat("mpi: ", Describe(op), " did not complete within ",
+                   absl::FormatDuration(op.timeout), ": ", Diagnose(op),
+                   "; MPI cannot cancel it, so abort the group (comm_abort) or raise the timeout "
+                   "(DIST_TIMEOUT)"));
 }
 
 std::string Comm::Describe(const PendingOp& op) const {
@@ -520,10 +517,10 @@ void Comm::Destroy() {
   if (!pending_.empty() || !abandoned_.empty()) {
     // Freeing is allowed with requests pending, but those requests may still
     // write into buffers; keep the communicator and say so.
-    Runtime::Get().Log(DIST_LOG_WARN,
-                       absl::StrCat("group '", name_, "' destroyed with ",
-                                    pending_.size() + abandoned_.size(),
-                                    " operation(s) unfinished; its MPI communicator is kept"));
+    Runtime::Get().Log(
+        DIST_LOG_WARN,
+        absl::StrCat("group '", name_, "' destroyed with ", pending_.size() + abandoned_.size(),
+                     " operation(s) unfinished; its MPI communicator is kept"));
     freed_ = true;
     return;
   }

@@ -33,8 +33,8 @@ absl::Status CreateHalfOps(MPI_Op* ops) {
   MPI_User_function* functions[4] = {&HalfOp<kDtype, DIST_SUM>, &HalfOp<kDtype, DIST_PRODUCT>,
                                      &HalfOp<kDtype, DIST_MIN>, &HalfOp<kDtype, DIST_MAX>};
   for (int i = 0; i < 4; ++i) {
-    if (absl::Status s = MpiStatus(MPI_Op_create(functions[i], /*commute=*/1, &ops[i]),
-                                   "MPI_Op_create");
+    if (absl::Status s =
+            MpiStatus(MPI_Op_create(functions[i], /*commute=*/1, &ops[i]), "MPI_Op_create");
         !s.ok()) {
       return s;
     }
@@ -60,8 +60,8 @@ absl::Status InitDatatypes() {
     for (int i = 0; i < 2; ++i) {
       MPI_User_function* function =
           i == 0 ? &HalfOp<DIST_UINT8, DIST_MIN> : &HalfOp<DIST_UINT8, DIST_MAX>;
-      if (absl::Status s = MpiStatus(MPI_Op_create(function, /*commute=*/1, &g_uint8_ops[i]),
-                                     "MPI_Op_create");
+      if (absl::Status s =
+              MpiStatus(MPI_Op_create(function, /*commute=*/1, &g_uint8_ops[i]), "MPI_Op_create");
           !s.ok()) {
         return s;
       }
@@ -85,15 +85,24 @@ void FreeDatatypes() {
 
 MPI_Datatype MpiDatatype(dist_dtype_t dtype) {
   switch (dtype) {
-    case DIST_INT8: return MPI_INT8_T;
-    case DIST_UINT8: return MPI_UINT8_T;
-    case DIST_INT32: return MPI_INT32_T;
-    case DIST_INT64: return MPI_INT64_T;
-    case DIST_FLOAT16: return g_float16;
-    case DIST_BFLOAT16: return g_bfloat16;
-    case DIST_FLOAT32: return MPI_FLOAT;
-    case DIST_FLOAT64: return MPI_DOUBLE;
-    default: return MPI_DATATYPE_NULL;
+    case DIST_INT8:
+      return MPI_INT8_T;
+    case DIST_UINT8:
+      return MPI_UINT8_T;
+    case DIST_INT32:
+      return MPI_INT32_T;
+    case DIST_INT64:
+      return MPI_INT64_T;
+    case DIST_FLOAT16:
+      return g_float16;
+    case DIST_BFLOAT16:
+      return g_bfloat16;
+    case DIST_FLOAT32:
+      return MPI_FLOAT;
+    case DIST_FLOAT64:
+      return MPI_DOUBLE;
+    default:
+      return MPI_DATATYPE_NULL;
   }
 }
 
@@ -102,11 +111,16 @@ MPI_Op MpiReduceOp(dist_dtype_t dtype, dist_reduce_op_t op) {
     const int row = dtype == DIST_BFLOAT16 ? 1 : 0;
     switch (op) {
       case DIST_SUM:
-      case DIST_AVG: return g_half_ops[row][0];
-      case DIST_PRODUCT: return g_half_ops[row][1];
-      case DIST_MIN: return g_half_ops[row][2];
-      case DIST_MAX: return g_half_ops[row][3];
-      default: return MPI_OP_NULL;
+      case DIST_AVG:
+        return g_half_ops[row][0];
+      case DIST_PRODUCT:
+        return g_half_ops[row][1];
+      case DIST_MIN:
+        return g_half_ops[row][2];
+      case DIST_MAX:
+        return g_half_ops[row][3];
+      default:
+        return MPI_OP_NULL;
     }
   }
   if (kUnsignedMinMaxBroken && dtype == DIST_UINT8 && (op == DIST_MIN || op == DIST_MAX)) {
@@ -114,14 +128,22 @@ MPI_Op MpiReduceOp(dist_dtype_t dtype, dist_reduce_op_t op) {
   }
   switch (op) {
     case DIST_SUM:
-    case DIST_AVG: return MPI_SUM;
-    case DIST_PRODUCT: return MPI_PROD;
-    case DIST_MIN: return MPI_MIN;
-    case DIST_MAX: return MPI_MAX;
-    case DIST_BAND: return MPI_BAND;
-    case DIST_BOR: return MPI_BOR;
-    case DIST_BXOR: return MPI_BXOR;
-    default: return MPI_OP_NULL;
+    case DIST_AVG:
+      return MPI_SUM;
+    case DIST_PRODUCT:
+      return MPI_PROD;
+    case DIST_MIN:
+      return MPI_MIN;
+    case DIST_MAX:
+      return MPI_MAX;
+    case DIST_BAND:
+      return MPI_BAND;
+    case DIST_BOR:
+      return MPI_BOR;
+    case DIST_BXOR:
+      return MPI_BXOR;
+    default:
+      return MPI_OP_NULL;
   }
 }
 

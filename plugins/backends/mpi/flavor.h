@@ -10,7 +10,7 @@
 namespace dist_mpi_flavor {
 
 #if defined(OPEN_MPI) && OPEN_MPI
-inline constexpr char kName[] = "openmpi";        // plugin name and URL scheme
+inline constexpr char kName[] = "openmpi";  // plugin name and URL scheme
 inline constexpr char kImplementation[] = "Open MPI";
 inline constexpr char kLibrary[] = "libmpi.so.40";
 inline constexpr char kLauncher[] = "mpirun -np ";  // + N <program>

@@ -24,8 +24,8 @@ int KeyExists(dist_store_t* store, const std::string& key) {
 
 }  // namespace
 
-std::string DescribeMissingRanks(dist_store_t* store, const std::string& prefix, int rank,
-                                 int size, absl::Duration grace) {
+std::string DescribeMissingRanks(dist_store_t* store, const std::string& prefix, int rank, int size,
+                                 absl::Duration grace) {
   if (store == nullptr) return "which ranks are missing is unknown (no store)";
   const std::string mine = absl::StrCat(prefix, rank);
   dist_error_t* error = store->set(store->ctx, mine.c_str(), "1", 1);

@@ -16,8 +16,8 @@ namespace dist_mpi {
 
 // Returns a phrase for an error message, e.g. "ranks 2, 3 have not reached
 // it" or "every rank is waiting in it". `store` may be null.
-std::string DescribeMissingRanks(dist_store_t* store, const std::string& prefix, int rank,
-                                 int size, absl::Duration grace);
+std::string DescribeMissingRanks(dist_store_t* store, const std::string& prefix, int rank, int size,
+                                 absl::Duration grace);
 
 }  // namespace dist_mpi
 

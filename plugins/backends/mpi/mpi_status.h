@@ -19,9 +19,9 @@ inline absl::Status MpiStatus(int rc, absl::string_view call) {
   char text[MPI_MAX_ERROR_STRING] = {0};
   int length = 0;
   if (MPI_Error_string(rc, text, &length) != MPI_SUCCESS) length = 0;
-  return absl::UnavailableError(absl::StrCat(
-      "mpi: ", call, " failed: ", absl::string_view(text, length),
-      " (MPI error ", rc, "); check the other ranks' logs and mpirun's output"));
+  return absl::UnavailableError(
+      absl::StrCat("mpi: ", call, " failed: ", absl::string_view(text, length), " (MPI error ", rc,
+                   "); check the other ranks' logs and mpirun's output"));
 }
 
 }  // namespace dist_mpi

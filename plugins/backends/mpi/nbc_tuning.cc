@@ -83,8 +83,7 @@ int NbcTuning::Iallreduce(const void* send, void* recv, int count, MPI_Datatype 
 }
 
 int NbcTuning::Ireduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
-                       int root, MPI_Comm comm, int comm_size, size_t bytes,
-                       MPI_Request* request) {
+                       int root, MPI_Comm comm, int comm_size, size_t bytes, MPI_Request* request) {
   const int wanted = comm_size > 1 && comm_size <= kBinomialMaxRanks && bytes >= kBinomialMinBytes
                          ? kIreduceBinomial
                          : NbcAlgorithm::kDefault;

@@ -47,8 +47,9 @@ class Checker {
       }
       if (buffer.stream != nullptr) {
         return Error(absl::StatusCode::kUnimplemented,
-                     absl::StrCat(which, " names a CUDA stream, which MPI cannot order on; "
-                                         "synchronize it and pass stream=NULL, or use nccl"));
+                     absl::StrCat(which,
+                                  " names a CUDA stream, which MPI cannot order on; "
+                                  "synchronize it and pass stream=NULL, or use nccl"));
       }
     }
     return absl::OkStatus();
@@ -96,8 +97,8 @@ bool Overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   return x < y + b_bytes && y < x + a_bytes;
 }
 
-std::shared_ptr<PendingOp> NewOp(dist_collective_t kind, const dist_op_args_t& args,
-                                 uint64_t count, dist_dtype_t dtype) {
+std::shared_ptr<PendingOp> NewOp(dist_collective_t kind, const dist_op_args_t& args, uint64_t count,
+                                 dist_dtype_t dtype) {
   auto op = std::make_shared<PendingOp>();
   op->kind = kind;
   op->count = count;
@@ -113,7 +114,7 @@ OpResult IssueOp(Comm& comm, std::shared_ptr<PendingOp> op) {
 
 // For avg: divide once all ranks' contributions are summed.
 std::function<absl::Status(const MPI_Status&)> Average(void* data, uint64_t count,
-                                                        dist_dtype_t dtype, int ranks) {
+                                                       dist_dtype_t dtype, int ranks) {
   return [=](const MPI_Status&) {
     dist::FinishAverage(dtype, data, static_cast<size_t>(count), ranks);
     return absl::OkStatus();
@@ -134,7 +135,8 @@ OpResult IssueAllReduce(Comm& comm, const dist_op_args_t& args) {
   const bool in_place = send.data == recv.data;
   if (!in_place) op->Reads(send.data, bytes);
   op->Writes(recv.data, bytes);
-  if (args.op == DIST_AVG) op->on_complete = Average(recv.data, recv.count, recv.dtype, comm.size());
+  if (args.op == DIST_AVG)
+    op->on_complete = Average(recv.data, recv.count, recv.dtype, comm.size());
   const void* send_data = in_place ? MPI_IN_PLACE : send.data;
   void* recv_data = recv.data;
   const int count = static_cast<int>(send.count);
@@ -209,7 +211,8 @@ OpResult IssueReduce(Comm& comm, const dist_op_args_t& args) {
   if (!in_place) op->Reads(send.data, bytes);
   if (root) {
     op->Writes(recv.data, bytes);
-    if (args.op == DIST_AVG) op->on_complete = Average(recv.data, recv.count, recv.dtype, comm.size());
+    if (args.op == DIST_AVG)
+      op->on_complete = Average(recv.data, recv.count, recv.dtype, comm.size());
   }
   const void* send_data = in_place ? MPI_IN_PLACE : send.data;
   void* recv_data = root ? recv.data : nullptr;
@@ -335,7 +338,8 @@ OpResult IssueReduceScatter(Comm& comm, const dist_op_args_t& args) {
   // recv inside send (NCCL's in-place layout) or any other overlap: reduce
   // into scratch, copy out at the end.
   const bool via_scratch = Overlap(send.data, block * comm.size(), recv.data, block);
-  if (via_scratch) DIST_RETURN_IF_ERROR(check.NoCudaCopy(recv, "reduce_scatter with overlapping buffers"));
+  if (via_scratch)
+    DIST_RETURN_IF_ERROR(check.NoCudaCopy(recv, "reduce_scatter with overlapping buffers"));
   auto op = NewOp(DIST_COLL_REDUCE_SCATTER, args, n, recv.dtype);
   op->Reads(send.data, block * comm.size());
   op->Writes(recv.data, block);
@@ -416,8 +420,8 @@ absl::Status CheckTag(const Checker& check, const dist_op_args_t& args) {
   }
   const int64_t max_tag = found && tag_ub != nullptr ? *tag_ub : 32767;
   if (args.tag < 0 || args.tag > max_tag) {
-    return check.Invalid(absl::StrCat("tag ", args.tag, " is outside MPI's tag range 0..",
-                                      max_tag));
+    return check.Invalid(
+        absl::StrCat("tag ", args.tag, " is outside MPI's tag range 0..", max_tag));
   }
   return absl::OkStatus();
 }
@@ -460,15 +464,15 @@ OpResult IssueRecv(Comm& comm, const dist_op_args_t& args) {
   const int peer = args.peer;
   const int tag = static_cast<int>(args.tag);
   const MPI_Comm mpi_comm = comm.mpi_comm();
-  const std::string where = absl::StrCat("mpi: recv from rank ", peer, " tag ", tag, " on rank ",
-                                         comm.rank(), ": ");
+  const std::string where =
+      absl::StrCat("mpi: recv from rank ", peer, " tag ", tag, " on rank ", comm.rank(), ": ");
   op->on_complete = [=](const MPI_Status& status) {
     int received = 0;
     MPI_Get_count(&status, type, &received);
     if (received != count) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, "got ", received, " elements but expected ", count,
-          "; send and recv counts must match"));
+      return absl::InvalidArgumentError(absl::StrCat(where, "got ", received,
+                                                     " elements but expected ", count,
+                                                     "; send and recv counts must match"));
     }
     return absl::OkStatus();
   };
@@ -480,17 +484,28 @@ OpResult IssueRecv(Comm& comm, const dist_op_args_t& args) {
 
 OpResult Issue(dist_collective_t kind, Comm& comm, const dist_op_args_t& args) {
   switch (kind) {
-    case DIST_COLL_ALL_REDUCE: return IssueAllReduce(comm, args);
-    case DIST_COLL_BROADCAST: return IssueBroadcast(comm, args);
-    case DIST_COLL_REDUCE: return IssueReduce(comm, args);
-    case DIST_COLL_ALL_GATHER: return IssueAllGather(comm, args);
-    case DIST_COLL_GATHER: return IssueGather(comm, args);
-    case DIST_COLL_SCATTER: return IssueScatter(comm, args);
-    case DIST_COLL_REDUCE_SCATTER: return IssueReduceScatter(comm, args);
-    case DIST_COLL_ALL_TO_ALL: return IssueAllToAll(comm, args);
-    case DIST_COLL_BARRIER: return IssueBarrier(comm, args);
-    case DIST_COLL_SEND: return IssueSend(comm, args);
-    case DIST_COLL_RECV: return IssueRecv(comm, args);
+    case DIST_COLL_ALL_REDUCE:
+      return IssueAllReduce(comm, args);
+    case DIST_COLL_BROADCAST:
+      return IssueBroadcast(comm, args);
+    case DIST_COLL_REDUCE:
+      return IssueReduce(comm, args);
+    case DIST_COLL_ALL_GATHER:
+      return IssueAllGather(comm, args);
+    case DIST_COLL_GATHER:
+      return IssueGather(comm, args);
+    case DIST_COLL_SCATTER:
+      return IssueScatter(comm, args);
+    case DIST_COLL_REDUCE_SCATTER:
+      return IssueReduceScatter(comm, args);
+    case DIST_COLL_ALL_TO_ALL:
+      return IssueAllToAll(comm, args);
+    case DIST_COLL_BARRIER:
+      return IssueBarrier(comm, args);
+    case DIST_COLL_SEND:
+      return IssueSend(comm, args);
+    case DIST_COLL_RECV:
+      return IssueRecv(comm, args);
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("mpi: unknown operation ", static_cast<int>(kind)));

@@ -18,8 +18,8 @@ absl::StatusOr<CommOptions> ParseOptions(const dist_comm_config_t& config) {
     const bool on = value == "1" || value == "true" || value == "on";
     const bool off = value == "0" || value == "false" || value == "off";
     if (!on && !off) {
-      return absl::InvalidArgumentError(absl::StrCat("mpi: option ", kv.key, "=", value,
-                                                     " is not a boolean; use 0 or 1"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("mpi: option ", kv.key, "=", value, " is not a boolean; use 0 or 1"));
     }
     if (std::strcmp(kv.key, "mpi.abort_process") == 0) {
       options.abort_process = on;

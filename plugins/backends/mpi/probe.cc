@@ -35,8 +35,8 @@ absl::Status ProbeLauncher() {
   // launcher, or with MPI already up, the backend can run; alone, it runs as
   // an MPI singleton of world size 1, which needs Open MPI's orted.
   if (!Runtime::ForeignMpi().empty()) {
-    return absl::UnavailableError(absl::StrCat(dist_mpi_flavor::kName, ": ",
-                                               Runtime::ForeignMpi()));
+    return absl::UnavailableError(
+        absl::StrCat(dist_mpi_flavor::kName, ": ", Runtime::ForeignMpi()));
   }
   int initialized = 0;
   MPI_Initialized(&initialized);

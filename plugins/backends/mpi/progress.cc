@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "absl/time/time.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "comm.h"
 #include "dist/cpp/no_sigpipe.hpp"
 
@@ -78,9 +78,15 @@ void ProgressEngine::Loop() {
       most = std::max(most, comm->BackgroundProgress());
     }
     switch (most) {
-      case Comm::Activity::kUnattended: interval = absl::Microseconds(50); break;
-      case Comm::Activity::kAttended: interval = absl::Milliseconds(1); break;
-      case Comm::Activity::kIdle: interval = absl::Milliseconds(5); break;
+      case Comm::Activity::kUnattended:
+        interval = absl::Microseconds(50);
+        break;
+      case Comm::Activity::kAttended:
+        interval = absl::Milliseconds(1);
+        break;
+      case Comm::Activity::kIdle:
+        interval = absl::Milliseconds(5);
+        break;
     }
   }
 }

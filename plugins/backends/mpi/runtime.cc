@@ -13,11 +13,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "comm.h"
-#include "flavor.h"
 #include "datatypes.h"
 #include "dist/cpp/host_log.hpp"
-#include "nbc_tuning.h"
+#include "flavor.h"
 #include "mpi_status.h"
+#include "nbc_tuning.h"
 #include "progress.h"
 
 namespace dist_mpi {
@@ -25,11 +25,16 @@ namespace {
 
 const char* ThreadLevelName(int level) {
   switch (level) {
-    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
-    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
-    default: return "an unknown MPI thread level";
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE:
+      return "MPI_THREAD_MULTIPLE";
+    default:
+      return "an unknown MPI thread level";
   }
 }
 
@@ -61,10 +66,10 @@ absl::Status Runtime::PromoteLibrary() {
   if (handle == nullptr) handle = dlopen(library, RTLD_NOW | RTLD_GLOBAL);
   if (handle == nullptr) {
     const char* why = dlerror();
-    return absl::FailedPreconditionError(absl::StrCat(
-        dist_mpi_flavor::kName, ": cannot load ", library, " with RTLD_GLOBAL (",
-        why ? why : "unknown dlerror", "); install ", dist_mpi_flavor::kImplementation,
-        " or use the gloo backend"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(dist_mpi_flavor::kName, ": cannot load ", library, " with RTLD_GLOBAL (",
+                     why ? why : "unknown dlerror", "); install ", dist_mpi_flavor::kImplementation,
+                     " or use the gloo backend"));
   }
   return absl::OkStatus();
 }
@@ -97,8 +102,7 @@ const std::string& Runtime::ForeignMpi() {
 
 absl::Status Runtime::EnsureInitialized() {
   if (!ForeignMpi().empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(dist_mpi_flavor::kName, ": ",
-                                                      ForeignMpi()));
+    return absl::FailedPreconditionError(absl::StrCat(dist_mpi_flavor::kName, ": ", ForeignMpi()));
   }
   absl::MutexLock lock(&mu_);
   if (attempted_) return init_status_;

@@ -83,8 +83,9 @@ absl::Status CheckGpusThroughStore(const dist::StoreView& store, const dist_comm
   return CheckOneRankPerGpu(all);
 }
 
-absl::StatusOr<ncclUniqueId> ShareUniqueId(const dist::StoreView& store, const dist_comm_config_t& config,
-                                           absl::Time deadline, const std::string& where) {
+absl::StatusOr<ncclUniqueId> ShareUniqueId(const dist::StoreView& store,
+                                           const dist_comm_config_t& config, absl::Time deadline,
+                                           const std::string& where) {
   ncclUniqueId id;
   if (config.rank == 0) {
     absl::Status status =
@@ -189,9 +190,9 @@ absl::StatusOr<std::shared_ptr<Communicator>> CreateCommunicator(const dist_comm
     if (comm != nullptr) ncclCommAbort(comm);
     return status;
   }
-  dist::Log(DIST_LOG_INFO,
-      absl::StrCat(where, ": NCCL communicator of ", config.world_size, " ranks ready on GPU ",
-                   mine->bus_id, " in ", absl::FormatDuration(absl::Now() - start)));
+  dist::Log(DIST_LOG_INFO, absl::StrCat(where, ": NCCL communicator of ", config.world_size,
+                                        " ranks ready on GPU ", mine->bus_id, " in ",
+                                        absl::FormatDuration(absl::Now() - start)));
   return Communicator::Adopt(comm, std::move(settings));
 }
 

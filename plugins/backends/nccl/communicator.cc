@@ -140,9 +140,12 @@ ncclResult_t Communicator::Launch(dist_collective_t op, const dist_op_args_t& ar
       return ncclReduceScatter(send, recv, args.recv.count, dtype, redop, comm_, stream);
     case DIST_COLL_BARRIER:
       return ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream);
-    case DIST_COLL_SEND: return ncclSend(send, args.send.count, dtype, args.peer, comm_, stream);
-    case DIST_COLL_RECV: return ncclRecv(recv, args.recv.count, dtype, args.peer, comm_, stream);
-    default: break;
+    case DIST_COLL_SEND:
+      return ncclSend(send, args.send.count, dtype, args.peer, comm_, stream);
+    case DIST_COLL_RECV:
+      return ncclRecv(recv, args.recv.count, dtype, args.peer, comm_, stream);
+    default:
+      break;
   }
   // gather, scatter and all-to-all: point-to-point calls fused by a group,
   // so NCCL schedules them together. A failing call inside the group must
@@ -327,7 +330,8 @@ std::optional<absl::Status> Communicator::Health() {
 
 std::string Communicator::CompareNotes(const std::string& report, bool name_silent) {
   if (settings_.store == nullptr || settings_.world_size < 2) return "";
-  dist::FailureNotes notes(dist::StoreView(settings_.store), "nccl/", settings_.rank, settings_.world_size);
+  dist::FailureNotes notes(dist::StoreView(settings_.store), "nccl/", settings_.rank,
+                           settings_.world_size);
   std::string text;
   const std::string first = notes.Publish(report);
   if (!first.empty()) absl::StrAppend(&text, "; first failure in the group: ", first);
@@ -339,8 +343,9 @@ std::string Communicator::CompareNotes(const std::string& report, bool name_sile
   const absl::StatusOr<std::vector<int>> unresponsive = notes.Unresponsive(grace);
   if (!unresponsive.ok()) {
     // The store's host may be the rank that failed.
-    absl::StrAppend(&text, "; the ranks could not compare notes (store: ",
-                    unresponsive.status().message(), ")");
+    absl::StrAppend(&text,
+                    "; the ranks could not compare notes (store: ", unresponsive.status().message(),
+                    ")");
     return text;
   }
   const std::vector<int>& silent = *unresponsive;
@@ -348,15 +353,15 @@ std::string Communicator::CompareNotes(const std::string& report, bool name_sile
     // Everyone is here and failing: unless one rank's own failure (an
     // abort, a lost peer) explains it, the ranks' calls did not match.
     if (first.empty() || absl::StrContains(first, "timed out")) {
-      absl::StrAppend(&text, "; every rank failed here: check that all ranks issue the same "
-                             "operations in the same order with the same count, dtype, op and "
-                             "root");
+      absl::StrAppend(&text,
+                      "; every rank failed here: check that all ranks issue the same "
+                      "operations in the same order with the same count, dtype, op and "
+                      "root");
     }
   } else {
     absl::StrAppend(&text, "; ", silent.size() == 1 ? "rank " : "ranks ",
                     absl::StrJoin(silent, ", "), " reported no failure within ",
-                    absl::FormatDuration(grace),
-                    " (dead, stalled, or not calling this operation)");
+                    absl::FormatDuration(grace), " (dead, stalled, or not calling this operation)");
   }
   return text;
 }
@@ -407,8 +412,9 @@ void Communicator::Check() {
   }
   if (late == nullptr) return;
   if (comparing_notes_.exchange(true)) return;  // another thread is reporting
-  std::string notes = CompareNotes(
-      absl::StrCat("rank ", settings_.rank, ": ", late->what(), " timed out"), /*name_silent=*/true);
+  std::string notes =
+      CompareNotes(absl::StrCat("rank ", settings_.rank, ": ", late->what(), " timed out"),
+                   /*name_silent=*/true);
   if (notes.empty()) notes = "; a peer rank probably died, stalled or issued different operations";
   Abort(absl::DeadlineExceededError(absl::StrCat(late->what(), " did not complete by its timeout",
                                                  notes,
@@ -451,7 +457,7 @@ void Communicator::Shutdown() {
         ncclCommDestroy(comm_);
       } else {
         dist::Log(DIST_LOG_WARN, absl::StrCat("nccl on ", Where(), ": ", status.message(),
-                                        "; aborting the communicator instead"));
+                                              "; aborting the communicator instead"));
         ncclCommAbort(comm_);
       }
       comm_ = nullptr;

@@ -9,25 +9,32 @@ namespace {
 
 absl::StatusCode CudaCode(cudaError_t error) {
   switch (error) {
-    case cudaErrorMemoryAllocation: return absl::StatusCode::kResourceExhausted;
+    case cudaErrorMemoryAllocation:
+      return absl::StatusCode::kResourceExhausted;
     case cudaErrorInvalidValue:
     case cudaErrorInvalidDevice:
     case cudaErrorInvalidDevicePointer:
-    case cudaErrorInvalidResourceHandle: return absl::StatusCode::kInvalidArgument;
+    case cudaErrorInvalidResourceHandle:
+      return absl::StatusCode::kInvalidArgument;
     case cudaErrorNoDevice:
     case cudaErrorInsufficientDriver:
-    case cudaErrorDevicesUnavailable: return absl::StatusCode::kUnavailable;
-    default: return absl::StatusCode::kInternal;
+    case cudaErrorDevicesUnavailable:
+      return absl::StatusCode::kUnavailable;
+    default:
+      return absl::StatusCode::kInternal;
   }
 }
 
 absl::StatusCode NcclCode(ncclResult_t result) {
   switch (result) {
     case ncclInvalidArgument:
-    case ncclInvalidUsage: return absl::StatusCode::kInvalidArgument;
+    case ncclInvalidUsage:
+      return absl::StatusCode::kInvalidArgument;
     case ncclSystemError:
-    case ncclRemoteError: return absl::StatusCode::kUnavailable;  // a peer or the network failed
-    default: return absl::StatusCode::kInternal;
+    case ncclRemoteError:
+      return absl::StatusCode::kUnavailable;  // a peer or the network failed
+    default:
+      return absl::StatusCode::kInternal;
   }
 }
 

@@ -7,14 +7,22 @@ namespace dist_nccl {
 
 absl::StatusOr<ncclDataType_t> ToNcclDataType(dist_dtype_t dtype) {
   switch (dtype) {
-    case DIST_INT8: return ncclInt8;
-    case DIST_UINT8: return ncclUint8;
-    case DIST_INT32: return ncclInt32;
-    case DIST_INT64: return ncclInt64;
-    case DIST_FLOAT16: return ncclFloat16;
-    case DIST_BFLOAT16: return ncclBfloat16;
-    case DIST_FLOAT32: return ncclFloat32;
-    case DIST_FLOAT64: return ncclFloat64;
+    case DIST_INT8:
+      return ncclInt8;
+    case DIST_UINT8:
+      return ncclUint8;
+    case DIST_INT32:
+      return ncclInt32;
+    case DIST_INT64:
+      return ncclInt64;
+    case DIST_FLOAT16:
+      return ncclFloat16;
+    case DIST_BFLOAT16:
+      return ncclBfloat16;
+    case DIST_FLOAT32:
+      return ncclFloat32;
+    case DIST_FLOAT64:
+      return ncclFloat64;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("nccl: dtype ", static_cast<int>(dtype), " has no NCCL type"));
@@ -23,11 +31,16 @@ absl::StatusOr<ncclDataType_t> ToNcclDataType(dist_dtype_t dtype) {
 
 absl::StatusOr<ncclRedOp_t> ToNcclRedOp(dist_reduce_op_t op) {
   switch (op) {
-    case DIST_SUM: return ncclSum;
-    case DIST_PRODUCT: return ncclProd;
-    case DIST_MIN: return ncclMin;
-    case DIST_MAX: return ncclMax;
-    case DIST_AVG: return ncclAvg;
+    case DIST_SUM:
+      return ncclSum;
+    case DIST_PRODUCT:
+      return ncclProd;
+    case DIST_MIN:
+      return ncclMin;
+    case DIST_MAX:
+      return ncclMax;
+    case DIST_AVG:
+      return ncclAvg;
     default:
       return absl::UnimplementedError(absl::StrCat(
           "nccl: NCCL has no reduction for ", dist_reduce_op_name(op),

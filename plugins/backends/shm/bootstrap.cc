@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "abort_state.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -15,7 +16,6 @@
 #include "absl/time/clock.h"
 #include "dist/cpp/status.hpp"
 #include "dist/cpp/store.hpp"
-#include "abort_state.h"
 #include "process_identity.h"
 #include "waiter.h"
 
@@ -33,13 +33,15 @@ Geometry ChooseGeometry(int32_t world, const Tuning& tuning) {
   g.world_size = world;
   // Collective staging: 1 MiB per rank and half up to 8 ranks, then shrink
   // so the two halves stay within 16 MiB.
-  g.slot_bytes = tuning.slot_bytes
-                     ? tuning.slot_bytes
-                     : RoundDown4K(std::clamp<uint64_t>((16u << 20) / (2 * w), 64u << 10, 1u << 20));
+  g.slot_bytes =
+      tuning.slot_bytes
+          ? tuning.slot_bytes
+          : RoundDown4K(std::clamp<uint64_t>((16u << 20) / (2 * w), 64u << 10, 1u << 20));
   // Point-to-point rings: w*w of them, 16 MiB in all at most.
-  g.ring_bytes = tuning.ring_bytes
-                     ? tuning.ring_bytes
-                     : RoundDown4K(std::clamp<uint64_t>((16u << 20) / (w * w), 16u << 10, 1u << 20));
+  g.ring_bytes =
+      tuning.ring_bytes
+          ? tuning.ring_bytes
+          : RoundDown4K(std::clamp<uint64_t>((16u << 20) / (w * w), 16u << 10, 1u << 20));
   return g;
 }
 
@@ -52,13 +54,13 @@ std::string RandomName() {
   unsigned char bytes[12];
   if (getrandom(bytes, sizeof(bytes), 0) != static_cast<ssize_t>(sizeof(bytes))) {
     // Not secret, only unique: fall back to pid and time.
-    const uint64_t mix = static_cast<uint64_t>(getpid()) ^
-                         static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
+    const uint64_t mix =
+        static_cast<uint64_t>(getpid()) ^ static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
     std::memcpy(bytes, &mix, sizeof(mix));
   }
   return absl::StrCat("/dist-shm-", getpid(), "-",
-                      absl::BytesToHexString(absl::string_view(
-                          reinterpret_cast<const char*>(bytes), sizeof(bytes))));
+                      absl::BytesToHexString(
+                          absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes))));
 }
 
 // Keys of one comm_create. A store namespace may serve several creations in
@@ -84,23 +86,24 @@ absl::Status CheckHosts(const dist::StoreView& store, const Keys& keys,
   for (int r = 1; r < config.world_size; ++r) {
     absl::StatusOr<std::string> theirs = store.Get(keys.Host(r), Remaining(deadline));
     if (!theirs.ok()) {
-      return absl::Status(theirs.status().code(),
-                          absl::StrCat("shm: rank ", r, " did not publish its host: ",
-                                       theirs.status().message()));
+      return absl::Status(
+          theirs.status().code(),
+          absl::StrCat("shm: rank ", r, " did not publish its host: ", theirs.status().message()));
     }
     if (*theirs != mine) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "shm: the shm backend needs every rank on one host with a shared /dev/shm, "
-          "but rank 0 runs on [", mine, "] and rank ", r, " on [", *theirs,
-          "]; use gloo (DIST_BACKEND=gloo) for ranks on several hosts"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("shm: the shm backend needs every rank on one host with a shared /dev/shm, "
+                       "but rank 0 runs on [",
+                       mine, "] and rank ", r, " on [", *theirs,
+                       "]; use gloo (DIST_BACKEND=gloo) for ranks on several hosts"));
     }
   }
   return absl::OkStatus();
 }
 
 // Marks this rank attached and waits for the others.
-absl::Status Register(Segment& segment, const dist_comm_config_t& config,
-                      const std::string& group, absl::Time deadline) {
+absl::Status Register(Segment& segment, const dist_comm_config_t& config, const std::string& group,
+                      absl::Time deadline) {
   const ProcessIdentity self = SelfIdentity();
   RankControl& me = segment.rank(config.rank);
   me.pid = self.pid;
@@ -138,28 +141,28 @@ absl::StatusOr<Tuning> ParseTuning(const dist_comm_config_t& config) {
     const absl::string_view key = kv.key;
     uint64_t value = 0;
     if (!absl::SimpleAtoi(kv.value, &value)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shm: option ", key, "=\"", kv.value, "\" is not a non-negative integer"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("shm: option ", key, "=\"", kv.value, "\" is not a non-negative integer"));
     }
     if (key == "shm.slot_bytes" || key == "shm.ring_bytes") {
       if (value < kMinSlotBytes || value > kMaxSlotBytes || value % 64 != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "shm: option ", key, "=", value, " must be a multiple of 64 in [", kMinSlotBytes,
-            ", ", kMaxSlotBytes, "] (4 KiB to 1 GiB)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("shm: option ", key, "=", value, " must be a multiple of 64 in [",
+                         kMinSlotBytes, ", ", kMaxSlotBytes, "] (4 KiB to 1 GiB)"));
       }
       (key == "shm.slot_bytes" ? tuning.slot_bytes : tuning.ring_bytes) = value;
     } else if (key == "shm.spin_us") {
       if (value > kMaxSpinUs) {
-        return absl::InvalidArgumentError(absl::StrCat("shm: option ", key, "=", value,
-                                                       " must be at most ", kMaxSpinUs,
-                                                       " (one second)"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "shm: option ", key, "=", value, " must be at most ", kMaxSpinUs, " (one second)"));
       }
       tuning.spin = absl::Microseconds(static_cast<int64_t>(value));
     } else if (key == "shm.inline_wait") {
       tuning.inline_wait = value != 0;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shm: unknown option ", key, "; known: shm.slot_bytes, shm.ring_bytes, shm.spin_us, shm.inline_wait"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("shm: unknown option ", key,
+                       "; known: shm.slot_bytes, shm.ring_bytes, shm.spin_us, shm.inline_wait"));
     }
   }
   return tuning;
@@ -202,9 +205,9 @@ absl::StatusOr<std::unique_ptr<Segment>> JoinSegment(const dist_comm_config_t& c
   } else {
     absl::StatusOr<std::string> value = store.Get(keys.Segment(), Remaining(deadline));
     if (!value.ok()) {
-      return absl::Status(value.status().code(),
-                          absl::StrCat("shm: rank 0 did not publish the segment name: ",
-                                       value.status().message()));
+      return absl::Status(
+          value.status().code(),
+          absl::StrCat("shm: rank 0 did not publish the segment name: ", value.status().message()));
     }
     if (absl::StartsWith(*value, kErrorPrefix)) {
       return absl::FailedPreconditionError(value->substr(strlen(kErrorPrefix)));
@@ -212,13 +215,13 @@ absl::StatusOr<std::unique_ptr<Segment>> JoinSegment(const dist_comm_config_t& c
     name = *value;
     absl::StatusOr<std::string> host0 = store.Get(keys.Host(0), Remaining(deadline));
     if (host0.ok() && *host0 != host) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "shm: the shm backend needs every rank on one host with a shared /dev/shm, "
-          "but rank 0 runs on [", *host0, "] and rank ", config.rank, " on [", host,
-          "]; use gloo (DIST_BACKEND=gloo) for ranks on several hosts"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("shm: the shm backend needs every rank on one host with a shared /dev/shm, "
+                       "but rank 0 runs on [",
+                       *host0, "] and rank ", config.rank, " on [", host,
+                       "]; use gloo (DIST_BACKEND=gloo) for ranks on several hosts"));
     }
-    absl::StatusOr<std::unique_ptr<Segment>> attached =
-        Segment::Attach(name, config.world_size);
+    absl::StatusOr<std::unique_ptr<Segment>> attached = Segment::Attach(name, config.world_size);
     if (!attached.ok()) return attached.status();
     segment = *std::move(attached);
   }

@@ -19,8 +19,8 @@ char* Bytes(void* p) { return static_cast<char*>(p); }
 
 std::string Describe(const OpSignature& s) {
   const auto collective = static_cast<dist_collective_t>(s.collective);
-  std::string text = absl::StrCat(dist_collective_name(collective), "(count=", s.count,
-                                  ", ", dist_dtype_name(static_cast<dist_dtype_t>(s.dtype)));
+  std::string text = absl::StrCat(dist_collective_name(collective), "(count=", s.count, ", ",
+                                  dist_dtype_name(static_cast<dist_dtype_t>(s.dtype)));
   if (dist::IsReducing(collective)) {
     absl::StrAppend(&text, ", op=", dist_reduce_op_name(static_cast<dist_reduce_op_t>(s.op)));
   }
@@ -42,8 +42,8 @@ void Segmentation(uint64_t count, int world, size_t element, int q, uint64_t* be
 
 }  // namespace
 
-void Collectives::Begin(dist_collective_t collective, const dist_op_args_t& a,
-                        dist_dtype_t dtype, uint64_t count) {
+void Collectives::Begin(dist_collective_t collective, const dist_op_args_t& a, dist_dtype_t dtype,
+                        uint64_t count) {
   OpSignature s{};
   s.collective = collective;
   s.dtype = dtype;
@@ -65,9 +65,8 @@ absl::Status Collectives::CompareSignatures() const {
       int other = q;
       if (q == 0) other = rank_;
       return absl::InvalidArgumentError(absl::StrCat(
-          "shm: ranks disagree on the collective: rank 0 called ", Describe(first),
-          " but rank ", other, " called ",
-          Describe(segment_->rank(other).signature[parity]),
+          "shm: ranks disagree on the collective: rank 0 called ", Describe(first), " but rank ",
+          other, " called ", Describe(segment_->rank(other).signature[parity]),
           "; every rank must issue the same collectives in the same order with the "
           "same counts, dtypes, ops and roots"));
     }
@@ -81,8 +80,7 @@ absl::Status Collectives::Step(const OpContext& c) {
   waiter_->NotifyOthers();
   int first = 0;  // ranks before it are known to have arrived
   auto ready = [&]() {
-    while (first < world_ &&
-           segment_->rank(first).arrived.load(std::memory_order_acquire) >= seq) {
+    while (first < world_ && segment_->rank(first).arrived.load(std::memory_order_acquire) >= seq) {
       ++first;
     }
     return first == world_;
@@ -160,8 +158,8 @@ absl::Status Collectives::Run(dist_collective_t collective, const dist_op_args_t
       Begin(collective, a, DIST_INT8, 0);
       return EmptyStep(c);
     default:
-      return absl::InternalError(absl::StrCat("shm: ", dist_collective_name(collective),
-                                              " is not a collective"));
+      return absl::InternalError(
+          absl::StrCat("shm: ", dist_collective_name(collective), " is not a collective"));
   }
 }
 
@@ -297,8 +295,7 @@ absl::Status Collectives::ReduceScatter(const dist_op_args_t& a, const OpContext
     const int b = NextBuffer();
     char* mine = segment_->slot(b, rank_);
     for (int q = 0; q < world_; ++q) {
-      std::memcpy(mine + q * count * element, send + (q * n + off) * element,
-                  count * element);
+      std::memcpy(mine + q * count * element, send + (q * n + off) * element, count * element);
     }
     DIST_RETURN_IF_ERROR(Step(c));
     ReduceSlots(b, rank_ * count * element, count, dtype, a.op, recv + off * element);
@@ -319,13 +316,12 @@ absl::Status Collectives::AllToAll(const dist_op_args_t& a, const OpContext& c) 
     const int b = NextBuffer();
     char* mine = segment_->slot(b, rank_);
     for (int q = 0; q < world_; ++q) {
-      std::memcpy(mine + q * count * element, send + (q * n + off) * element,
-                  count * element);
+      std::memcpy(mine + q * count * element, send + (q * n + off) * element, count * element);
     }
     DIST_RETURN_IF_ERROR(Step(c));
     for (int q = 0; q < world_; ++q) {
-      std::memcpy(recv + (q * n + off) * element,
-                  segment_->slot(b, q) + rank_ * count * element, count * element);
+      std::memcpy(recv + (q * n + off) * element, segment_->slot(b, q) + rank_ * count * element,
+                  count * element);
     }
   }
   return absl::OkStatus();

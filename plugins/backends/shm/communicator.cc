@@ -5,10 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "bootstrap.h"
 #include "dist/cpp/host_log.hpp"
 #include "dist/cpp/reduce.hpp"
 #include "dist/cpp/status.hpp"
-#include "bootstrap.h"
 #include "validate.h"
 
 namespace dist_shm {
@@ -26,9 +26,8 @@ constexpr absl::Duration kBusyPoll = absl::Milliseconds(2);
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     const dist_comm_config_t& config) {
   if (config.world_size < 1 || config.rank < 0 || config.rank >= config.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("shm: rank ", config.rank,
-                                                   " is outside world size ",
-                                                   config.world_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("shm: rank ", config.rank, " is outside world size ", config.world_size));
   }
   if (config.store == nullptr) {
     return absl::InvalidArgumentError("shm: comm_create needs a store (config->store is NULL)");
@@ -40,11 +39,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   if (!segment.ok()) return segment.status();
   std::unique_ptr<Communicator> comm(
       new Communicator(config, *std::move(segment), tuning->spin, tuning->inline_wait));
-  comm->Log(DIST_LOG_DEBUG,
-            absl::StrCat("group '", group, "' rank ", config.rank, "/", config.world_size,
-                         " on segment ", comm->segment_->name(), " (slots ",
-                         comm->segment_->slot_bytes(), " B, rings ",
-                         comm->segment_->ring_bytes(), " B)"));
+  comm->Log(DIST_LOG_DEBUG, absl::StrCat("group '", group, "' rank ", config.rank, "/",
+                                         config.world_size, " on segment ", comm->segment_->name(),
+                                         " (slots ", comm->segment_->slot_bytes(), " B, rings ",
+                                         comm->segment_->ring_bytes(), " B)"));
   return comm;
 }
 
@@ -59,8 +57,9 @@ Communicator::Communicator(const dist_comm_config_t& config, std::unique_ptr<Seg
       collectives_(segment_.get(), &waiter_, rank_),
       p2p_(segment_.get(), &waiter_, rank_),
       inline_wait_(inline_wait),
-      gate_(std::make_shared<InlineGate>(
-          [this](const void* work, absl::Duration timeout) { return TryRunInline(work, timeout); })) {
+      gate_(std::make_shared<InlineGate>([this](const void* work, absl::Duration timeout) {
+        return TryRunInline(work, timeout);
+      })) {
   waiter_.set_progress([this] { return p2p_.Progress(); });
   worker_ = std::thread([this] { Run(); });
 }
@@ -233,8 +232,7 @@ bool Communicator::TryRunInline(const void* work, absl::Duration wait_timeout) {
 void Communicator::Finish(const std::shared_ptr<Started>& started, absl::Status status) {
   // A mismatch is found by every rank at the same step, so the segment stays
   // consistent; anything else leaves the ranks out of step for good.
-  if (!status.ok() && status.code() != absl::StatusCode::kInvalidArgument &&
-      !abort_.aborted()) {
+  if (!status.ok() && status.code() != absl::StatusCode::kInvalidArgument && !abort_.aborted()) {
     bool first = false;
     {
       absl::MutexLock lock(&mu_);
@@ -275,10 +273,11 @@ void Communicator::Execute(const Task& task) {
       broken = broken_;
     }
     if (!broken.ok()) {
-      return Finish(started, absl::Status(broken.code(),
-                                          absl::StrCat("shm: ", what, " on group '", group_,
-                                                       "' not run: the communicator failed "
-                                                       "earlier (", broken.message(), ")")));
+      return Finish(started,
+                    absl::Status(broken.code(), absl::StrCat("shm: ", what, " on group '", group_,
+                                                             "' not run: the communicator failed "
+                                                             "earlier (",
+                                                             broken.message(), ")")));
     }
   }
   const dist_op_args_t& a = task.args;
@@ -286,11 +285,11 @@ void Communicator::Execute(const Task& task) {
   const OpContext context{what, absl::Now() + absl::Milliseconds(timeout_ms), timeout_ms};
   auto done = [this, started](absl::Status status) { Finish(started, std::move(status)); };
   if (task.collective == DIST_COLL_SEND) {
-    p2p_.PostSend(a.peer, a.tag, a.send.data, a.send.count * dist_dtype_size(a.send.dtype),
-                  context, done);
+    p2p_.PostSend(a.peer, a.tag, a.send.data, a.send.count * dist_dtype_size(a.send.dtype), context,
+                  done);
   } else if (task.collective == DIST_COLL_RECV) {
-    p2p_.PostRecv(a.peer, a.tag, a.recv.data, a.recv.count * dist_dtype_size(a.recv.dtype),
-                  context, done);
+    p2p_.PostRecv(a.peer, a.tag, a.recv.data, a.recv.count * dist_dtype_size(a.recv.dtype), context,
+                  done);
   } else {
     Finish(started, collectives_.Run(task.collective, a, context));
   }

@@ -9,13 +9,13 @@
 #include <string>
 #include <thread>
 
+#include "abort_state.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "dist/backend_plugin.h"
-#include "abort_state.h"
 #include "collectives.h"
+#include "dist/backend_plugin.h"
 #include "point_to_point.h"
 #include "segment.h"
 #include "waiter.h"
@@ -74,10 +74,10 @@ class Communicator {
   std::unique_ptr<Segment> segment_;
   AbortState abort_;
   Waiter waiter_;
-  Collectives collectives_;  // worker thread only
-  PointToPoint p2p_;         // worker thread only
+  Collectives collectives_;                       // worker thread only
+  PointToPoint p2p_;                              // worker thread only
   std::deque<std::shared_ptr<Started>> started_;  // worker thread only
-  std::atomic<int> queued_{0};  // tasks in queue_, read without the lock
+  std::atomic<int> queued_{0};                    // tasks in queue_, read without the lock
 
   absl::Mutex publish_mu_;  // serializes writes of this rank's state/reason
 

@@ -12,8 +12,7 @@ namespace dist_shm {
 
 // Sleeps while *word == expected, at most `timeout`. Spurious returns are
 // fine: callers re-check their condition.
-void FutexWait(std::atomic<uint32_t>* word, uint32_t expected,
-               absl::Duration timeout);
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration timeout);
 
 // Wakes every sleeper on *word.
 void FutexWakeAll(std::atomic<uint32_t>* word);

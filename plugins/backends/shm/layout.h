@@ -56,7 +56,7 @@ struct alignas(64) RankControl {
   alignas(64) std::atomic<uint32_t> sleeping;  // 1 while it may sleep on bell
   std::atomic<uint32_t> state;                 // RankState
   int32_t pid;
-  uint64_t start_time;  // /proc/<pid>/stat field 22: tells pid reuse apart
+  uint64_t start_time;            // /proc/<pid>/stat field 22: tells pid reuse apart
   std::atomic<uint64_t> arrived;  // last barrier sequence number reached
   OpSignature signature[2];       // by collective count parity
   char reason[kReasonBytes];      // valid once state is kFailed/kAborted
@@ -64,7 +64,7 @@ struct alignas(64) RankControl {
 
 // Single-producer single-consumer byte ring for one ordered pair of ranks.
 struct alignas(64) RingControl {
-  std::atomic<uint64_t> head;  // bytes written, by the sender
+  std::atomic<uint64_t> head;              // bytes written, by the sender
   alignas(64) std::atomic<uint64_t> tail;  // bytes consumed, by the receiver
 };
 

@@ -64,9 +64,9 @@ class ShmBackend : public dist::Backend {
     const std::string name = absl::StrCat("/dist-shm-probe-", getpid());
     const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0) {
-      return absl::UnavailableError(absl::StrCat("shm: cannot create POSIX shared memory (shm_open ",
-                                                 name, ": ", std::strerror(errno),
-                                                 "); mount a writable tmpfs on /dev/shm"));
+      return absl::UnavailableError(
+          absl::StrCat("shm: cannot create POSIX shared memory (shm_open ", name, ": ",
+                       std::strerror(errno), "); mount a writable tmpfs on /dev/shm"));
     }
     close(fd);
     shm_unlink(name.c_str());

@@ -27,10 +27,10 @@ void PointToPoint::Finish(Done& done, absl::Status status) {
 
 absl::Status PointToPoint::SizeMismatch(int peer, int64_t tag, uint64_t expected,
                                         uint64_t got) const {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "shm: recv from rank ", peer, " with tag ", tag, " expected ", expected,
-      " bytes but the matching send carried ", got,
-      " bytes; send and recv must use the same count and dtype"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("shm: recv from rank ", peer, " with tag ", tag, " expected ", expected,
+                   " bytes but the matching send carried ", got,
+                   " bytes; send and recv must use the same count and dtype"));
 }
 
 void PointToPoint::PostSend(int peer, int64_t tag, const void* data, uint64_t bytes,
@@ -50,8 +50,8 @@ void PointToPoint::PostSend(int peer, int64_t tag, const void* data, uint64_t by
 void PointToPoint::PostRecv(int peer, int64_t tag, void* data, uint64_t bytes,
                             const OpContext& context, Done done) {
   ++pending_;
-  auto recv = std::make_unique<Recv>(Recv{tag, static_cast<char*>(data), bytes, context,
-                                          std::move(done)});
+  auto recv =
+      std::make_unique<Recv>(Recv{tag, static_cast<char*>(data), bytes, context, std::move(done)});
   Peer& p = peers_[peer];
   for (auto it = p.early.begin(); it != p.early.end(); ++it) {
     if (it->tag != tag || it->claimed != nullptr) continue;
@@ -167,8 +167,9 @@ bool PointToPoint::ProgressIncoming(int peer) {
         in.in_message = true;
         in.bytes = header.bytes;
         in.received = 0;
-        auto match = std::find_if(p.recvs.begin(), p.recvs.end(),
-                                  [&](const std::unique_ptr<Recv>& r) { return r->tag == header.tag; });
+        auto match =
+            std::find_if(p.recvs.begin(), p.recvs.end(),
+                         [&](const std::unique_ptr<Recv>& r) { return r->tag == header.tag; });
         if (match != p.recvs.end()) {
           in.target = std::move(*match);
           p.recvs.erase(match);

@@ -33,8 +33,8 @@ class PointToPoint {
   PointToPoint(Segment* segment, Waiter* waiter, int rank);
 
   // Start an operation; `done` runs (on the worker) when it finishes.
-  void PostSend(int peer, int64_t tag, const void* data, uint64_t bytes,
-                const OpContext& context, Done done);
+  void PostSend(int peer, int64_t tag, const void* data, uint64_t bytes, const OpContext& context,
+                Done done);
   void PostRecv(int peer, int64_t tag, void* data, uint64_t bytes, const OpContext& context,
                 Done done);
 
@@ -75,8 +75,8 @@ class PointToPoint {
     unsigned char header[sizeof(MessageHeader)];
     uint64_t header_received = 0;
     bool in_message = false;
-    uint64_t bytes = 0;     // payload size
-    uint64_t received = 0;  // payload + padding consumed
+    uint64_t bytes = 0;            // payload size
+    uint64_t received = 0;         // payload + padding consumed
     std::unique_ptr<Recv> target;  // posted recv being filled, or
     Early* early = nullptr;        // early message being filled
   };

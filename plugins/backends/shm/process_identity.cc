@@ -28,8 +28,7 @@ bool ReadStat(pid_t pid, char* state, uint64_t* start_time) {
   // fields after the last ')' are plain.
   const size_t close = line.rfind(')');
   if (close == std::string::npos) return false;
-  std::vector<std::string> fields =
-      absl::StrSplit(line.substr(close + 1), ' ', absl::SkipEmpty());
+  std::vector<std::string> fields = absl::StrSplit(line.substr(close + 1), ' ', absl::SkipEmpty());
   // fields[0] is field 3 (state), fields[19] is field 22 (starttime).
   if (fields.size() < 20) return false;
   *state = fields[0].empty() ? '?' : fields[0][0];
@@ -71,8 +70,7 @@ std::string HostIdentity() {
   stat("/proc/self/ns/pid", &pidns);
   struct stat shm {};
   stat("/dev/shm", &shm);
-  return absl::StrCat("host=", hostname,
-                      " boot=", ReadFirstLine("/proc/sys/kernel/random/boot_id"),
+  return absl::StrCat("host=", hostname, " boot=", ReadFirstLine("/proc/sys/kernel/random/boot_id"),
                       " pidns=", pidns.st_ino, " shm=", shm.st_dev);
 }
 

@@ -87,9 +87,9 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& name
   }
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "shm: cannot create shared memory segment ", name, ": ", Errno(),
-        "; check that /dev/shm is mounted and writable"));
+    return absl::UnavailableError(absl::StrCat("shm: cannot create shared memory segment ", name,
+                                               ": ", Errno(),
+                                               "; check that /dev/shm is mounted and writable"));
   }
   // posix_fallocate reserves the pages now: on a full /dev/shm this fails
   // cleanly instead of killing a rank with SIGBUS on first touch.
@@ -98,8 +98,8 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& name
     close(fd);
     shm_unlink(name.c_str());
     return absl::ResourceExhaustedError(absl::StrCat(
-        "shm: cannot reserve ", o.total, " bytes in /dev/shm for segment ", name,
-        ": ", std::strerror(rc),
+        "shm: cannot reserve ", o.total, " bytes in /dev/shm for segment ", name, ": ",
+        std::strerror(rc),
         "; free space in /dev/shm (df -h /dev/shm) or lower shm.slot_bytes/shm.ring_bytes"));
   }
   void* base = mmap(nullptr, o.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -131,8 +131,8 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::Attach(const std::string& name
   const int fd = shm_open(name.c_str(), O_RDWR, 0600);
   if (fd < 0) {
     return absl::UnavailableError(absl::StrCat(
-        "shm: cannot open shared memory segment ", name, " that rank 0 created: ",
-        Errno(), "; all ranks must run on one host and see the same /dev/shm "
+        "shm: cannot open shared memory segment ", name, " that rank 0 created: ", Errno(),
+        "; all ranks must run on one host and see the same /dev/shm "
         "(rank 0 removes it if others take longer than the timeout to attach)"));
   }
   struct stat st {};
@@ -151,10 +151,10 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::Attach(const std::string& name
   const Header& header = segment->header();
   if (header.magic != kMagic || header.version != kLayoutVersion ||
       header.world_size != world_size || header.total_bytes != size) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "shm: segment ", name, " does not match this communicator (world size ",
-        header.world_size, " vs ", world_size, ", layout version ", header.version,
-        " vs ", kLayoutVersion, "); all ranks must load the same shm plugin version"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("shm: segment ", name, " does not match this communicator (world size ",
+                     header.world_size, " vs ", world_size, ", layout version ", header.version,
+                     " vs ", kLayoutVersion, "); all ranks must load the same shm plugin version"));
   }
   // Another process wrote the header: every size in it must be one this
   // plugin could have chosen and must describe exactly the mapped bytes,
@@ -167,7 +167,8 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::Attach(const std::string& name
         "shm: segment ", name, " has a corrupt header (slot_bytes ", header.slot_bytes,
         ", ring_bytes ", header.ring_bytes, ", ", size,
         " bytes mapped); all ranks must load the same shm plugin version, and nothing else may "
-        "write /dev/shm", name));
+        "write /dev/shm",
+        name));
   }
   segment->Locate(header.world_size, header.slot_bytes, header.ring_bytes);
   return segment;

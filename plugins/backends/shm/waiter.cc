@@ -7,8 +7,8 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "futex.h"
 #include "process_identity.h"
 
@@ -22,9 +22,7 @@ constexpr absl::Duration kSlice = absl::Milliseconds(10);
 // peer has already been late for a while.
 constexpr absl::Duration kLivenessEvery = absl::Milliseconds(50);
 
-std::string RankList(const std::vector<int>& ranks) {
-  return absl::StrJoin(ranks, ", ");
-}
+std::string RankList(const std::vector<int>& ranks) { return absl::StrJoin(ranks, ", "); }
 
 }  // namespace
 
@@ -48,8 +46,7 @@ void Waiter::NotifyOthers() {
 absl::Status Waiter::AbortedError(const char* what) const {
   return absl::AbortedError(absl::StrCat("shm: ", what, " on group '", group_,
                                          "' failed: the communicator was aborted (",
-                                         abort_->reason(),
-                                         "); destroy it and create a new one"));
+                                         abort_->reason(), "); destroy it and create a new one"));
 }
 
 absl::Status Waiter::CheckPeers(const std::vector<int>& ranks, const OpContext& context,
@@ -61,16 +58,16 @@ absl::Status Waiter::CheckPeers(const std::vector<int>& ranks, const OpContext& 
     const uint32_t state = peer.state.load(std::memory_order_acquire);
     if (state == kFailed || state == kAborted) {
       const std::string reason(peer.reason, strnlen(peer.reason, kReasonBytes));
-      return absl::UnavailableError(absl::StrCat(
-          "shm: ", context.what, " on group '", group_, "' cannot finish: rank ", r,
-          state == kAborted ? " aborted its communicator (" : " failed (", reason,
-          "); destroy this communicator and restart the job's ranks"));
+      return absl::UnavailableError(
+          absl::StrCat("shm: ", context.what, " on group '", group_, "' cannot finish: rank ", r,
+                       state == kAborted ? " aborted its communicator (" : " failed (", reason,
+                       "); destroy this communicator and restart the job's ranks"));
     }
     if (state == kLeft) {
-      return absl::UnavailableError(absl::StrCat(
-          "shm: ", context.what, " on group '", group_, "' cannot finish: rank ", r,
-          " destroyed its communicator without taking part; every rank must issue "
-          "the same operations before destroying"));
+      return absl::UnavailableError(
+          absl::StrCat("shm: ", context.what, " on group '", group_, "' cannot finish: rank ", r,
+                       " destroyed its communicator without taking part; every rank must issue "
+                       "the same operations before destroying"));
     }
     if (check_liveness && state == kActive &&
         !IsAlive(ProcessIdentity{peer.pid, peer.start_time})) {
@@ -140,12 +137,12 @@ absl::Status Waiter::Wait(absl::FunctionRef<bool()> ready,
       // A peer may have finished its part and then left or died.
       if (ready()) return absl::OkStatus();
       if (!peers.ok()) return peers;
-      return absl::DeadlineExceededError(absl::StrCat(
-          "shm: ", context.what, " on group '", group_, "' timed out after ",
-          context.timeout_ms, " ms at rank ", rank_, " waiting for rank",
-          ranks.size() > 1 ? "s " : " ", RankList(ranks),
-          ", alive but not arriving; every rank must issue the same operations in "
-          "the same order (raise the timeout if they are merely slow)"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("shm: ", context.what, " on group '", group_, "' timed out after ",
+                       context.timeout_ms, " ms at rank ", rank_, " waiting for rank",
+                       ranks.size() > 1 ? "s " : " ", RankList(ranks),
+                       ", alive but not arriving; every rank must issue the same operations in "
+                       "the same order (raise the timeout if they are merely slow)"));
     }
     if (!moved) FutexWait(&me.bell, bell, std::min(kSlice, context.deadline - now));
     me.sleeping.store(0, std::memory_order_relaxed);

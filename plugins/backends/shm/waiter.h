@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "abort_state.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "abort_state.h"
 #include "segment.h"
 
 namespace dist_shm {
@@ -27,14 +27,17 @@ class Waiter {
  public:
   Waiter(Segment* segment, int rank, std::string group, const AbortState* abort,
          absl::Duration spin)
-      : segment_(segment), rank_(rank), group_(std::move(group)), abort_(abort),
-        spin_(spin), spin_now_(spin) {}
+      : segment_(segment),
+        rank_(rank),
+        group_(std::move(group)),
+        abort_(abort),
+        spin_(spin),
+        spin_now_(spin) {}
 
   // Returns OK once ready() holds. pending(out) lists the ranks it still
   // waits for; they are the ones checked for failure and named in errors.
   absl::Status Wait(absl::FunctionRef<bool()> ready,
-                    absl::FunctionRef<void(std::vector<int>*)> pending,
-                    const OpContext& context);
+                    absl::FunctionRef<void(std::vector<int>*)> pending, const OpContext& context);
 
   // The worker's wait for new operations while send/recv are pending: runs
   // progress, then sleeps one slice unless something moved or has_work().
@@ -61,7 +64,6 @@ class Waiter {
   const std::string& group() const { return group_; }
 
  private:
-
   Segment* segment_;
   int rank_;
   std::string group_;

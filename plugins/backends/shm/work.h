@@ -59,10 +59,10 @@ class Work {
     if (gate_ != nullptr && !Done()) gate_->TryRun(this, timeout);
     absl::MutexLock lock(&mu_);
     if (!mu_.AwaitWithTimeout(absl::Condition(&done_), timeout)) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "shm: ", what_, " on group '", group_, "' still runs after waiting ",
-          absl::ToInt64Milliseconds(timeout),
-          " ms; it stays pending: wait again, or abort the communicator"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("shm: ", what_, " on group '", group_, "' still runs after waiting ",
+                       absl::ToInt64Milliseconds(timeout),
+                       " ms; it stays pending: wait again, or abort the communicator"));
     }
     return status_;
   }

@@ -23,8 +23,7 @@ std::string StoreToken(const dist_rendezvous_hints_t* hints) {
   return env == nullptr ? "" : env;
 }
 
-void FillResult(const RankInfo& ranks, dist_store_t* store,
-                dist_rendezvous_result_t* result) {
+void FillResult(const RankInfo& ranks, dist_store_t* store, dist_rendezvous_result_t* result) {
   result->rank = ranks.rank;
   result->world_size = ranks.world_size;
   result->local_rank = ranks.local_rank;

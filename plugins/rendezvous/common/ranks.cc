@@ -30,25 +30,24 @@ absl::StatusOr<std::optional<int>> FirstOf(const std::string& url,
 }
 
 std::string MissingMessage(const Url& url, const std::string& what,
-                           const std::vector<std::string>& names,
-                           const std::string& query_key) {
-  return absl::StrCat(url.text, ": the ", what, " is unknown: ", names[0],
-                      " is not set (nor ",
-                      absl::StrJoin(names.begin() + 1, names.end(), ", "),
-                      "); set ", names[0], ", add ?", query_key, "=... to the URL, or "
+                           const std::vector<std::string>& names, const std::string& query_key) {
+  return absl::StrCat(url.text, ": the ", what, " is unknown: ", names[0], " is not set (nor ",
+                      absl::StrJoin(names.begin() + 1, names.end(), ", "), "); set ", names[0],
+                      ", add ?", query_key,
+                      "=... to the URL, or "
                       "start the job with a launcher (distrun, mpirun, srun)");
 }
 
 }  // namespace
 
 const std::vector<std::string>& RankVariables() {
-  static const auto* names = new std::vector<std::string>{
-      "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
+  static const auto* names =
+      new std::vector<std::string>{"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
   return *names;
 }
 const std::vector<std::string>& WorldSizeVariables() {
-  static const auto* names = new std::vector<std::string>{
-      "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"};
+  static const auto* names = new std::vector<std::string>{"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE",
+                                                          "PMI_SIZE", "SLURM_NTASKS"};
   return *names;
 }
 const std::vector<std::string>& LocalRankVariables() {
@@ -62,8 +61,8 @@ const std::vector<std::string>& LocalWorldSizeVariables() {
   return *names;
 }
 
-absl::StatusOr<std::optional<int>> ReadIntVariable(const std::string& url,
-                                                   const std::string& name, int min) {
+absl::StatusOr<std::optional<int>> ReadIntVariable(const std::string& url, const std::string& name,
+                                                   int min) {
   const char* text = getenv(name.c_str());
   if (text == nullptr) return std::optional<int>();
   int value = 0;
@@ -96,8 +95,7 @@ absl::StatusOr<RankInfo> ResolveRanks(const Url& url, const Query& query,
   if (!q_world.ok()) return q_world.status();
   absl::StatusOr<std::optional<int>> q_local = query.GetInt("local_rank", 0, kMaxInt - 1);
   if (!q_local.ok()) return q_local.status();
-  absl::StatusOr<std::optional<int>> q_local_world =
-      query.GetInt("local_world_size", 1, kMaxInt);
+  absl::StatusOr<std::optional<int>> q_local_world = query.GetInt("local_world_size", 1, kMaxInt);
   if (!q_local_world.ok()) return q_local_world.status();
   if (info.rank < 0 && q_rank->has_value()) {
     info.rank = **q_rank;
@@ -136,17 +134,16 @@ absl::StatusOr<RankInfo> ResolveRanks(const Url& url, const Query& query,
     info.local_rank = v->value_or(-1);
   }
   if (info.local_world_size < 0) {
-    absl::StatusOr<std::optional<int>> v =
-        FirstOf(url.text, LocalWorldSizeVariables(), 1, &source);
+    absl::StatusOr<std::optional<int>> v = FirstOf(url.text, LocalWorldSizeVariables(), 1, &source);
     if (!v.ok()) return v.status();
     // Slurm has no variable for it, but says how many tasks each node runs.
     info.local_world_size = v->value_or(SlurmLocalWorldSize().value_or(-1));
   }
   if (info.rank >= info.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        url.text, ": rank ", info.rank, " (from ", info.rank_source,
-        ") is out of range for world size ", info.world_size, " (from ",
-        info.world_size_source, "); ranks are 0..", info.world_size - 1));
+    return absl::InvalidArgumentError(
+        absl::StrCat(url.text, ": rank ", info.rank, " (from ", info.rank_source,
+                     ") is out of range for world size ", info.world_size, " (from ",
+                     info.world_size_source, "); ranks are 0..", info.world_size - 1));
   }
   if (info.local_rank >= 0 && info.local_world_size > 0 &&
       info.local_rank >= info.local_world_size) {

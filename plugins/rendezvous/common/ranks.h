@@ -31,8 +31,8 @@ const std::vector<std::string>& LocalWorldSizeVariables();
 
 // Reads an integer variable; nullopt when unset, an error naming the
 // variable and its value when malformed or below `min`.
-absl::StatusOr<std::optional<int>> ReadIntVariable(const std::string& url,
-                                                   const std::string& name, int min);
+absl::StatusOr<std::optional<int>> ReadIntVariable(const std::string& url, const std::string& name,
+                                                   int min);
 
 // Resolves rank, world size and local rank/size for `url` (whose query may
 // carry rank, world_size, local_rank, local_world_size).

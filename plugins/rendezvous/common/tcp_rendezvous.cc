@@ -73,19 +73,21 @@ absl::StatusOr<dist_store_t*> OpenTcpStore(const TcpRendezvousConfig& config) {
     absl::StatusOr<std::unique_ptr<store::TcpStoreServer>> started =
         store::TcpStoreServer::Start(std::move(server_options));
     if (!started.ok()) {
-      return WithUrl(config.url, absl::Status(started.status().code(), absl::StrCat(
-          "rank 0 could not host the store: ", started.status().message(),
-          " (set the port in the URL or MASTER_PORT; or run dist_store_server "
-          "and add ?external=1)")));
+      return WithUrl(
+          config.url,
+          absl::Status(
+              started.status().code(),
+              absl::StrCat("rank 0 could not host the store: ", started.status().message(),
+                           " (set the port in the URL or MASTER_PORT; or run dist_store_server "
+                           "and add ?external=1)")));
     }
     server = std::move(*started);
     dist::Log(DIST_LOG_INFO, absl::StrCat("rank 0 hosts the store on ", server->address()));
     // Rank 0 talks to its own server over loopback unless it bound a
     // specific address.
     const std::string bound = BindHost(config);
-    client_options.host = IsWildcard(bound)
-                              ? (server->address()[0] == '[' ? "::1" : "127.0.0.1")
-                              : bound;
+    client_options.host =
+        IsWildcard(bound) ? (server->address()[0] == '[' ? "::1" : "127.0.0.1") : bound;
     client_options.port = server->port();
     if (config.announce) {
       absl::Status announced = config.announce(config.host, server->port());

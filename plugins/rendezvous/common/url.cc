@@ -10,10 +10,10 @@ namespace dist::rendezvous {
 namespace {
 
 absl::Status Bad(absl::string_view text, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "malformed init method URL '", text, "': ", why,
-      "; expected e.g. tcp://host:29500?rank=0&world_size=4, env://, or "
-      "file:///shared/dir/rendezvous?rank=0&world_size=4"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("malformed init method URL '", text, "': ", why,
+                   "; expected e.g. tcp://host:29500?rank=0&world_size=4, env://, or "
+                   "file:///shared/dir/rendezvous?rank=0&world_size=4"));
 }
 
 int HexDigit(char c) {
@@ -81,7 +81,8 @@ absl::StatusOr<Url> ParseUrl(absl::string_view text) {
   bool has_port = false;
   if (!authority.empty() && authority[0] == '[') {
     const size_t close = authority.find(']');
-    if (close == absl::string_view::npos) return Bad(text, "'[' without ']' around an IPv6 address");
+    if (close == absl::string_view::npos)
+      return Bad(text, "'[' without ']' around an IPv6 address");
     url.host = std::string(authority.substr(1, close - 1));
     if (url.host.empty()) return Bad(text, "empty IPv6 address in []");
     absl::string_view after = authority.substr(close + 1);
@@ -104,8 +105,8 @@ absl::StatusOr<Url> ParseUrl(absl::string_view text) {
   }
   if (has_port) {
     int port = 0;
-    if (port_text.empty() || !absl::SimpleAtoi(port_text, &port) || port < 1 ||
-        port > 65535 || !absl::ascii_isdigit(port_text[0])) {
+    if (port_text.empty() || !absl::SimpleAtoi(port_text, &port) || port < 1 || port > 65535 ||
+        !absl::ascii_isdigit(port_text[0])) {
       return Bad(text, absl::StrCat("port '", port_text, "' is not a number in 1..65535"));
     }
     url.port = port;
@@ -135,9 +136,9 @@ absl::StatusOr<Query> Query::From(const Url& url, const std::vector<std::string>
     bool ok = false;
     for (const std::string& k : known) ok = ok || k == key;
     if (!ok) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "init method URL '", url.text, "' has unknown parameter '", key, "'; ",
-          url.scheme, ":// understands: ", absl::StrJoin(known, ", ")));
+      return absl::InvalidArgumentError(
+          absl::StrCat("init method URL '", url.text, "' has unknown parameter '", key, "'; ",
+                       url.scheme, ":// understands: ", absl::StrJoin(known, ", ")));
     }
   }
   Query query;
@@ -153,15 +154,14 @@ std::optional<std::string> Query::Get(const std::string& key) const {
   return std::nullopt;
 }
 
-absl::StatusOr<std::optional<int>> Query::GetInt(const std::string& key, int min,
-                                                 int max) const {
+absl::StatusOr<std::optional<int>> Query::GetInt(const std::string& key, int min, int max) const {
   std::optional<std::string> text = Get(key);
   if (!text) return std::optional<int>();
   int value = 0;
   if (!absl::SimpleAtoi(*text, &value) || value < min || value > max) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "init method URL '", url_, "': ", key, "='", *text,
-        "' is not an integer in ", min, "..", max));
+    return absl::InvalidArgumentError(absl::StrCat("init method URL '", url_, "': ", key, "='",
+                                                   *text, "' is not an integer in ", min, "..",
+                                                   max));
   }
   return std::optional<int>(value);
 }
@@ -172,8 +172,8 @@ absl::StatusOr<bool> Query::GetBool(const std::string& key, bool fallback) const
   const std::string lower = absl::AsciiStrToLower(*text);
   if (lower == "1" || lower == "true" || lower == "yes") return true;
   if (lower == "0" || lower == "false" || lower == "no") return false;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "init method URL '", url_, "': ", key, "='", *text, "' is not a boolean; use 1 or 0"));
+  return absl::InvalidArgumentError(absl::StrCat("init method URL '", url_, "': ", key, "='", *text,
+                                                 "' is not a boolean; use 1 or 0"));
 }
 
 }  // namespace dist::rendezvous

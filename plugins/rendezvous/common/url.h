@@ -13,11 +13,11 @@
 namespace dist::rendezvous {
 
 struct Url {
-  std::string text;    // as given, for error messages
-  std::string scheme;  // lower case
-  std::string host;    // without IPv6 brackets; may be empty
-  int port = -1;       // -1: not given
-  std::string path;    // "/..." or empty
+  std::string text;                                        // as given, for error messages
+  std::string scheme;                                      // lower case
+  std::string host;                                        // without IPv6 brackets; may be empty
+  int port = -1;                                           // -1: not given
+  std::string path;                                        // "/..." or empty
   std::vector<std::pair<std::string, std::string>> query;  // percent-decoded
 };
 
@@ -28,12 +28,10 @@ absl::StatusOr<Url> ParseUrl(absl::string_view text);
 // such as ?wrold_size=4 is an error, not silently ignored).
 class Query {
  public:
-  static absl::StatusOr<Query> From(const Url& url,
-                                    const std::vector<std::string>& known);
+  static absl::StatusOr<Query> From(const Url& url, const std::vector<std::string>& known);
   std::optional<std::string> Get(const std::string& key) const;
   // An integer in [min, max], or nullopt when absent.
-  absl::StatusOr<std::optional<int>> GetInt(const std::string& key, int min,
-                                            int max) const;
+  absl::StatusOr<std::optional<int>> GetInt(const std::string& key, int min, int max) const;
   // 1/0/true/false/yes/no; `fallback` when absent.
   absl::StatusOr<bool> GetBool(const std::string& key, bool fallback) const;
 

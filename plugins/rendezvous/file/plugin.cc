@@ -4,8 +4,8 @@
 // back with release_failed; the file keeps the reason for later ranks.
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "dist/rendezvous_plugin.h"
 #include "dist/cpp/rendezvous_adapter.hpp"
+#include "dist/rendezvous_plugin.h"
 #include "plugins/rendezvous/common/plugin_support.h"
 #include "plugins/rendezvous/common/ranks.h"
 #include "plugins/rendezvous/common/url.h"
@@ -51,7 +51,8 @@ absl::Status ResolveFile(const char* text, const dist_rendezvous_hints_t* hints,
     // Messages from the store already name the file.
     return file_store.status();
   }
-  dist::Log(DIST_LOG_DEBUG, absl::StrCat("rank ", ranks->rank, " joined the store file ", url->path));
+  dist::Log(DIST_LOG_DEBUG,
+            absl::StrCat("rank ", ranks->rank, " joined the store file ", url->path));
   FillResult(*ranks, store::MakeAbiStore(*std::move(file_store), options.timeout), result);
   return absl::OkStatus();
 }

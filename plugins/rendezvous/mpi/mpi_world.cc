@@ -4,8 +4,8 @@
 #include <mpi.h>
 #include <sched.h>
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -23,17 +23,18 @@ absl::Status MpiError(int rc, const char* call) {
   char text[MPI_MAX_ERROR_STRING] = {0};
   int length = 0;
   if (MPI_Error_string(rc, text, &length) != MPI_SUCCESS) length = 0;
-  return absl::InternalError(absl::StrCat(flavor::kName, "://: ", call, " failed: ",
-                                          std::string(text, static_cast<size_t>(length))));
+  return absl::InternalError(absl::StrCat(
+      flavor::kName, "://: ", call, " failed: ", std::string(text, static_cast<size_t>(length))));
 }
 
 absl::Status Initialize() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        flavor::kName, "://: MPI was already finalized in this process; call dist_init before "
-        "MPI_Finalize (MPI cannot be initialized twice)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(flavor::kName,
+                     "://: MPI was already finalized in this process; call dist_init before "
+                     "MPI_Finalize (MPI cannot be initialized twice)"));
   }
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -43,9 +44,9 @@ absl::Status Initialize() {
     // MPI's components look for libmpi's symbols globally. Kept forever.
     if (dlopen(flavor::kLibrary, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD) == nullptr) {
       const char* why = dlerror();
-      return absl::FailedPreconditionError(absl::StrCat(
-          flavor::kName, "://: cannot make ", flavor::kLibrary, " global (",
-          why ? why : "unknown dlerror", ")"));
+      return absl::FailedPreconditionError(absl::StrCat(flavor::kName, "://: cannot make ",
+                                                        flavor::kLibrary, " global (",
+                                                        why ? why : "unknown dlerror", ")"));
     }
   }
   int provided = 0;

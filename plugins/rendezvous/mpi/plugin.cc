@@ -55,20 +55,21 @@ std::string ReachableAddress() {
   return found;
 }
 
-absl::Status ResolveMpi(const char* text, const dist_rendezvous_hints_t* hints,
-                        int64_t timeout_ms, dist_rendezvous_result_t* result) {
+absl::Status ResolveMpi(const char* text, const dist_rendezvous_hints_t* hints, int64_t timeout_ms,
+                        dist_rendezvous_result_t* result) {
   const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms);
   absl::StatusOr<Url> url = ParseUrl(text);
   if (!url.ok()) return url.status();
   if (url->scheme != "mpi" && url->scheme != flavor::kName) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "init method '", url->text, "': the ", flavor::kName, " plugin handles mpi:// and ",
-        flavor::kName, "://"));
+    return absl::InvalidArgumentError(absl::StrCat("init method '", url->text, "': the ",
+                                                   flavor::kName, " plugin handles mpi:// and ",
+                                                   flavor::kName, "://"));
   }
   if (!url->host.empty() || url->port >= 0 || (!url->path.empty() && url->path != "/")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "malformed init method URL '", url->text, "': mpi:// takes no host, port or path "
-        "(ranks and the store's address come from MPI); use mpi://"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed init method URL '", url->text,
+                     "': mpi:// takes no host, port or path "
+                     "(ranks and the store's address come from MPI); use mpi://"));
   }
   absl::StatusOr<Query> query = Query::From(*url, {});
   if (!query.ok()) return query.status();
@@ -78,12 +79,11 @@ absl::Status ResolveMpi(const char* text, const dist_rendezvous_hints_t* hints,
   if (!world.ok()) return world.status();
   const int32_t hint_rank = hints != nullptr ? hints->rank : -1;
   const int32_t hint_size = hints != nullptr ? hints->world_size : -1;
-  if ((hint_rank >= 0 && hint_rank != world->rank) ||
-      (hint_size > 0 && hint_size != world->size)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        url->text, ": the caller says rank ", hint_rank, " of ", hint_size,
-        " but MPI_COMM_WORLD says rank ", world->rank, " of ", world->size,
-        "; leave rank and world size unset with mpi://, or use env:// or tcp://"));
+  if ((hint_rank >= 0 && hint_rank != world->rank) || (hint_size > 0 && hint_size != world->size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(url->text, ": the caller says rank ", hint_rank, " of ", hint_size,
+                     " but MPI_COMM_WORLD says rank ", world->rank, " of ", world->size,
+                     "; leave rank and world size unset with mpi://, or use env:// or tcp://"));
   }
   // Local rank and size from the launcher's variables; rank and size from MPI.
   dist_rendezvous_hints_t mpi_hints{};
@@ -112,9 +112,10 @@ absl::Status ResolveMpi(const char* text, const dist_rendezvous_hints_t* hints,
       config.host = master != nullptr && *master != '\0' ? master : ReachableAddress();
       config.bind = "";
       if (config.host.empty()) {
-        absl::Status why = absl::FailedPreconditionError(absl::StrCat(
-            url->text, ": rank 0 has no non-loopback IPv4 address for the other hosts to reach "
-            "its store; set MASTER_ADDR to rank 0's address"));
+        absl::Status why = absl::FailedPreconditionError(
+            absl::StrCat(url->text,
+                         ": rank 0 has no non-loopback IPv4 address for the other hosts to reach "
+                         "its store; set MASTER_ADDR to rank 0's address"));
         std::string message = absl::StrCat(kError, why.message());
         (void)mpi::Broadcast(&message, deadline);
         return why;
@@ -148,15 +149,17 @@ absl::Status ResolveMpi(const char* text, const dist_rendezvous_hints_t* hints,
   std::string message;
   absl::Status received = mpi::Broadcast(&message, deadline);
   if (absl::IsDeadlineExceeded(received)) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        url->text, ": rank ", world->rank, " of ", world->size, " got no store address from "
-        "rank 0 within ", timeout_ms, " ms (", received.message(),
-        "); is rank 0 calling dist_init? raise DIST_TIMEOUT if it starts late"));
+    return absl::DeadlineExceededError(
+        absl::StrCat(url->text, ": rank ", world->rank, " of ", world->size,
+                     " got no store address from "
+                     "rank 0 within ",
+                     timeout_ms, " ms (", received.message(),
+                     "); is rank 0 calling dist_init? raise DIST_TIMEOUT if it starts late"));
   }
   DIST_RETURN_IF_ERROR(received);
   if (message.rfind(kError, 0) == 0) {
-    return absl::UnavailableError(absl::StrCat(url->text, ": rank 0 failed to host the store: ",
-                                               message.substr(sizeof(kError) - 1)));
+    return absl::UnavailableError(absl::StrCat(
+        url->text, ": rank 0 failed to host the store: ", message.substr(sizeof(kError) - 1)));
   }
   std::vector<std::string> parts = absl::StrSplit(message, ' ');
   int port = 0;

@@ -2,8 +2,8 @@
 // ?external=1, then dist_store_server does), every rank connects to it.
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "dist/rendezvous_plugin.h"
 #include "dist/cpp/rendezvous_adapter.hpp"
+#include "dist/rendezvous_plugin.h"
 #include "plugins/rendezvous/common/plugin_support.h"
 #include "plugins/rendezvous/common/ranks.h"
 #include "plugins/rendezvous/common/tcp_rendezvous.h"

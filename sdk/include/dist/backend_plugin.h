@@ -62,33 +62,34 @@ typedef struct dist_backend_capabilities {
   uint32_t reduce_scatter_ops;
   /* Bitwise ops (band/bor/bxor) apply to integer dtypes only, whatever the
    * masks say; a floating dtype with them is DIST_INVALID_ARGUMENT. */
-  uint32_t flags;          /* DIST_CAP_* below */
-  const char* notes;       /* static one-line remark (e.g. thread level), or
-                              NULL */
+  uint32_t flags;    /* DIST_CAP_* below */
+  const char* notes; /* static one-line remark (e.g. thread level), or
+                        NULL */
 } dist_backend_capabilities_t;
 
-#define DIST_CAP_SUBGROUPS (1u << 0)        /* comm_split works */
-#define DIST_CAP_STREAM_WAIT (1u << 1)      /* work_wait_stream works */
-#define DIST_CAP_THREAD_MULTIPLE (1u << 2)  /* ops from many threads at once */
-#define DIST_CAP_NEEDS_LAUNCHER (1u << 3)   /* ranks must come from a launcher
-                                               (e.g. mpirun) */
-#define DIST_CAP_CUDA_AWARE (1u << 4)       /* takes CUDA pointers directly */
+#define DIST_CAP_SUBGROUPS (1u << 0)       /* comm_split works */
+#define DIST_CAP_STREAM_WAIT (1u << 1)     /* work_wait_stream works */
+#define DIST_CAP_THREAD_MULTIPLE (1u << 2) /* ops from many threads at once */
+#define DIST_CAP_NEEDS_LAUNCHER                                          \
+  (1u << 3)                           /* ranks must come from a launcher \
+                                         (e.g. mpirun) */
+#define DIST_CAP_CUDA_AWARE (1u << 4) /* takes CUDA pointers directly */
 
 /* Everything a communicator is created from. Borrowed for the duration of
  * comm_create/comm_split, except `store`, which stays valid until
  * comm_destroy returns. */
 typedef struct dist_comm_config {
   size_t struct_size;
-  int32_t rank;        /* 0 <= rank < world_size */
+  int32_t rank; /* 0 <= rank < world_size */
   int32_t world_size;
-  int32_t local_rank;  /* rank on this host, -1 if unknown */
+  int32_t local_rank;       /* rank on this host, -1 if unknown */
   int32_t local_world_size; /* ranks on this host, -1 if unknown */
-  dist_store_t* store; /* namespaced for this communicator */
-  int64_t timeout_ms;  /* default for every blocking step, > 0 */
+  dist_store_t* store;      /* namespaced for this communicator */
+  int64_t timeout_ms;       /* default for every blocking step, > 0 */
   const dist_kv_t* options; /* backend options ("gloo.ifname" = "lo") */
   size_t num_options;
-  const char* group_name;   /* for messages, e.g. "default" or "group1" */
-  int32_t device_index;     /* CUDA device to use, -1: choose (LOCAL_RANK) */
+  const char* group_name; /* for messages, e.g. "default" or "group1" */
+  int32_t device_index;   /* CUDA device to use, -1: choose (LOCAL_RANK) */
 } dist_comm_config_t;
 
 /* Arguments of one operation; see the table at the top for the buffers.
@@ -110,8 +111,7 @@ typedef struct dist_op_args {
  * (work_destroy); the operation runs asynchronously and completes in issue
  * order with the other operations of the communicator. Errors that can be
  * seen at once (bad arguments, an aborted communicator) are returned here. */
-typedef dist_error_t* (*dist_backend_op_fn)(dist_backend_comm_t* comm,
-                                            const dist_op_args_t* args,
+typedef dist_error_t* (*dist_backend_op_fn)(dist_backend_comm_t* comm, const dist_op_args_t* args,
                                             dist_backend_work_t** work);
 
 typedef struct dist_backend_plugin {
@@ -136,8 +136,7 @@ typedef struct dist_backend_plugin {
   void (*get_capabilities)(dist_backend_capabilities_t* caps);
 
   /* Collective over every rank of the config: makes a communicator. */
-  dist_error_t* (*comm_create)(const dist_comm_config_t* config,
-                               dist_backend_comm_t** comm);
+  dist_error_t* (*comm_create)(const dist_comm_config_t* config, dist_backend_comm_t** comm);
 
   /* Makes a subgroup communicator. Called on EVERY rank of `parent` in the
    * same order; `ranks` (parent ranks, ascending, unique) lists the members.
@@ -145,10 +144,8 @@ typedef struct dist_backend_plugin {
    * fresh store namespace) and *comm receives it; on non-members
    * config->rank is -1 and *comm must be set to NULL. May be NULL in the
    * table: the core then calls comm_create on the members only. */
-  dist_error_t* (*comm_split)(dist_backend_comm_t* parent,
-                              const int32_t* ranks, size_t num_ranks,
-                              const dist_comm_config_t* config,
-                              dist_backend_comm_t** comm);
+  dist_error_t* (*comm_split)(dist_backend_comm_t* parent, const int32_t* ranks, size_t num_ranks,
+                              const dist_comm_config_t* config, dist_backend_comm_t** comm);
 
   /* Fails every pending and future operation with DIST_ABORTED carrying
    * `reason`, and unblocks every waiter. Thread-safe; idempotent. */

@@ -47,7 +47,7 @@ typedef struct dist_init_options {
   const dist_kv_t* options; /* backend/rendezvous options, highest
                                precedence */
   size_t num_options;
-  const char* group_name;   /* for logs; NULL: "default" */
+  const char* group_name; /* for logs; NULL: "default" */
 } dist_init_options_t;
 
 /* Returns options with struct_size set and everything else "unset". */
@@ -83,49 +83,31 @@ DIST_EXPORT int64_t dist_timeout_ms(const dist_process_group_t* group);
 
 /* ---- Collectives ----------------------------------------------------- */
 
-DIST_EXPORT dist_error_t* dist_all_reduce(dist_process_group_t* group,
-                                          const dist_buffer_t* send,
-                                          const dist_buffer_t* recv,
-                                          dist_reduce_op_t op,
+DIST_EXPORT dist_error_t* dist_all_reduce(dist_process_group_t* group, const dist_buffer_t* send,
+                                          const dist_buffer_t* recv, dist_reduce_op_t op,
                                           dist_work_t** work);
-DIST_EXPORT dist_error_t* dist_broadcast(dist_process_group_t* group,
-                                         const dist_buffer_t* send,
-                                         const dist_buffer_t* recv,
-                                         int32_t root, dist_work_t** work);
-DIST_EXPORT dist_error_t* dist_reduce(dist_process_group_t* group,
-                                      const dist_buffer_t* send,
-                                      const dist_buffer_t* recv,
-                                      dist_reduce_op_t op, int32_t root,
+DIST_EXPORT dist_error_t* dist_broadcast(dist_process_group_t* group, const dist_buffer_t* send,
+                                         const dist_buffer_t* recv, int32_t root,
+                                         dist_work_t** work);
+DIST_EXPORT dist_error_t* dist_reduce(dist_process_group_t* group, const dist_buffer_t* send,
+                                      const dist_buffer_t* recv, dist_reduce_op_t op, int32_t root,
                                       dist_work_t** work);
-DIST_EXPORT dist_error_t* dist_all_gather(dist_process_group_t* group,
-                                          const dist_buffer_t* send,
-                                          const dist_buffer_t* recv,
-                                          dist_work_t** work);
-DIST_EXPORT dist_error_t* dist_gather(dist_process_group_t* group,
-                                      const dist_buffer_t* send,
-                                      const dist_buffer_t* recv,
-                                      int32_t root, dist_work_t** work);
-DIST_EXPORT dist_error_t* dist_scatter(dist_process_group_t* group,
-                                       const dist_buffer_t* send,
-                                       const dist_buffer_t* recv,
-                                       int32_t root, dist_work_t** work);
+DIST_EXPORT dist_error_t* dist_all_gather(dist_process_group_t* group, const dist_buffer_t* send,
+                                          const dist_buffer_t* recv, dist_work_t** work);
+DIST_EXPORT dist_error_t* dist_gather(dist_process_group_t* group, const dist_buffer_t* send,
+                                      const dist_buffer_t* recv, int32_t root, dist_work_t** work);
+DIST_EXPORT dist_error_t* dist_scatter(dist_process_group_t* group, const dist_buffer_t* send,
+                                       const dist_buffer_t* recv, int32_t root, dist_work_t** work);
 DIST_EXPORT dist_error_t* dist_reduce_scatter(dist_process_group_t* group,
-                                              const dist_buffer_t* send,
-                                              const dist_buffer_t* recv,
-                                              dist_reduce_op_t op,
-                                              dist_work_t** work);
-DIST_EXPORT dist_error_t* dist_all_to_all(dist_process_group_t* group,
-                                          const dist_buffer_t* send,
-                                          const dist_buffer_t* recv,
-                                          dist_work_t** work);
-DIST_EXPORT dist_error_t* dist_barrier(dist_process_group_t* group,
-                                       dist_work_t** work);
-DIST_EXPORT dist_error_t* dist_send(dist_process_group_t* group,
-                                    const dist_buffer_t* buffer, int32_t peer,
-                                    int64_t tag, dist_work_t** work);
-DIST_EXPORT dist_error_t* dist_recv(dist_process_group_t* group,
-                                    const dist_buffer_t* buffer, int32_t peer,
-                                    int64_t tag, dist_work_t** work);
+                                              const dist_buffer_t* send, const dist_buffer_t* recv,
+                                              dist_reduce_op_t op, dist_work_t** work);
+DIST_EXPORT dist_error_t* dist_all_to_all(dist_process_group_t* group, const dist_buffer_t* send,
+                                          const dist_buffer_t* recv, dist_work_t** work);
+DIST_EXPORT dist_error_t* dist_barrier(dist_process_group_t* group, dist_work_t** work);
+DIST_EXPORT dist_error_t* dist_send(dist_process_group_t* group, const dist_buffer_t* buffer,
+                                    int32_t peer, int64_t tag, dist_work_t** work);
+DIST_EXPORT dist_error_t* dist_recv(dist_process_group_t* group, const dist_buffer_t* buffer,
+                                    int32_t peer, int64_t tag, dist_work_t** work);
 
 /* ---- Work handles ---------------------------------------------------- */
 
@@ -136,8 +118,7 @@ DIST_EXPORT dist_error_t* dist_work_wait(dist_work_t* work, int64_t timeout_ms);
 DIST_EXPORT dist_error_t* dist_work_test(dist_work_t* work, int* done);
 /* Makes a CUDA stream wait for the work without blocking the host, where
  * the backend supports it (DIST_UNIMPLEMENTED otherwise). */
-DIST_EXPORT dist_error_t* dist_work_wait_stream(dist_work_t* work,
-                                                void* stream);
+DIST_EXPORT dist_error_t* dist_work_wait_stream(dist_work_t* work, void* stream);
 /* Frees the handle; the operation itself still completes. NULL: no-op. */
 DIST_EXPORT void dist_work_destroy(dist_work_t* work);
 
@@ -147,10 +128,8 @@ DIST_EXPORT void dist_work_destroy(dist_work_t* work);
  * Collective: every rank of the parent calls it, in the same order. Every
  * caller gets a group; on non-members dist_rank() is -1 and each operation
  * fails with DIST_FAILED_PRECONDITION naming the members. */
-DIST_EXPORT dist_error_t* dist_new_group(dist_process_group_t* parent,
-                                         const int32_t* ranks,
-                                         size_t num_ranks,
-                                         dist_process_group_t** group);
+DIST_EXPORT dist_error_t* dist_new_group(dist_process_group_t* parent, const int32_t* ranks,
+                                         size_t num_ranks, dist_process_group_t** group);
 
 /* Aborts the group's communicators: pending and later operations fail with
  * DIST_ABORTED carrying `reason`. */

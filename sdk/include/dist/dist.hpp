@@ -30,13 +30,20 @@ namespace dist {
 
 template <typename T>
 constexpr dist_dtype_t DtypeOf() {
-  if constexpr (std::is_same_v<T, int8_t>) return DIST_INT8;
-  else if constexpr (std::is_same_v<T, uint8_t>) return DIST_UINT8;
-  else if constexpr (std::is_same_v<T, int32_t>) return DIST_INT32;
-  else if constexpr (std::is_same_v<T, int64_t>) return DIST_INT64;
-  else if constexpr (std::is_same_v<T, float>) return DIST_FLOAT32;
-  else if constexpr (std::is_same_v<T, double>) return DIST_FLOAT64;
-  else static_assert(sizeof(T) == 0, "no dist dtype for this element type");
+  if constexpr (std::is_same_v<T, int8_t>)
+    return DIST_INT8;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return DIST_UINT8;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return DIST_INT32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return DIST_INT64;
+  else if constexpr (std::is_same_v<T, float>)
+    return DIST_FLOAT32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DIST_FLOAT64;
+  else
+    static_assert(sizeof(T) == 0, "no dist dtype for this element type");
 }
 
 // A CPU buffer descriptor over contiguous memory (borrowed).
@@ -68,7 +75,8 @@ class Work {
 
   // Waits up to `timeout` (default: the group's timeout).
   absl::Status Wait(absl::Duration timeout = absl::InfiniteDuration()) {
-    const int64_t ms = timeout == absl::InfiniteDuration() ? -1 : absl::ToInt64Milliseconds(timeout);
+    const int64_t ms =
+        timeout == absl::InfiniteDuration() ? -1 : absl::ToInt64Milliseconds(timeout);
     return TakeError(dist_work_wait(work_, ms));
   }
 
@@ -80,7 +88,9 @@ class Work {
     return done != 0;
   }
 
-  absl::Status WaitOnStream(void* stream) { return TakeError(dist_work_wait_stream(work_, stream)); }
+  absl::Status WaitOnStream(void* stream) {
+    return TakeError(dist_work_wait_stream(work_, stream));
+  }
 
   dist_work_t* get() const { return work_; }
 
@@ -158,7 +168,8 @@ class ProcessGroup {
   }
 
   // Blocking forms.
-  absl::Status AllReduce(const dist_buffer_t& send, const dist_buffer_t& recv, dist_reduce_op_t op) {
+  absl::Status AllReduce(const dist_buffer_t& send, const dist_buffer_t& recv,
+                         dist_reduce_op_t op) {
     return TakeError(dist_all_reduce(group_, &send, &recv, op, nullptr));
   }
   absl::Status Broadcast(const dist_buffer_t& send, const dist_buffer_t& recv, int32_t root) {

@@ -35,9 +35,9 @@ typedef enum dist_error_code {
   DIST_FAILED_PRECONDITION = 9, /* e.g. ABI mismatch, wrong launch */
   DIST_ABORTED = 10,            /* communicator aborted after a failure */
   DIST_OUT_OF_RANGE = 11,
-  DIST_UNIMPLEMENTED = 12,      /* op, dtype or device not supported */
+  DIST_UNIMPLEMENTED = 12, /* op, dtype or device not supported */
   DIST_INTERNAL = 13,
-  DIST_UNAVAILABLE = 14,        /* peer died, connection lost, no device */
+  DIST_UNAVAILABLE = 14, /* peer died, connection lost, no device */
   DIST_DATA_LOSS = 15,
   DIST_UNAUTHENTICATED = 16
 } dist_error_code_t;
@@ -45,10 +45,10 @@ typedef enum dist_error_code {
 typedef struct dist_error dist_error_t;
 
 struct dist_error {
-  size_t struct_size;     /* sizeof(dist_error_t) of the creator */
-  dist_error_code_t code; /* never DIST_OK */
-  const char* message;    /* owned by the error; valid until destroy; one
-                             line, no trailing newline */
+  size_t struct_size;                  /* sizeof(dist_error_t) of the creator */
+  dist_error_code_t code;              /* never DIST_OK */
+  const char* message;                 /* owned by the error; valid until destroy; one
+                                          line, no trailing newline */
   void (*destroy)(dist_error_t* self); /* frees the error and its message */
 };
 
@@ -68,50 +68,63 @@ static inline const char* dist_error_message(const dist_error_t* error) {
 
 static inline const char* dist_error_code_name(dist_error_code_t code) {
   switch (code) {
-    case DIST_OK: return "OK";
-    case DIST_CANCELLED: return "CANCELLED";
-    case DIST_UNKNOWN: return "UNKNOWN";
-    case DIST_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case DIST_DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case DIST_NOT_FOUND: return "NOT_FOUND";
-    case DIST_ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case DIST_PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case DIST_RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case DIST_FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case DIST_ABORTED: return "ABORTED";
-    case DIST_OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case DIST_UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case DIST_INTERNAL: return "INTERNAL";
-    case DIST_UNAVAILABLE: return "UNAVAILABLE";
-    case DIST_DATA_LOSS: return "DATA_LOSS";
-    case DIST_UNAUTHENTICATED: return "UNAUTHENTICATED";
-    default: return "UNKNOWN";
+    case DIST_OK:
+      return "OK";
+    case DIST_CANCELLED:
+      return "CANCELLED";
+    case DIST_UNKNOWN:
+      return "UNKNOWN";
+    case DIST_INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case DIST_DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case DIST_NOT_FOUND:
+      return "NOT_FOUND";
+    case DIST_ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case DIST_PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case DIST_RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case DIST_FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case DIST_ABORTED:
+      return "ABORTED";
+    case DIST_OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case DIST_UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case DIST_INTERNAL:
+      return "INTERNAL";
+    case DIST_UNAVAILABLE:
+      return "UNAVAILABLE";
+    case DIST_DATA_LOSS:
+      return "DATA_LOSS";
+    case DIST_UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      return "UNKNOWN";
   }
 }
 
 /* ---- Creating errors (for plugins and the core) ------------------------ */
 
-static inline void dist_error_free_single_block_(dist_error_t* self) {
-  free(self);
-}
+static inline void dist_error_free_single_block_(dist_error_t* self) { free(self); }
 
 static inline void dist_error_keep_static_(dist_error_t* self) { (void)self; }
 
 /* Creates an error with a printf-style message in one allocation. Returns a
  * static out-of-memory error if allocation fails, never NULL. */
-static inline dist_error_t* dist_error_vnew(dist_error_code_t code,
-                                            const char* format, va_list args) {
-  static dist_error_t out_of_memory = {sizeof(dist_error_t),
-                                       DIST_RESOURCE_EXHAUSTED,
-                                       "out of memory creating an error",
-                                       dist_error_keep_static_};
+static inline dist_error_t* dist_error_vnew(dist_error_code_t code, const char* format,
+                                            va_list args) {
+  static dist_error_t out_of_memory = {sizeof(dist_error_t), DIST_RESOURCE_EXHAUSTED,
+                                       "out of memory creating an error", dist_error_keep_static_};
   va_list copy;
   va_copy(copy, args);
   int length = vsnprintf(NULL, 0, format, copy);
   va_end(copy);
   if (length < 0) length = 0;
-  dist_error_t* error =
-      (dist_error_t*)malloc(sizeof(dist_error_t) + (size_t)length + 1);
+  dist_error_t* error = (dist_error_t*)malloc(sizeof(dist_error_t) + (size_t)length + 1);
   if (error == NULL) return &out_of_memory; /* its destroy frees nothing */
   char* text = (char*)(error + 1);
   vsnprintf(text, (size_t)length + 1, format, args);

@@ -59,8 +59,8 @@ class GradientReducer {
   GradientReducer(ProcessGroup& group, Options options)
       : group_(group),
         options_(options),
-        memory_(options.memory != nullptr ? options.memory
-                                          : std::make_shared<HostBucketMemory>()) {}
+        memory_(options.memory != nullptr ? options.memory : std::make_shared<HostBucketMemory>()) {
+  }
   ~GradientReducer() {
     // Waits for buckets still being reduced before their memory goes.
     for (Bucket& bucket : buckets_) {
@@ -81,8 +81,8 @@ class GradientReducer {
     if (buffer.device.type != buckets.type ||
         (buckets.type != DIST_DEVICE_CPU && buffer.device.index != buckets.index)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "gradient '", name, "' is on ", DeviceName(buffer.device), " but the reducer's buckets are on ",
-          DeviceName(buckets),
+          "gradient '", name, "' is on ", DeviceName(buffer.device),
+          " but the reducer's buckets are on ", DeviceName(buckets),
           buffer.device.type == DIST_DEVICE_CUDA
               ? absl::StrCat("; set Options::memory = std::make_shared<dist::CudaBucketMemory>(",
                              buffer.device.index, ") (dist/cuda_bucket_memory.hpp)")
@@ -97,8 +97,8 @@ class GradientReducer {
   absl::Status AddBucketedGradient(const std::string& name, size_t count, dist_dtype_t dtype) {
     absl::MutexLock lock(&mu_);
     DIST_RETURN_IF_ERROR(CheckAdd(name));
-    gradients_.push_back(
-        Gradient{name, dist_make_buffer(nullptr, count, dtype, memory_->device()), /*bucketed=*/true});
+    gradients_.push_back(Gradient{name, dist_make_buffer(nullptr, count, dtype, memory_->device()),
+                                  /*bucketed=*/true});
     return absl::OkStatus();
   }
 
@@ -113,9 +113,8 @@ class GradientReducer {
     for (size_t i = gradients_.size(); i-- > 0;) {
       Gradient& g = gradients_[i];
       const size_t bytes = g.buffer.count * dist_dtype_size(g.buffer.dtype);
-      const bool start_new =
-          buckets_.empty() || buckets_.back().dtype != g.buffer.dtype ||
-          (buckets_.back().bytes > 0 && buckets_.back().bytes + bytes > limit);
+      const bool start_new = buckets_.empty() || buckets_.back().dtype != g.buffer.dtype ||
+                             (buckets_.back().bytes > 0 && buckets_.back().bytes + bytes > limit);
       if (start_new) {
         if (!buckets_.empty()) limit = options_.bucket_bytes;
         buckets_.push_back(Bucket{});
@@ -154,8 +153,8 @@ class GradientReducer {
       return absl::InvalidArgumentError(absl::StrCat("gradient '", name, "' is not bucketed"));
     }
     if (gradients_[*index].buffer.dtype != DtypeOf<T>()) {
-      return absl::InvalidArgumentError(absl::StrCat("gradient '", name, "' is ",
-                                                     dist_dtype_name(gradients_[*index].buffer.dtype)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient '", name, "' is ", dist_dtype_name(gradients_[*index].buffer.dtype)));
     }
     return static_cast<T*>(gradients_[*index].buffer.data);
   }
@@ -190,9 +189,9 @@ class GradientReducer {
     if (!unused.empty()) {
       if (!options_.allow_unused) {
         Reset();
-        return absl::FailedPreconditionError(absl::StrCat(
-            "gradients never marked ready this step: ", absl::StrJoin(unused, ", "),
-            "; mark them, or set Options::allow_unused to reduce them as zeros"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("gradients never marked ready this step: ", absl::StrJoin(unused, ", "),
+                         "; mark them, or set Options::allow_unused to reduce them as zeros"));
       }
       for (Gradient& g : gradients_) {
         if (g.ready) continue;

@@ -25,14 +25,13 @@ typedef struct dist_host_api {
    * Lines above the configured level are dropped; check `log_enabled` first
    * to skip formatting (a NULL `log_enabled` means no pre-check: format and
    * call `log`, which still filters). Thread-safe. */
-  void (*log)(dist_log_level_t level, const char* component,
-              const char* message);
+  void (*log)(dist_log_level_t level, const char* component, const char* message);
   int (*log_enabled)(dist_log_level_t level);
 
   /* Returns a new store that prepends `prefix` to every key of `base`. The
    * caller owns the result (release it); `base` must outlive it. */
-  dist_error_t* (*store_with_prefix)(const dist_store_t* base,
-                                     const char* prefix, dist_store_t** out);
+  dist_error_t* (*store_with_prefix)(const dist_store_t* base, const char* prefix,
+                                     dist_store_t** out);
 } dist_host_api_t;
 
 #ifdef __cplusplus

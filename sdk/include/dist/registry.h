@@ -37,22 +37,21 @@ typedef enum dist_plugin_status {
 typedef struct dist_plugin_info {
   size_t struct_size;
   dist_plugin_kind_t kind;
-  const char* name;    /* from the table, else from the file name */
-  const char* path;    /* absolute path of the .so */
+  const char* name; /* from the table, else from the file name */
+  const char* path; /* absolute path of the .so */
   dist_plugin_status_t status;
-  const char* reason;  /* NULL when status is DIST_PLUGIN_OK */
-  uint32_t abi_major;  /* 0 when the table could not be read */
+  const char* reason; /* NULL when status is DIST_PLUGIN_OK */
+  uint32_t abi_major; /* 0 when the table could not be read */
   uint32_t abi_minor;
-  const char* version;         /* plugin version, or NULL */
-  const char* library_version; /* e.g. "Gloo 0.5.0", or NULL */
+  const char* version;                      /* plugin version, or NULL */
+  const char* library_version;              /* e.g. "Gloo 0.5.0", or NULL */
   dist_backend_capabilities_t capabilities; /* backends only */
-  const char* const* schemes;  /* rendezvous only, NULL-terminated */
+  const char* const* schemes;               /* rendezvous only, NULL-terminated */
 } dist_plugin_info_t;
 
 /* Scans the search path (once; later calls return the same list) and
  * returns every plugin file found, in search order. */
-DIST_EXPORT dist_error_t* dist_list_plugins(const dist_plugin_info_t** infos,
-                                            size_t* count);
+DIST_EXPORT dist_error_t* dist_list_plugins(const dist_plugin_info_t** infos, size_t* count);
 
 /* The plugin directories searched, in order: the one beside libdist.so
  * (<libdir>/dist/plugins), then DIST_PLUGIN_PATH's. NULL-terminated. */
@@ -62,12 +61,12 @@ DIST_EXPORT const char* const* dist_plugin_search_path(void);
  * by path to a .so, runs its initialize, and returns its table. Hard errors
  * carry the dlerror() text, the path and both ABI versions; an unknown name
  * lists the available backends and the directories searched. */
-DIST_EXPORT dist_error_t* dist_load_backend(
-    const char* name_or_path, const dist_backend_plugin_t** plugin);
+DIST_EXPORT dist_error_t* dist_load_backend(const char* name_or_path,
+                                            const dist_backend_plugin_t** plugin);
 
 /* The same for the rendezvous plugin that handles `scheme` ("tcp"). */
-DIST_EXPORT dist_error_t* dist_load_rendezvous(
-    const char* scheme, const dist_rendezvous_plugin_t** plugin);
+DIST_EXPORT dist_error_t* dist_load_rendezvous(const char* scheme,
+                                               const dist_rendezvous_plugin_t** plugin);
 
 /* The services the core hands to plugins (for kits that drive a plugin). */
 DIST_EXPORT const dist_host_api_t* dist_host_api(void);
@@ -75,15 +74,13 @@ DIST_EXPORT const dist_host_api_t* dist_host_api(void);
 /* Runs the rendezvous for `url` and the core's join check (world sizes
  * agree, ranks unique, all arrive within the timeout). On success the caller
  * owns result->store. */
-DIST_EXPORT dist_error_t* dist_rendezvous(const char* url,
-                                          const dist_rendezvous_hints_t* hints,
-                                          int64_t timeout_ms,
-                                          dist_rendezvous_result_t* result);
+DIST_EXPORT dist_error_t* dist_rendezvous(const char* url, const dist_rendezvous_hints_t* hints,
+                                          int64_t timeout_ms, dist_rendezvous_result_t* result);
 
 /* One effective configuration value and where it came from. */
 typedef struct dist_config_entry {
   size_t struct_size;
-  const char* key;    /* "backend", "init_method", "timeout_ms", ... */
+  const char* key; /* "backend", "init_method", "timeout_ms", ... */
   const char* value;
   const char* source; /* "argument", "environment (DIST_BACKEND)",
                          "config file (/etc/dist.toml)", "default" */
@@ -93,11 +90,9 @@ typedef struct dist_config_entry {
  * NULL), without initializing anything. *entries is owned by the caller and
  * released with dist_config_entries_free. Errors name the bad variable or
  * file line and the fix. */
-DIST_EXPORT dist_error_t* dist_resolve_config(
-    const dist_init_options_t* options, dist_config_entry_t** entries,
-    size_t* count);
-DIST_EXPORT void dist_config_entries_free(dist_config_entry_t* entries,
-                                          size_t count);
+DIST_EXPORT dist_error_t* dist_resolve_config(const dist_init_options_t* options,
+                                              dist_config_entry_t** entries, size_t* count);
+DIST_EXPORT void dist_config_entries_free(dist_config_entry_t* entries, size_t count);
 
 #ifdef __cplusplus
 } /* extern "C" */

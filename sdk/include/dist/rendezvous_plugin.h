@@ -28,14 +28,14 @@ extern "C" {
 /* What the caller already knows. Borrowed for the call. */
 typedef struct dist_rendezvous_hints {
   size_t struct_size;
-  int32_t rank;       /* -1: unknown, take it from the URL or environment */
-  int32_t world_size; /* -1: unknown */
+  int32_t rank;             /* -1: unknown, take it from the URL or environment */
+  int32_t world_size;       /* -1: unknown */
   const dist_kv_t* options; /* extra settings ("store_token", ...) */
   size_t num_options;
 } dist_rendezvous_hints_t;
 
 typedef struct dist_rendezvous_result {
-  size_t struct_size;       /* set by the CALLER */
+  size_t struct_size; /* set by the CALLER */
   int32_t rank;
   int32_t world_size;
   int32_t local_rank;       /* -1 if unknown */
@@ -58,14 +58,11 @@ typedef struct dist_rendezvous_plugin {
 
   /* Resolves `url` within timeout_ms (> 0). Errors name the URL, the
    * variable or the address at fault and what to do. */
-  dist_error_t* (*resolve)(const char* url,
-                           const dist_rendezvous_hints_t* hints,
-                           int64_t timeout_ms,
-                           dist_rendezvous_result_t* result);
+  dist_error_t* (*resolve)(const char* url, const dist_rendezvous_hints_t* hints,
+                           int64_t timeout_ms, dist_rendezvous_result_t* result);
 } dist_rendezvous_plugin_t;
 
-typedef const dist_rendezvous_plugin_t* (*dist_rendezvous_plugin_entry_fn)(
-    void);
+typedef const dist_rendezvous_plugin_t* (*dist_rendezvous_plugin_entry_fn)(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -30,43 +30,37 @@ struct dist_store {
   void* ctx;          /* the implementer's state, passed to every function */
 
   /* Sets `key` to `value` (overwrites). */
-  dist_error_t* (*set)(void* ctx, const char* key, const void* value,
-                       size_t size);
+  dist_error_t* (*set)(void* ctx, const char* key, const void* value, size_t size);
 
   /* Gets `key`, waiting up to timeout_ms (< 0: the store's default) for it to
    * be set. On success *value is a buffer owned by the caller, released with
    * free_value; *value may be NULL when *size == 0. A missing key after the
    * timeout is DIST_DEADLINE_EXCEEDED naming the key. */
-  dist_error_t* (*get)(void* ctx, const char* key, int64_t timeout_ms,
-                       void** value, size_t* size);
+  dist_error_t* (*get)(void* ctx, const char* key, int64_t timeout_ms, void** value, size_t* size);
 
   /* Releases a value returned by get or compare_set. NULL is a no-op. */
   void (*free_value)(void* ctx, void* value);
 
   /* Atomically adds `delta` to the integer stored at `key` (a missing key
    * counts as 0; values are decimal ASCII) and returns the new value. */
-  dist_error_t* (*add)(void* ctx, const char* key, int64_t delta,
-                       int64_t* new_value);
+  dist_error_t* (*add)(void* ctx, const char* key, int64_t delta, int64_t* new_value);
 
   /* Atomically: if `key` holds `expected` (or is missing and expected_size
    * is 0 and expected is NULL), set it to `desired`. Either way *actual
    * receives the value now stored (owned by the caller, free_value). */
-  dist_error_t* (*compare_set)(void* ctx, const char* key,
-                               const void* expected, size_t expected_size,
-                               const void* desired, size_t desired_size,
+  dist_error_t* (*compare_set)(void* ctx, const char* key, const void* expected,
+                               size_t expected_size, const void* desired, size_t desired_size,
                                void** actual, size_t* actual_size);
 
   /* Deletes `key`; *existed (may be NULL) tells whether it was there. */
   dist_error_t* (*remove)(void* ctx, const char* key, int* existed);
 
   /* *all_exist = 1 when every key exists now, else 0. Does not wait. */
-  dist_error_t* (*check)(void* ctx, const char* const* keys, size_t num_keys,
-                         int* all_exist);
+  dist_error_t* (*check)(void* ctx, const char* const* keys, size_t num_keys, int* all_exist);
 
   /* Waits until every key exists, up to timeout_ms (< 0: default). The
    * timeout error names the keys still missing. */
-  dist_error_t* (*wait)(void* ctx, const char* const* keys, size_t num_keys,
-                        int64_t timeout_ms);
+  dist_error_t* (*wait)(void* ctx, const char* const* keys, size_t num_keys, int64_t timeout_ms);
 
   /* Number of keys in the store (all prefixes). */
   dist_error_t* (*num_keys)(void* ctx, int64_t* count);

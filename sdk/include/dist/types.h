@@ -79,12 +79,12 @@ typedef enum dist_collective {
  * stay valid until the operation that uses it completes (its work handle
  * reports done, or the blocking call returns). */
 typedef struct dist_buffer {
-  void* data;          /* may be NULL only when count == 0 */
-  uint64_t count;      /* number of elements, not bytes */
+  void* data;     /* may be NULL only when count == 0 */
+  uint64_t count; /* number of elements, not bytes */
   dist_dtype_t dtype;
   dist_device_t device;
-  void* stream;        /* CUDA: a cudaStream_t to order the operation on, or
-                          NULL for the communicator's own stream. CPU: NULL. */
+  void* stream; /* CUDA: a cudaStream_t to order the operation on, or
+                   NULL for the communicator's own stream. CPU: NULL. */
 } dist_buffer_t;
 
 /* A borrowed key/value string pair (backend options, rendezvous hints). */
@@ -123,60 +123,93 @@ static inline size_t dist_dtype_size(dist_dtype_t dtype) {
 }
 
 static inline int dist_dtype_is_floating(dist_dtype_t dtype) {
-  return dtype == DIST_FLOAT16 || dtype == DIST_BFLOAT16 ||
-         dtype == DIST_FLOAT32 || dtype == DIST_FLOAT64;
+  return dtype == DIST_FLOAT16 || dtype == DIST_BFLOAT16 || dtype == DIST_FLOAT32 ||
+         dtype == DIST_FLOAT64;
 }
 
 static inline const char* dist_dtype_name(dist_dtype_t dtype) {
   switch (dtype) {
-    case DIST_INT8: return "int8";
-    case DIST_UINT8: return "uint8";
-    case DIST_INT32: return "int32";
-    case DIST_INT64: return "int64";
-    case DIST_FLOAT16: return "float16";
-    case DIST_BFLOAT16: return "bfloat16";
-    case DIST_FLOAT32: return "float32";
-    case DIST_FLOAT64: return "float64";
-    default: return "unknown-dtype";
+    case DIST_INT8:
+      return "int8";
+    case DIST_UINT8:
+      return "uint8";
+    case DIST_INT32:
+      return "int32";
+    case DIST_INT64:
+      return "int64";
+    case DIST_FLOAT16:
+      return "float16";
+    case DIST_BFLOAT16:
+      return "bfloat16";
+    case DIST_FLOAT32:
+      return "float32";
+    case DIST_FLOAT64:
+      return "float64";
+    default:
+      return "unknown-dtype";
   }
 }
 
 static inline const char* dist_reduce_op_name(dist_reduce_op_t op) {
   switch (op) {
-    case DIST_SUM: return "sum";
-    case DIST_PRODUCT: return "product";
-    case DIST_MIN: return "min";
-    case DIST_MAX: return "max";
-    case DIST_AVG: return "avg";
-    case DIST_BAND: return "band";
-    case DIST_BOR: return "bor";
-    case DIST_BXOR: return "bxor";
-    default: return "unknown-op";
+    case DIST_SUM:
+      return "sum";
+    case DIST_PRODUCT:
+      return "product";
+    case DIST_MIN:
+      return "min";
+    case DIST_MAX:
+      return "max";
+    case DIST_AVG:
+      return "avg";
+    case DIST_BAND:
+      return "band";
+    case DIST_BOR:
+      return "bor";
+    case DIST_BXOR:
+      return "bxor";
+    default:
+      return "unknown-op";
   }
 }
 
 static inline const char* dist_collective_name(dist_collective_t c) {
   switch (c) {
-    case DIST_COLL_ALL_REDUCE: return "all_reduce";
-    case DIST_COLL_BROADCAST: return "broadcast";
-    case DIST_COLL_REDUCE: return "reduce";
-    case DIST_COLL_ALL_GATHER: return "all_gather";
-    case DIST_COLL_GATHER: return "gather";
-    case DIST_COLL_SCATTER: return "scatter";
-    case DIST_COLL_REDUCE_SCATTER: return "reduce_scatter";
-    case DIST_COLL_ALL_TO_ALL: return "all_to_all";
-    case DIST_COLL_BARRIER: return "barrier";
-    case DIST_COLL_SEND: return "send";
-    case DIST_COLL_RECV: return "recv";
-    default: return "unknown-collective";
+    case DIST_COLL_ALL_REDUCE:
+      return "all_reduce";
+    case DIST_COLL_BROADCAST:
+      return "broadcast";
+    case DIST_COLL_REDUCE:
+      return "reduce";
+    case DIST_COLL_ALL_GATHER:
+      return "all_gather";
+    case DIST_COLL_GATHER:
+      return "gather";
+    case DIST_COLL_SCATTER:
+      return "scatter";
+    case DIST_COLL_REDUCE_SCATTER:
+      return "reduce_scatter";
+    case DIST_COLL_ALL_TO_ALL:
+      return "all_to_all";
+    case DIST_COLL_BARRIER:
+      return "barrier";
+    case DIST_COLL_SEND:
+      return "send";
+    case DIST_COLL_RECV:
+      return "recv";
+    default:
+      return "unknown-collective";
   }
 }
 
 static inline const char* dist_device_type_name(dist_device_type_t t) {
   switch (t) {
-    case DIST_DEVICE_CPU: return "cpu";
-    case DIST_DEVICE_CUDA: return "cuda";
-    default: return "unknown-device";
+    case DIST_DEVICE_CPU:
+      return "cpu";
+    case DIST_DEVICE_CUDA:
+      return "cuda";
+    default:
+      return "unknown-device";
   }
 }
 
@@ -195,8 +228,7 @@ static inline dist_device_t dist_cuda(int32_t index) {
   return d;
 }
 
-static inline dist_buffer_t dist_make_buffer(void* data, uint64_t count,
-                                             dist_dtype_t dtype,
+static inline dist_buffer_t dist_make_buffer(void* data, uint64_t count, dist_dtype_t dtype,
                                              dist_device_t device) {
   dist_buffer_t b;
   b.data = data;

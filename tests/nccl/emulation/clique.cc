@@ -206,11 +206,16 @@ bool ReadFrom(int32_t pid, uint64_t address, void* out, size_t bytes) {
 
 const char* KindName(int32_t kind) {
   switch (static_cast<CollectiveKind>(kind)) {
-    case CollectiveKind::kAllReduce: return "ncclAllReduce";
-    case CollectiveKind::kBroadcast: return "ncclBroadcast";
-    case CollectiveKind::kReduce: return "ncclReduce";
-    case CollectiveKind::kAllGather: return "ncclAllGather";
-    case CollectiveKind::kReduceScatter: return "ncclReduceScatter";
+    case CollectiveKind::kAllReduce:
+      return "ncclAllReduce";
+    case CollectiveKind::kBroadcast:
+      return "ncclBroadcast";
+    case CollectiveKind::kReduce:
+      return "ncclReduce";
+    case CollectiveKind::kAllGather:
+      return "ncclAllGather";
+    case CollectiveKind::kReduceScatter:
+      return "ncclReduceScatter";
   }
   return "?";
 }
@@ -332,11 +337,13 @@ Outcome Clique::RunCollective(uint64_t seq, int rank, const Collective& mine) {
   CollectiveSlot& slot = shared_->collectives[seq % kCollectiveSlots];
   Lock lock(shared_);
   switch (EnterSlot(lock, shared_, slot, seq, rank)) {
-    case Entered::kSelfGone: return {};  // aborted: the kernel quits
+    case Entered::kSelfGone:
+      return {};  // aborted: the kernel quits
     case Entered::kPeerGone:
       return PeerGone(shared_, rank, GonePeer(shared_, rank),
                       KindName(static_cast<int32_t>(mine.kind)));
-    case Entered::kTaken: break;
+    case Entered::kTaken:
+      break;
   }
   slot.entries[rank] = Entry{static_cast<int32_t>(mine.kind),
                              static_cast<int32_t>(mine.type),
@@ -451,10 +458,12 @@ Outcome Clique::Split(uint64_t seq, int rank, int color, int key, SplitResult* r
   SplitSlot& slot = shared_->splits[seq % kSplitSlots];
   Lock lock(shared_);
   switch (EnterSlot(lock, shared_, slot, seq, rank)) {
-    case Entered::kSelfGone: return {};
+    case Entered::kSelfGone:
+      return {};
     case Entered::kPeerGone:
       return PeerGone(shared_, rank, GonePeer(shared_, rank), "ncclCommSplit");
-    case Entered::kTaken: break;
+    case Entered::kTaken:
+      break;
   }
   slot.color[rank] = color;
   slot.key[rank] = key;

@@ -114,30 +114,47 @@ cudaError_t cudaPeekAtLastError(void) { return cudaSuccess; }
 
 const char* cudaGetErrorName(cudaError_t error) {
   switch (error) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
-    case cudaErrorNoDevice: return "cudaErrorNoDevice";
-    case cudaErrorNotReady: return "cudaErrorNotReady";
-    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-    default: return "cudaErrorUnknown";
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidDevicePointer:
+      return "cudaErrorInvalidDevicePointer";
+    case cudaErrorNoDevice:
+      return "cudaErrorNoDevice";
+    case cudaErrorNotReady:
+      return "cudaErrorNotReady";
+    case cudaErrorInvalidResourceHandle:
+      return "cudaErrorInvalidResourceHandle";
+    default:
+      return "cudaErrorUnknown";
   }
 }
 
 const char* cudaGetErrorString(cudaError_t error) {
   switch (error) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+    case cudaSuccess:
+      return "no error";
+    case cudaErrorInvalidValue:
+      return "invalid argument";
+    case cudaErrorMemoryAllocation:
+      return "out of memory";
+    case cudaErrorInvalidDevice:
+      return "invalid device ordinal";
+    case cudaErrorInvalidDevicePointer:
+      return "invalid device pointer";
     case cudaErrorNoDevice:
       return "no CUDA-capable device is detected (CPU emulation with 0 devices)";
-    case cudaErrorNotReady: return "device not ready";
-    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-    default: return "unknown error";
+    case cudaErrorNotReady:
+      return "device not ready";
+    case cudaErrorInvalidResourceHandle:
+      return "invalid resource handle";
+    default:
+      return "unknown error";
   }
 }
 

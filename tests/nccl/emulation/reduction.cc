@@ -33,11 +33,20 @@ void ReduceIntegers(ncclRedOp_t op, const std::vector<const void*>& inputs, size
       const Wide v = static_cast<Wide>(Load<T>(inputs[r], i));
       switch (op) {
         case ncclSum:
-        case ncclAvg: acc = static_cast<Wide>(static_cast<T>(acc + v)); break;
-        case ncclProd: acc = static_cast<Wide>(static_cast<T>(acc * v)); break;
-        case ncclMin: acc = std::min(acc, v); break;
-        case ncclMax: acc = std::max(acc, v); break;
-        default: break;
+        case ncclAvg:
+          acc = static_cast<Wide>(static_cast<T>(acc + v));
+          break;
+        case ncclProd:
+          acc = static_cast<Wide>(static_cast<T>(acc * v));
+          break;
+        case ncclMin:
+          acc = std::min(acc, v);
+          break;
+        case ncclMax:
+          acc = std::max(acc, v);
+          break;
+        default:
+          break;
       }
     }
     if (op == ncclAvg) acc /= static_cast<Wide>(inputs.size());
@@ -55,11 +64,20 @@ void ReduceFloats(ncclRedOp_t op, const std::vector<const void*>& inputs, size_t
       const double v = to_double(Load<T>(inputs[r], i));
       switch (op) {
         case ncclSum:
-        case ncclAvg: acc += v; break;
-        case ncclProd: acc *= v; break;
-        case ncclMin: acc = std::min(acc, v); break;
-        case ncclMax: acc = std::max(acc, v); break;
-        default: break;
+        case ncclAvg:
+          acc += v;
+          break;
+        case ncclProd:
+          acc *= v;
+          break;
+        case ncclMin:
+          acc = std::min(acc, v);
+          break;
+        case ncclMax:
+          acc = std::max(acc, v);
+          break;
+        default:
+          break;
       }
     }
     if (op == ncclAvg) acc /= static_cast<double>(inputs.size());
@@ -79,16 +97,21 @@ void ReduceNative(ncclRedOp_t op, const std::vector<const void*>& inputs, size_t
 size_t ElementSize(ncclDataType_t type) {
   switch (type) {
     case ncclInt8:
-    case ncclUint8: return 1;
+    case ncclUint8:
+      return 1;
     case ncclFloat16:
-    case ncclBfloat16: return 2;
+    case ncclBfloat16:
+      return 2;
     case ncclInt32:
     case ncclUint32:
-    case ncclFloat32: return 4;
+    case ncclFloat32:
+      return 4;
     case ncclInt64:
     case ncclUint64:
-    case ncclFloat64: return 8;
-    default: return 0;
+    case ncclFloat64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
@@ -99,14 +122,30 @@ bool KnownReduction(ncclRedOp_t op) {
 void Reduce(ncclDataType_t type, ncclRedOp_t op, const std::vector<const void*>& inputs,
             size_t count, void* out) {
   switch (type) {
-    case ncclInt8: ReduceIntegers<int8_t>(op, inputs, count, out); break;
-    case ncclUint8: ReduceIntegers<uint8_t>(op, inputs, count, out); break;
-    case ncclInt32: ReduceIntegers<int32_t>(op, inputs, count, out); break;
-    case ncclUint32: ReduceIntegers<uint32_t>(op, inputs, count, out); break;
-    case ncclInt64: ReduceIntegers<int64_t>(op, inputs, count, out); break;
-    case ncclUint64: ReduceIntegers<uint64_t>(op, inputs, count, out); break;
-    case ncclFloat32: ReduceNative<float>(op, inputs, count, out); break;
-    case ncclFloat64: ReduceNative<double>(op, inputs, count, out); break;
+    case ncclInt8:
+      ReduceIntegers<int8_t>(op, inputs, count, out);
+      break;
+    case ncclUint8:
+      ReduceIntegers<uint8_t>(op, inputs, count, out);
+      break;
+    case ncclInt32:
+      ReduceIntegers<int32_t>(op, inputs, count, out);
+      break;
+    case ncclUint32:
+      ReduceIntegers<uint32_t>(op, inputs, count, out);
+      break;
+    case ncclInt64:
+      ReduceIntegers<int64_t>(op, inputs, count, out);
+      break;
+    case ncclUint64:
+      ReduceIntegers<uint64_t>(op, inputs, count, out);
+      break;
+    case ncclFloat32:
+      ReduceNative<float>(op, inputs, count, out);
+      break;
+    case ncclFloat64:
+      ReduceNative<double>(op, inputs, count, out);
+      break;
     case ncclFloat16:
       ReduceFloats<Float16>(
           op, inputs, count, out, [](Float16 v) { return static_cast<double>(ToFloat(v)); },
@@ -117,7 +156,8 @@ void Reduce(ncclDataType_t type, ncclRedOp_t op, const std::vector<const void*>&
           op, inputs, count, out, [](BFloat16 v) { return static_cast<double>(ToFloat(v)); },
           [](double v) { return ToBFloat16(static_cast<float>(v)); });
       break;
-    default: break;
+    default:
+      break;
   }
 }
 

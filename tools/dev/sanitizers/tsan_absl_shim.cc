@@ -54,8 +54,7 @@ struct Wrapped {
 bool EvalWrapped(const ConditionLayout* c) {
   const Wrapped* w = reinterpret_cast<const Wrapped*>(c);
   __tsan_acquire(w->mu);
-  return w->original == nullptr || w->original->eval == nullptr ||
-         w->original->eval(w->original);
+  return w->original == nullptr || w->original->eval == nullptr || w->original->eval(w->original);
 }
 
 Wrapped Wrap(void* mu, const void* cond) {
@@ -123,8 +122,9 @@ void _ZN4absl7debian35Mutex14ReaderLockWhenERKNS0_9ConditionE(void* mu, const vo
 }
 SHIM(bool, _ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE,
      (void* mu, const void* cond, Duration d));
-bool _ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE(
-    void* mu, const void* cond, Duration d) {
+bool _ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE(void* mu,
+                                                                                 const void* cond,
+                                                                                 Duration d) {
   REAL(bool (*)(void*, const void*, Duration),
        _ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE);
   Wrapped w = Wrap(mu, cond);
@@ -135,8 +135,8 @@ bool _ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE
 SHIM(bool, _ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE,
      (void* mu, const void* cond, Time t));
 bool _ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE(void* mu,
-                                                                             const void* cond,
-                                                                             Time t) {
+                                                                              const void* cond,
+                                                                              Time t) {
   REAL(bool (*)(void*, const void*, Time),
        _ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE);
   Wrapped w = Wrap(mu, cond);
@@ -170,8 +170,9 @@ void _ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE(void* mu, const void* cond) 
 }
 SHIM(bool, _ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE,
      (void* mu, const void* cond, Duration d));
-bool _ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE(
-    void* mu, const void* cond, Duration d) {
+bool _ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE(void* mu,
+                                                                              const void* cond,
+                                                                              Duration d) {
   REAL(bool (*)(void*, const void*, Duration),
        _ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE);
   Wrapped w = Wrap(mu, cond);
@@ -183,8 +184,8 @@ bool _ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE(
 SHIM(bool, _ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE,
      (void* mu, const void* cond, Time t));
 bool _ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE(void* mu,
-                                                                          const void* cond,
-                                                                          Time t) {
+                                                                           const void* cond,
+                                                                           Time t) {
   REAL(bool (*)(void*, const void*, Time),
        _ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE);
   Wrapped w = Wrap(mu, cond);
@@ -215,8 +216,7 @@ bool _ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE(void* 
 }
 SHIM(bool, _ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE,
      (void* cv, void* mu, Time t));
-bool _ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE(void* cv, void* mu,
-                                                                       Time t) {
+bool _ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE(void* cv, void* mu, Time t) {
   REAL(bool (*)(void*, void*, Time),
        _ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE);
   __tsan_release(mu);

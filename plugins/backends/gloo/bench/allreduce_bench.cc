@@ -38,9 +38,11 @@ ABSL_FLAG(int64_t, min_bytes, 8, "smallest message");
 ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest message");
 ABSL_FLAG(int, rounds, 7, "interleaved rounds per size (median reported)");
 ABSL_FLAG(std::string, algorithm, "ring", "Gloo allreduce algorithm for both sides: ring or bcube");
-ABSL_FLAG(bool, handoff, false, "also measure the plugin with gloo.inline_wait=0 (worker hand-off on every call)");
-ABSL_FLAG(bool, compare_algorithms, false,
-          "instead: raw Gloo ring vs raw Gloo bcube, interleaved (for the plugin's size threshold)");
+ABSL_FLAG(bool, handoff, false,
+          "also measure the plugin with gloo.inline_wait=0 (worker hand-off on every call)");
+ABSL_FLAG(
+    bool, compare_algorithms, false,
+    "instead: raw Gloo ring vs raw Gloo bcube, interleaved (for the plugin's size threshold)");
 ABSL_FLAG(std::string, plugin, "", "path of libdist-backend-gloo.so (default: from runfiles)");
 
 namespace {
@@ -61,11 +63,17 @@ const dist_backend_plugin_t* LoadPlugin(const std::string& path) {
     std::fprintf(stderr, "cannot load %s: %s\n", path.c_str(), dlerror());
     std::exit(2);
   }
-  auto entry = reinterpret_cast<dist_backend_plugin_entry_fn>(dlsym(handle, DIST_BACKEND_ENTRY_SYMBOL));
+  auto entry =
+      reinterpret_cast<dist_backend_plugin_entry_fn>(dlsym(handle, DIST_BACKEND_ENTRY_SYMBOL));
   const dist_backend_plugin_t* plugin = entry();
   static const dist_host_api_t host = {
-      sizeof(dist_host_api_t), 1, 1, "bench",
-      [](dist_log_level_t, const char* c, const char* m) { std::fprintf(stderr, "[%s] %s\n", c, m); },
+      sizeof(dist_host_api_t),
+      1,
+      1,
+      "bench",
+      [](dist_log_level_t, const char* c, const char* m) {
+        std::fprintf(stderr, "[%s] %s\n", c, m);
+      },
       [](dist_log_level_t level) { return level <= DIST_LOG_WARN ? 1 : 0; },
       [](const dist_store_t*, const char*, dist_store_t**) -> dist_error_t* {
         return dist_error_new(DIST_UNIMPLEMENTED, "bench host: no prefix stores");
@@ -85,7 +93,8 @@ struct Side {
 };
 
 int Iterations(size_t bytes) {
-  return static_cast<int>(std::clamp<size_t>((size_t{32} << 20) / std::max<size_t>(bytes, 1), 3, 300));
+  return static_cast<int>(
+      std::clamp<size_t>((size_t{32} << 20) / std::max<size_t>(bytes, 1), 3, 300));
 }
 
 double Median(std::vector<double> v) {
@@ -109,7 +118,8 @@ int RunRank(int rank, int world, const std::string& dir, const dist_backend_plug
     dist::store::FileStoreOptions options;
     options.path = dir + sub;
     options.max_poll_interval = absl::Milliseconds(2);
-    dist_store_t* store = dist::store::MakeAbiStore(*dist::store::FileStore::Open(options), absl::Seconds(60));
+    dist_store_t* store =
+        dist::store::MakeAbiStore(*dist::store::FileStore::Open(options), absl::Seconds(60));
     static std::vector<dist_kv_t>* kvs = new std::vector<dist_kv_t>;
     kvs->clear();
     kvs->push_back({"gloo.allreduce_algorithm", bcube ? "bcube" : "ring"});
@@ -142,8 +152,10 @@ int RunRank(int rank, int world, const std::string& dir, const dist_backend_plug
     gloo::AllreduceOptions opts(raw);
     opts.setInput(in.data(), n);
     opts.setOutput(out.data(), n);
-    opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-    opts.setAlgorithm(bcube ? gloo::AllreduceOptions::Algorithm::BCUBE : gloo::AllreduceOptions::Algorithm::RING);
+    opts.setReduceFunction(
+        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+    opts.setAlgorithm(bcube ? gloo::AllreduceOptions::Algorithm::BCUBE
+                            : gloo::AllreduceOptions::Algorithm::RING);
     opts.setTag(0);
     gloo::allreduce(opts);
   };
@@ -167,18 +179,23 @@ int RunRank(int rank, int world, const std::string& dir, const dist_backend_plug
 
   if (absl::GetFlag(FLAGS_compare_algorithms)) {
     if (rank == 0) {
-      std::printf("# raw Gloo all_reduce float32 sum, %d ranks over loopback: ring vs bcube, median of %d rounds\n",
-                  world, absl::GetFlag(FLAGS_rounds));
-      std::printf("%10s %7s %12s %12s %10s\n", "bytes", "iters", "ring_us", "bcube_us", "bcube/ring");
+      std::printf(
+          "# raw Gloo all_reduce float32 sum, %d ranks over loopback: ring vs bcube, median of %d "
+          "rounds\n",
+          world, absl::GetFlag(FLAGS_rounds));
+      std::printf("%10s %7s %12s %12s %10s\n", "bytes", "iters", "ring_us", "bcube_us",
+                  "bcube/ring");
     }
-    for (size_t bytes = static_cast<size_t>(absl::GetFlag(FLAGS_min_bytes)); bytes <= max_bytes; bytes *= 4) {
+    for (size_t bytes = static_cast<size_t>(absl::GetFlag(FLAGS_min_bytes)); bytes <= max_bytes;
+         bytes *= 4) {
       const size_t n = std::max<size_t>(bytes / sizeof(float), 1);
       const int iters = Iterations(bytes);
       auto call = [&](bool use_bcube) {
         gloo::AllreduceOptions opts(raw);
         opts.setInput(in.data(), n);
         opts.setOutput(out.data(), n);
-        opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+        opts.setReduceFunction(
+            static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
         opts.setAlgorithm(use_bcube ? gloo::AllreduceOptions::Algorithm::BCUBE
                                     : gloo::AllreduceOptions::Algorithm::RING);
         gloo::allreduce(opts);
@@ -190,7 +207,8 @@ int RunRank(int rank, int world, const std::string& dir, const dist_backend_plug
       }
       if (rank == 0) {
         const double r = Median(ring_t), b = Median(bcube_t);
-        std::printf("%10zu %7d %12.2f %12.2f %10.3f\n", n * sizeof(float), iters, r * 1e6, b * 1e6, b / r);
+        std::printf("%10zu %7d %12.2f %12.2f %10.3f\n", n * sizeof(float), iters, r * 1e6, b * 1e6,
+                    b / r);
         std::fflush(stdout);
       }
     }
@@ -198,15 +216,19 @@ int RunRank(int rank, int world, const std::string& dir, const dist_backend_plug
     return 0;
   }
   if (rank == 0) {
-    std::printf("# all_reduce float32 sum, %d ranks over loopback, algorithm %s, median of %d interleaved rounds\n",
-                world, bcube ? "bcube" : "ring", absl::GetFlag(FLAGS_rounds));
-    std::printf("# medians; min_* are the best round of each side; ratio = plugin busbw / raw busbw\n");
-    std::printf("%10s %7s %12s %12s %10s %10s %8s %10s %11s %11s %10s%s\n", "bytes", "iters", "raw_us",
-                "plugin_us", "raw_GB/s", "plug_GB/s", "ratio", "added_us", "min_raw_us", "min_plug_us",
-                "min_added", handoff ? "  handoff_us" : "");
+    std::printf(
+        "# all_reduce float32 sum, %d ranks over loopback, algorithm %s, median of %d interleaved "
+        "rounds\n",
+        world, bcube ? "bcube" : "ring", absl::GetFlag(FLAGS_rounds));
+    std::printf(
+        "# medians; min_* are the best round of each side; ratio = plugin busbw / raw busbw\n");
+    std::printf("%10s %7s %12s %12s %10s %10s %8s %10s %11s %11s %10s%s\n", "bytes", "iters",
+                "raw_us", "plugin_us", "raw_GB/s", "plug_GB/s", "ratio", "added_us", "min_raw_us",
+                "min_plug_us", "min_added", handoff ? "  handoff_us" : "");
   }
   const double bus_factor = 2.0 * (world - 1) / world;
-  for (size_t bytes = static_cast<size_t>(absl::GetFlag(FLAGS_min_bytes)); bytes <= max_bytes; bytes *= 4) {
+  for (size_t bytes = static_cast<size_t>(absl::GetFlag(FLAGS_min_bytes)); bytes <= max_bytes;
+       bytes *= 4) {
     const size_t n = std::max<size_t>(bytes / sizeof(float), 1);
     const int iters = Iterations(bytes);
     for (int i = 0; i < 3; ++i) {  // warm up both paths
@@ -228,12 +250,13 @@ int RunRank(int rank, int world, const std::string& dir, const dist_backend_plug
     if (rank == 0) {
       const double r = Median(raw_t), p = Median(plugin_t);
       const double actual = static_cast<double>(n * sizeof(float));
-      const double raw_bw = actual / r * bus_factor / 1e9, plugin_bw = actual / p * bus_factor / 1e9;
+      const double raw_bw = actual / r * bus_factor / 1e9,
+                   plugin_bw = actual / p * bus_factor / 1e9;
       const double rmin = *std::min_element(raw_t.begin(), raw_t.end());
       const double pmin = *std::min_element(plugin_t.begin(), plugin_t.end());
-      std::printf("%10zu %7d %12.2f %12.2f %10.3f %10.3f %8.3f %10.2f %11.2f %11.2f %10.2f", n * sizeof(float),
-                  iters, r * 1e6, p * 1e6, raw_bw, plugin_bw, plugin_bw / raw_bw, (p - r) * 1e6, rmin * 1e6,
-                  pmin * 1e6, (pmin - rmin) * 1e6);
+      std::printf("%10zu %7d %12.2f %12.2f %10.3f %10.3f %8.3f %10.2f %11.2f %11.2f %10.2f",
+                  n * sizeof(float), iters, r * 1e6, p * 1e6, raw_bw, plugin_bw, plugin_bw / raw_bw,
+                  (p - r) * 1e6, rmin * 1e6, pmin * 1e6, (pmin - rmin) * 1e6);
       if (handoff) std::printf("  %10.2f", Median(handoff_t) * 1e6);
       std::printf("\n");
       std::fflush(stdout);

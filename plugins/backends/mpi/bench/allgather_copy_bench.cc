@@ -34,8 +34,8 @@ ABSL_FLAG(int, iters, 20, "ops per round");
 namespace {
 
 enum Variant { kAllgather, kIallgather, kFromSend, kFromRecv, kCopyAfter, kWaitall, kVariants };
-const char* const kNames[] = {"allgather", "iallgather", "from_send", "from_recv", "copy_after",
-                              "waitall"};
+const char* const kNames[] = {"allgather", "iallgather", "from_send",
+                              "from_recv", "copy_after", "waitall"};
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -135,8 +135,7 @@ int main(int argc, char** argv) {
     std::printf("%-11s %10s %8s %12s\n", "variant", "time_us", "x_raw", "in_call/copy");
     const double raw = Median(times[kAllgather]);
     for (int v = 0; v < kVariants; ++v) {
-      std::printf("%-11s %10.1f %8.2f", kNames[v], Median(times[v]) * 1e6,
-                  Median(times[v]) / raw);
+      std::printf("%-11s %10.1f %8.2f", kNames[v], Median(times[v]) * 1e6, Median(times[v]) / raw);
       if (v != kAllgather) std::printf(" %12.1f", Median(inner[v]) * 1e6);
       std::printf("\n");
     }

@@ -21,7 +21,8 @@
 #include "dist/backend_plugin.h"
 
 ABSL_FLAG(std::string, plugin, "", "libdist-backend-openmpi.so (default: from runfiles)");
-ABSL_FLAG(int64_t, min_bytes, 8, "smallest message (of 8 B, 64 B, ..., 1 MiB, 4 MiB, 16 MiB, 64 MiB)");
+ABSL_FLAG(int64_t, min_bytes, 8,
+          "smallest message (of 8 B, 64 B, ..., 1 MiB, 4 MiB, 16 MiB, 64 MiB)");
 ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest message");
 ABSL_FLAG(int, rounds, 7, "alternating raw/plugin rounds per size; the median is reported");
 ABSL_FLAG(bool, progress_thread, true, "plugin option mpi.progress_thread");
@@ -52,10 +53,11 @@ const dist_backend_plugin_t* Load(std::string path, const char* argv0) {
     std::fprintf(stderr, "dlopen %s: %s\n", path.c_str(), dlerror());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  auto entry = reinterpret_cast<dist_backend_plugin_entry_fn>(dlsym(handle, DIST_BACKEND_ENTRY_SYMBOL));
+  auto entry =
+      reinterpret_cast<dist_backend_plugin_entry_fn>(dlsym(handle, DIST_BACKEND_ENTRY_SYMBOL));
   const dist_backend_plugin_t* plugin = entry();
-  static const dist_host_api_t host = {sizeof(dist_host_api_t), 1, 1, "bench", &Log, &LogEnabled,
-                                       &NoPrefix};
+  static const dist_host_api_t host = {
+      sizeof(dist_host_api_t), 1, 1, "bench", &Log, &LogEnabled, &NoPrefix};
   if (dist_error_t* e = plugin->initialize(&host)) Die("initialize", e);
   return plugin;
 }
@@ -118,7 +120,8 @@ int main(int argc, char** argv) {
   config.timeout_ms = 60000;
   config.group_name = "bench";
   config.device_index = -1;
-  const dist_kv_t options[] = {{"mpi.progress_thread", absl::GetFlag(FLAGS_progress_thread) ? "1" : "0"}};
+  const dist_kv_t options[] = {
+      {"mpi.progress_thread", absl::GetFlag(FLAGS_progress_thread) ? "1" : "0"}};
   config.options = options;
   config.num_options = 1;
   dist_backend_comm_t* comm = nullptr;
@@ -133,15 +136,15 @@ int main(int argc, char** argv) {
     int length = 0;
     MPI_Get_library_version(version, &length);
     std::printf("# %d ranks, float32 sum, %s\n# plugin: %s %s via %s\n", g_size,
-                std::string(version, strcspn(version, "\n")).c_str(), plugin->name,
-                plugin->version, plugin->library_version());
+                std::string(version, strcspn(version, "\n")).c_str(), plugin->name, plugin->version,
+                plugin->library_version());
     std::printf("%10s %9s %9s %9s %9s %9s %9s %7s %7s %7s %8s\n", "bytes", "raw_us", "nb_us",
                 "plugin_us", "raw_GB/s", "nb_GB/s", "plug_GB/s", "ratio", "best", "vs_nb",
                 "added_us");
   }
   std::vector<size_t> sizes;
-  for (size_t bytes : {8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20,
-                       64 << 20}) {
+  for (size_t bytes :
+       {8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20}) {
     if (bytes >= static_cast<size_t>(absl::GetFlag(FLAGS_min_bytes)) && bytes <= max_bytes) {
       sizes.push_back(bytes);
     }
@@ -156,8 +159,7 @@ int main(int argc, char** argv) {
     auto raw_nonblocking = [&] {
       MPI_Request request;
       if (ring) SetAlgorithm(1);
-      MPI_Iallreduce(send.data(), recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                     &request);
+      MPI_Iallreduce(send.data(), recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request);
       if (ring) SetAlgorithm(0);
       int done = 0;
       while (!done) MPI_Test(&request, &done, MPI_STATUS_IGNORE);
@@ -198,10 +200,10 @@ int main(int argc, char** argv) {
     const double best_ratio = *std::min_element(raw_times.begin(), raw_times.end()) /
                               *std::min_element(plugin_times.begin(), plugin_times.end());
     if (g_rank == 0) {
-      std::printf("%10zu %9.2f %9.2f %9.2f %9.3f %9.3f %9.3f %7.3f %7.3f %7.3f %8.2f\n",
-                  real_bytes, raw_t * 1e6, nb_t * 1e6, plugin_t * 1e6, raw_bw,
-                  factor * real_bytes / nb_t / 1e9, plugin_bw, plugin_bw / raw_bw, best_ratio,
-                  nb_t / plugin_t, (plugin_t - raw_t) * 1e6);
+      std::printf("%10zu %9.2f %9.2f %9.2f %9.3f %9.3f %9.3f %7.3f %7.3f %7.3f %8.2f\n", real_bytes,
+                  raw_t * 1e6, nb_t * 1e6, plugin_t * 1e6, raw_bw, factor * real_bytes / nb_t / 1e9,
+                  plugin_bw, plugin_bw / raw_bw, best_ratio, nb_t / plugin_t,
+                  (plugin_t - raw_t) * 1e6);
       std::fflush(stdout);
     }
   }

@@ -30,12 +30,12 @@ namespace dist {
 template <typename T>
 struct AbiStruct;
 
-#define DIST_ABI_STRUCT_(type, last_v1_0_field)                                          \
-  template <>                                                                            \
-  struct AbiStruct<type> {                                                               \
-    static constexpr size_t kV1_0Size =                                                  \
+#define DIST_ABI_STRUCT_(type, last_v1_0_field)                                                 \
+  template <>                                                                                   \
+  struct AbiStruct<type> {                                                                      \
+    static constexpr size_t kV1_0Size =                                                         \
         offsetof(type, last_v1_0_field) + sizeof(static_cast<type*>(nullptr)->last_v1_0_field); \
-    static constexpr const char* kName = #type;                                         \
+    static constexpr const char* kName = #type;                                                 \
   }
 DIST_ABI_STRUCT_(dist_comm_config_t, device_index);
 DIST_ABI_STRUCT_(dist_op_args_t, timeout_ms);
@@ -49,8 +49,7 @@ DIST_ABI_STRUCT_(dist_rendezvous_result_t, store);
 template <typename T>
 absl::StatusOr<T> ReadCallerStruct(const T* in, const char* what) {
   if (in == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " is NULL; pass a ",
-                                                   AbiStruct<T>::kName));
+    return absl::InvalidArgumentError(absl::StrCat(what, " is NULL; pass a ", AbiStruct<T>::kName));
   }
   if (in->struct_size < AbiStruct<T>::kV1_0Size) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -64,8 +64,7 @@ class BackendComm {
   // comm_split on every rank of this communicator; on non-members
   // config.rank is -1 and the result must be nullptr. `ranks`: parent ranks,
   // ascending. Called only when the backend's has_split() is true.
-  virtual absl::StatusOr<std::unique_ptr<BackendComm>> Split(const int32_t* ranks,
-                                                             size_t num_ranks,
+  virtual absl::StatusOr<std::unique_ptr<BackendComm>> Split(const int32_t* ranks, size_t num_ranks,
                                                              const dist_comm_config_t& config) {
     return absl::UnimplementedError("comm_split is not supported by this backend");
   }
@@ -76,8 +75,8 @@ class BackendComm {
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual const char* name() const = 0;     // static, [a-z0-9_]+
-  virtual const char* version() const = 0;  // static, the plugin's own version
+  virtual const char* name() const = 0;      // static, [a-z0-9_]+
+  virtual const char* version() const = 0;   // static, the plugin's own version
   virtual const char* LibraryVersion() = 0;  // static or process-lived text
   // After the adapter remembered `host` for logging.
   virtual absl::Status Initialize(const dist_host_api_t* host) { return absl::OkStatus(); }
@@ -178,9 +177,8 @@ inline dist_error_t* CommCreate(const dist_comm_config_t* config, dist_backend_c
   });
 }
 
-inline dist_error_t* CommSplit(dist_backend_comm_t* parent, const int32_t* ranks,
-                               size_t num_ranks, const dist_comm_config_t* config,
-                               dist_backend_comm_t** out) {
+inline dist_error_t* CommSplit(dist_backend_comm_t* parent, const int32_t* ranks, size_t num_ranks,
+                               const dist_comm_config_t* config, dist_backend_comm_t** out) {
   return Guard(BackendName(), "comm_split", [&]() -> absl::Status {
     if (out == nullptr) return NullArgument("comm_split", "the output pointer");
     *out = nullptr;
@@ -300,11 +298,11 @@ inline dist_backend_plugin_t MakeBackendTable(Backend& backend) {
 // Defines the entry symbol dist_backend_plugin_v1, returning the table of a
 // process-lived `BackendClass` (default-constructible, derived from
 // dist::Backend). Use once per plugin, at file scope.
-#define DIST_EXPORT_BACKEND_PLUGIN(BackendClass)                                   \
+#define DIST_EXPORT_BACKEND_PLUGIN(BackendClass)                                     \
   extern "C" DIST_EXPORT const dist_backend_plugin_t* dist_backend_plugin_v1(void) { \
-    static BackendClass* const backend = new BackendClass();                        \
-    static const dist_backend_plugin_t table = ::dist::MakeBackendTable(*backend);  \
-    return &table;                                                                  \
+    static BackendClass* const backend = new BackendClass();                         \
+    static const dist_backend_plugin_t table = ::dist::MakeBackendTable(*backend);   \
+    return &table;                                                                   \
   }
 
 #endif  // DIST_CPP_BACKEND_ADAPTER_HPP_

@@ -62,8 +62,7 @@ inline Float16 ToFloat16(float value) {
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   const uint32_t abs_bits = bits & 0x7fffffffu;
   if (abs_bits >= 0x7f800000u) {  // inf or NaN
-    return Float16{static_cast<uint16_t>(sign | 0x7c00u |
-                                         (abs_bits > 0x7f800000u ? 0x200u : 0u))};
+    return Float16{static_cast<uint16_t>(sign | 0x7c00u | (abs_bits > 0x7f800000u ? 0x200u : 0u))};
   }
   if (abs_bits >= 0x477ff000u) {  // rounds to >= 65520: overflow to inf
     return Float16{static_cast<uint16_t>(sign | 0x7c00u)};
@@ -76,7 +75,7 @@ inline Float16 ToFloat16(float value) {
   }
   const uint32_t mantissa_odd = (abs_bits >> 13) & 1u;
   uint32_t rounded = abs_bits + 0xfffu + mantissa_odd;  // round to nearest even
-  rounded -= 112u << 23;                                 // rebias exponent
+  rounded -= 112u << 23;                                // rebias exponent
   return Float16{static_cast<uint16_t>(sign | (rounded >> 13))};
 }
 

@@ -25,17 +25,14 @@ inline bool IsBitwise(dist_reduce_op_t op) {
 // OK when `op` is defined on `dtype`; a clear error otherwise.
 inline absl::Status ValidateReduceOp(dist_dtype_t dtype, dist_reduce_op_t op) {
   if (static_cast<int>(op) < 0 || op >= DIST_REDUCE_OP_COUNT) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown reduce op ", static_cast<int>(op)));
+    return absl::InvalidArgumentError(absl::StrCat("unknown reduce op ", static_cast<int>(op)));
   }
   if (dist_dtype_size(dtype) == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown dtype ", static_cast<int>(dtype)));
+    return absl::InvalidArgumentError(absl::StrCat("unknown dtype ", static_cast<int>(dtype)));
   }
   if (IsBitwise(op) && dist_dtype_is_floating(dtype)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "reduce op ", dist_reduce_op_name(op), " is bitwise and ",
-        dist_dtype_name(dtype),
+        "reduce op ", dist_reduce_op_name(op), " is bitwise and ", dist_dtype_name(dtype),
         " is floating point; use an integer dtype or sum/product/min/max/avg"));
   }
   return absl::OkStatus();
@@ -92,8 +89,8 @@ void ReduceHalf(dist_reduce_op_t op, Half* acc, const Half* in, size_t count) {
 
 // acc[i] = acc[i] (op) in[i] for i < count. AVG sums; call FinishAverage
 // after the last rank's contribution. The op must pass ValidateReduceOp.
-inline void ReduceInto(dist_dtype_t dtype, dist_reduce_op_t op, void* acc,
-                       const void* in, size_t count) {
+inline void ReduceInto(dist_dtype_t dtype, dist_reduce_op_t op, void* acc, const void* in,
+                       size_t count) {
   switch (dtype) {
     case DIST_INT8:
       internal::ReduceTyped(op, static_cast<int8_t*>(acc), static_cast<const int8_t*>(in), count);
@@ -117,7 +114,8 @@ inline void ReduceInto(dist_dtype_t dtype, dist_reduce_op_t op, void* acc,
       internal::ReduceHalf(op, static_cast<Float16*>(acc), static_cast<const Float16*>(in), count);
       break;
     case DIST_BFLOAT16:
-      internal::ReduceHalf(op, static_cast<BFloat16*>(acc), static_cast<const BFloat16*>(in), count);
+      internal::ReduceHalf(op, static_cast<BFloat16*>(acc), static_cast<const BFloat16*>(in),
+                           count);
       break;
     default:
       break;
@@ -134,12 +132,24 @@ inline void FinishAverage(dist_dtype_t dtype, void* data, size_t count, int rank
     }
   };
   switch (dtype) {
-    case DIST_INT8: divide(static_cast<int8_t*>(data)); break;
-    case DIST_UINT8: divide(static_cast<uint8_t*>(data)); break;
-    case DIST_INT32: divide(static_cast<int32_t*>(data)); break;
-    case DIST_INT64: divide(static_cast<int64_t*>(data)); break;
-    case DIST_FLOAT32: divide(static_cast<float*>(data)); break;
-    case DIST_FLOAT64: divide(static_cast<double*>(data)); break;
+    case DIST_INT8:
+      divide(static_cast<int8_t*>(data));
+      break;
+    case DIST_UINT8:
+      divide(static_cast<uint8_t*>(data));
+      break;
+    case DIST_INT32:
+      divide(static_cast<int32_t*>(data));
+      break;
+    case DIST_INT64:
+      divide(static_cast<int64_t*>(data));
+      break;
+    case DIST_FLOAT32:
+      divide(static_cast<float*>(data));
+      break;
+    case DIST_FLOAT64:
+      divide(static_cast<double*>(data));
+      break;
     case DIST_FLOAT16: {
       auto* values = static_cast<Float16*>(data);
       for (size_t i = 0; i < count; ++i) values[i] = ToFloat16(ToFloat(values[i]) / ranks);

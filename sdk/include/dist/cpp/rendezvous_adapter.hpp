@@ -50,9 +50,10 @@ dist_error_t* Resolve(const char* url, const dist_rendezvous_hints_t* hints, int
   const char* name = RendezvousName();
   return Guard(name, "resolve", [&]() -> absl::Status {
     if (url == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, " rendezvous: the URL is NULL; pass an init method such as env:// or "
-                "tcp://host:port"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name,
+                       " rendezvous: the URL is NULL; pass an init method such as env:// or "
+                       "tcp://host:port"));
     }
     if (result == nullptr || result->struct_size < AbiStruct<dist_rendezvous_result_t>::kV1_0Size) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -61,8 +62,8 @@ dist_error_t* Resolve(const char* url, const dist_rendezvous_hints_t* hints, int
           "; set result.struct_size = sizeof(dist_rendezvous_result_t)"));
     }
     if (timeout_ms <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("rendezvous ", url, ": timeout_ms=",
-                                                     timeout_ms, "; pass a positive timeout"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rendezvous ", url, ": timeout_ms=", timeout_ms, "; pass a positive timeout"));
     }
     dist_rendezvous_hints_t read{};
     read.struct_size = sizeof(read);
@@ -111,7 +112,7 @@ const dist_rendezvous_plugin_t* RendezvousTable(const char* name, const char* co
 
 // Defines the entry symbol dist_rendezvous_plugin_v1. Use once per plugin,
 // at file scope.
-#define DIST_EXPORT_RENDEZVOUS_PLUGIN(name, schemes, resolve)                             \
+#define DIST_EXPORT_RENDEZVOUS_PLUGIN(name, schemes, resolve)                              \
   extern "C" DIST_EXPORT const dist_rendezvous_plugin_t* dist_rendezvous_plugin_v1(void) { \
     return ::dist::RendezvousTable<&resolve>(name, schemes);                               \
   }

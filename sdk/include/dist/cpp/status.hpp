@@ -14,15 +14,13 @@ namespace dist {
 inline dist_error_t* ToError(const absl::Status& status) {
   if (status.ok()) return nullptr;
   const std::string message(status.message());
-  return dist_error_new(static_cast<dist_error_code_t>(status.code()), "%s",
-                        message.c_str());
+  return dist_error_new(static_cast<dist_error_code_t>(status.code()), "%s", message.c_str());
 }
 
 // Converts an error into a status and destroys the error (takes ownership).
 inline absl::Status TakeError(dist_error_t* error) {
   if (error == nullptr) return absl::OkStatus();
-  absl::Status status(static_cast<absl::StatusCode>(error->code),
-                      error->message);
+  absl::Status status(static_cast<absl::StatusCode>(error->code), error->message);
   dist_error_destroy(error);
   return status;
 }
@@ -30,16 +28,15 @@ inline absl::Status TakeError(dist_error_t* error) {
 // Like TakeError, but leaves the error alive.
 inline absl::Status ErrorToStatus(const dist_error_t* error) {
   if (error == nullptr) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(error->code),
-                      error->message);
+  return absl::Status(static_cast<absl::StatusCode>(error->code), error->message);
 }
 
 }  // namespace dist
 
 // Returns from the enclosing function with the status when it is not OK.
-#define DIST_RETURN_IF_ERROR(expr)                  \
-  do {                                              \
-    ::absl::Status dist_status_macro_ = (expr);     \
+#define DIST_RETURN_IF_ERROR(expr)                           \
+  do {                                                       \
+    ::absl::Status dist_status_macro_ = (expr);              \
     if (!dist_status_macro_.ok()) return dist_status_macro_; \
   } while (0)
 

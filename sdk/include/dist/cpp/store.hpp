@@ -27,8 +27,8 @@ class StoreView {
   absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) const {
     void* data = nullptr;
     size_t size = 0;
-    DIST_RETURN_IF_ERROR(TakeError(store_->get(store_->ctx, key.c_str(),
-                                               absl::ToInt64Milliseconds(timeout), &data, &size)));
+    DIST_RETURN_IF_ERROR(TakeError(
+        store_->get(store_->ctx, key.c_str(), absl::ToInt64Milliseconds(timeout), &data, &size)));
     std::string value(static_cast<const char*>(data), size);
     store_->free_value(store_->ctx, data);
     return value;
@@ -45,9 +45,9 @@ class StoreView {
                                          const std::string& desired) const {
     void* data = nullptr;
     size_t size = 0;
-    DIST_RETURN_IF_ERROR(TakeError(store_->compare_set(
-        store_->ctx, key.c_str(), expected.empty() ? nullptr : expected.data(), expected.size(),
-        desired.data(), desired.size(), &data, &size)));
+    DIST_RETURN_IF_ERROR(TakeError(
+        store_->compare_set(store_->ctx, key.c_str(), expected.empty() ? nullptr : expected.data(),
+                            expected.size(), desired.data(), desired.size(), &data, &size)));
     std::string value(static_cast<const char*>(data), size);
     store_->free_value(store_->ctx, data);
     return value;
@@ -68,8 +68,8 @@ class StoreView {
 
   absl::Status Wait(const std::vector<std::string>& keys, absl::Duration timeout) const {
     std::vector<const char*> raw = CStrings(keys);
-    return TakeError(store_->wait(store_->ctx, raw.data(), raw.size(),
-                                  absl::ToInt64Milliseconds(timeout)));
+    return TakeError(
+        store_->wait(store_->ctx, raw.data(), raw.size(), absl::ToInt64Milliseconds(timeout)));
   }
 
   absl::StatusOr<int64_t> NumKeys() const {

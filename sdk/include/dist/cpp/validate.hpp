@@ -64,8 +64,8 @@ inline const dist_buffer_t* BufferOffDevice(dist_collective_t kind, const dist_o
 // UNIMPLEMENTED when a buffer `kind` uses on `rank` is not on `device`, as
 // "<plugin>: <op> got a cuda:0 send buffer, but <takes>; <fix>".
 inline absl::Status RequireDevice(dist_collective_t kind, const dist_op_args_t& args, int rank,
-                                  dist_device_type_t device, const char* plugin,
-                                  const char* takes, const char* fix) {
+                                  dist_device_type_t device, const char* plugin, const char* takes,
+                                  const char* fix) {
   const char* which = nullptr;
   const dist_buffer_t* off = BufferOffDevice(kind, args, rank, device, &which);
   if (off == nullptr) return absl::OkStatus();
@@ -82,8 +82,8 @@ inline absl::Status CheckBuffer(const char* op, const char* which, const dist_bu
                                                    static_cast<int>(buffer.dtype)));
   }
   if (buffer.count > 0 && buffer.data == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", which, " buffer is NULL with count ",
-                                                   buffer.count));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", which, " buffer is NULL with count ", buffer.count));
   }
   if (static_cast<int>(buffer.device.type) < 0 || buffer.device.type >= DIST_DEVICE_TYPE_COUNT) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": ", which, " buffer has unknown device ",
@@ -106,8 +106,8 @@ inline absl::Status CheckCountTimes(const char* op, const char* which, uint64_t 
                                     const char* rule) {
   uint64_t expected = 0;
   if (__builtin_mul_overflow(base, world, &expected)) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", base_name, " count ", base,
-                                                   " x world size ", world, " overflows"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", base_name, " count ", base, " x world size ", world, " overflows"));
   }
   return CheckCount(op, which, actual, expected, rule);
 }
@@ -120,8 +120,8 @@ inline absl::Status ValidateOpArgs(dist_collective_t kind, const dist_op_args_t&
   const char* op = dist_collective_name(kind);
   const uint64_t w = static_cast<uint64_t>(world_size);
   if (IsRooted(kind) && (args.root < 0 || args.root >= world_size)) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": root ", args.root,
-                                                   " is outside [0, ", world_size, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": root ", args.root, " is outside [0, ", world_size, ")"));
   }
   if ((kind == DIST_COLL_SEND || kind == DIST_COLL_RECV) &&
       (args.peer < 0 || args.peer >= world_size || args.peer == rank)) {
@@ -138,9 +138,9 @@ inline absl::Status ValidateOpArgs(dist_collective_t kind, const dist_op_args_t&
   if (uses_recv) DIST_RETURN_IF_ERROR(internal::CheckBuffer(op, "recv", args.recv));
   if (uses_send && uses_recv) {
     if (args.send.dtype != args.recv.dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op, ": send dtype ", dist_dtype_name(args.send.dtype), " differs from recv dtype ",
-          dist_dtype_name(args.recv.dtype)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": send dtype ", dist_dtype_name(args.send.dtype),
+                       " differs from recv dtype ", dist_dtype_name(args.recv.dtype)));
     }
     if (args.send.device.type != args.recv.device.type ||
         args.send.device.index != args.recv.device.index) {
@@ -158,8 +158,8 @@ inline absl::Status ValidateOpArgs(dist_collective_t kind, const dist_op_args_t&
   const bool multiplies = kind == DIST_COLL_ALL_GATHER || kind == DIST_COLL_GATHER ||
                           kind == DIST_COLL_SCATTER || kind == DIST_COLL_REDUCE_SCATTER;
   if (multiplies && per_rank > UINT64_MAX / w) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": count ", per_rank, " times world size ",
-                                                   world_size, " overflows"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": count ", per_rank, " times world size ", world_size, " overflows"));
   }
   switch (kind) {
     case DIST_COLL_ALL_REDUCE:
@@ -196,11 +196,10 @@ inline absl::Status ValidateOpArgs(dist_collective_t kind, const dist_op_args_t&
                                        "recv count x world size");
     case DIST_COLL_ALL_TO_ALL:
       if (args.send.count % w != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            op, ": send count ", args.send.count, " is not a multiple of the world size ", w));
+        return absl::InvalidArgumentError(absl::StrCat(op, ": send count ", args.send.count,
+                                                       " is not a multiple of the world size ", w));
       }
-      return internal::CheckCount(op, "recv", args.recv.count, args.send.count,
-                                  "equal to send");
+      return internal::CheckCount(op, "recv", args.recv.count, args.send.count, "equal to send");
     default:
       return absl::OkStatus();
   }
