@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds everything and
 # runs the whole test suite (GPU tests skip with their reason without a GPU),
-# then the fuzz targets (tools/dev/fuzz.sh) and a part of the suite again
-# under AddressSanitizer. Ends with one line "tests: N passed, N failed" that
-# counts every run (a test counts once per configuration).
+# then a part of the suite again under AddressSanitizer, the fuzz targets
+# (tools/dev/fuzz.sh) and the format check (tools/dev/format.sh --check).
+# Ends with one line "tests: N passed, N failed" that counts every run (a
+# test counts once per configuration).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -39,6 +40,15 @@ rm -f "$log"
 # The libFuzzer targets of tests/fuzz (clang-14, outside Bazel), ~20 s each,
 # after replaying every saved crash; one test in the count.
 if FUZZ_SECONDS="${DIST_FUZZ_SECONDS:-20}" bash tools/dev/fuzz.sh; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+  status=1
+fi
+# Every tracked C/C++ file is formatted with the root .clang-format
+# (clang-format-14); one test in the count.
+if bash tools/dev/format.sh --check; then
+  echo "format: every C/C++ file is formatted"
   passed=$((passed + 1))
 else
   failed=$((failed + 1))
