@@ -126,15 +126,29 @@ absl::Status Register(Segment& segment, const dist_comm_config_t& config, const 
   return waiter.Wait(ready, pending, context);
 }
 
+// How many CPUs the job's ranks may run on, as far as one rank can tell: its
+// own affinity, or its launcher's where that is wider. Launchers such as
+// mpirun bind each rank to a core of its own (an affinity of 1 CPU), which
+// says nothing about crowding; a job confined as a whole (taskset or a
+// cpuset around the launcher) shows in the launcher's affinity too.
+int JobCpus() {
+  int widest = 0;
+  for (pid_t pid : {getpid(), getppid()}) {
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    if (sched_getaffinity(pid, sizeof(cpus), &cpus) == 0) {
+      widest = std::max(widest, CPU_COUNT(&cpus));
+    }
+  }
+  return widest;
+}
+
 }  // namespace
 
 absl::StatusOr<Tuning> ParseTuning(const dist_comm_config_t& config) {
   Tuning tuning;
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && config.world_size > CPU_COUNT(&cpus)) {
-    tuning.spin = absl::ZeroDuration();
-  }
+  const int cpus = JobCpus();
+  if (cpus > 0 && config.world_size > cpus) tuning.spin = absl::ZeroDuration();
   for (size_t i = 0; i < config.num_options; ++i) {
     const dist_kv_t& kv = config.options[i];
     if (kv.key == nullptr || kv.value == nullptr || !absl::StartsWith(kv.key, "shm.")) continue;

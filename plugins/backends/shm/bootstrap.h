@@ -19,8 +19,10 @@ struct Tuning {
   uint64_t slot_bytes = 0;  // 0: by world size
   uint64_t ring_bytes = 0;  // 0: by world size
   // Spin before sleeping on the futex; by default 50 us, or none when the
-  // ranks outnumber the CPUs this process may run on (a spinning rank would
-  // then hold the CPU the peer it waits for needs). shm.spin_us overrides.
+  // ranks outnumber the CPUs the job may run on (this process's affinity or
+  // its launcher's, whichever is wider: mpirun binds each rank to one core);
+  // a spinning rank would then hold the CPU the peer it waits for needs.
+  // shm.spin_us overrides.
   absl::Duration spin = absl::Microseconds(50);
   // shm.inline_wait=0: every operation runs on the worker thread.
   bool inline_wait = true;
