@@ -79,14 +79,8 @@ int main(int argc, char** argv) {
   limits.max_buffered_bytes = absl::GetFlag(FLAGS_max_buffered_bytes);
   limits.max_store_bytes = absl::GetFlag(FLAGS_max_store_bytes);
   limits.max_log_lines = absl::GetFlag(FLAGS_max_log_lines);
-  if (limits.max_pending_connections < 1 || limits.max_connections < 1 ||
-      limits.handshake_timeout <= absl::ZeroDuration() ||
-      limits.stall_timeout <= absl::ZeroDuration() || limits.max_request_bytes < 1024 ||
-      limits.max_keys_per_request < 1 || limits.max_buffered_bytes < 64 * 1024 ||
-      limits.max_log_lines < 0) {
-    fprintf(stderr,
-            "dist_store_server: a limit is out of range: connections and keys >= 1, "
-            "timeouts > 0, --max_request_bytes >= 1024, --max_buffered_bytes >= 65536\n");
+  if (absl::Status checked = dist::store::CheckLimits(limits); !checked.ok()) {
+    fprintf(stderr, "dist_store_server: %s (see --help)\n", std::string(checked.message()).c_str());
     return 2;
   }
   if (options.token.empty()) {

@@ -1321,6 +1321,7 @@ void TcpStoreServer::Loop::DrainResumed() {
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
     TcpStoreServerOptions options) {
+  if (absl::Status limits = CheckLimits(options.limits); !limits.ok()) return limits;
   std::unique_ptr<TcpStoreServer> server(new TcpStoreServer());
   server->loop_ = std::make_unique<Loop>(server.get(), std::move(options));
   absl::Status listening = server->loop_->Listen();

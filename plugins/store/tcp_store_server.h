@@ -24,37 +24,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "plugins/store/protocol.h"
+#include "plugins/store/server_limits.h"
 
 namespace dist::store {
-
-// Every bound of the server. The defaults serve a job of 8,192 ranks with
-// room to spare; each is an option of dist_store_server too.
-struct TcpStoreServerLimits {
-  // Connections that have not proved the token yet. When full, the oldest
-  // is dropped for the newcomer, so idle strangers cannot lock ranks out.
-  int max_pending_connections = 16384;
-  // Authenticated connections (a rank holds one, plus one per thread
-  // blocked in a get).
-  int max_connections = 65536;
-  // A connection that has not completed the handshake by then is dropped.
-  absl::Duration handshake_timeout = absl::Seconds(5);
-  // A request must arrive whole within this time of its first byte, and a
-  // reply must be taken by the client within it (slow readers and writers).
-  absl::Duration stall_timeout = absl::Seconds(10);
-  // The largest request. A larger one (up to the protocol's 2 x 64 MiB) is
-  // skipped unread and answered with RESOURCE_EXHAUSTED naming this option.
-  size_t max_request_bytes = 16 * 1024 * 1024;
-  // Keys in one check/wait.
-  size_t max_keys_per_request = 65536;
-  // All bytes held for clients together: partial requests, parked
-  // requests' keys and unsent replies. Past it the server reads from no one
-  // until it drains.
-  size_t max_buffered_bytes = 32 * 1024 * 1024;
-  // Keys plus values stored; a set beyond it is RESOURCE_EXHAUSTED.
-  size_t max_store_bytes = size_t{1} << 30;
-  // Refusals and drops logged per 10 s; the rest are counted in one line.
-  int max_log_lines = 10;
-};
 
 struct TcpStoreServerOptions {
   // Address to listen on: an IP literal or a host name; "" listens on every

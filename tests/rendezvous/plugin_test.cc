@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -51,6 +52,53 @@ class PluginTest : public ::testing::Test {
   void SetUp() override { testing::ClearLauncherEnv(); }
   void TearDown() override { testing::ClearLauncherEnv(); }
 };
+
+// rank 0 of a one-rank tcp:// job whose hints carry `options`.
+absl::StatusOr<std::unique_ptr<Resolved>> ResolveWithOptions(
+    const std::vector<std::pair<std::string, std::string>>& options) {
+  absl::StatusOr<const dist_rendezvous_plugin_t*> plugin = testing::LoadPlugin("tcp");
+  if (!plugin.ok()) return plugin.status();
+  std::vector<dist_kv_t> kv;
+  for (const auto& [key, value] : options) kv.push_back({key.c_str(), value.c_str()});
+  dist_rendezvous_hints_t hints = {sizeof(hints), -1, -1, kv.data(), kv.size()};
+  auto resolved = std::make_unique<Resolved>();
+  resolved->result.struct_size = sizeof(dist_rendezvous_result_t);
+  const std::string url =
+      absl::StrCat("tcp://127.0.0.1:", testing::FreePort(), "?rank=0&world_size=1");
+  absl::Status status = TakeError((*plugin)->resolve(url.c_str(), &hints, 3000, &resolved->result));
+  if (!status.ok()) return status;
+  return resolved;
+}
+
+TEST_F(PluginTest, StoreLimitsAreOptionsOfTheServerRankZeroHosts) {
+  // A store of 2 KiB: a 4 KiB value is refused naming the limit, a small one fits.
+  auto small = ResolveWithOptions({{"store.max_store_bytes", "2048"}, {"gloo.ifname", "lo"}});
+  ASSERT_TRUE(small.ok()) << small.status();
+  dist_store_t* store = (*small)->result.store;
+  const std::string big(4096, 'x');
+  absl::Status refused = TakeError(store->set(store->ctx, "big", big.data(), big.size()));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "max_store_bytes")) << refused;
+  EXPECT_TRUE(TakeError(store->set(store->ctx, "small", "v", 1)).ok());
+
+  struct Bad {
+    std::string key, value, expect;
+  };
+  for (const Bad& bad : {
+           Bad{"store.max_connections", "0", "store limit max_connections is out of range"},
+           Bad{"store.max_store_bytes", "lots", "store limit max_store_bytes='lots' is not"},
+           Bad{"store.handshake_timeout", "soon", "handshake_timeout='soon' is not a duration"},
+           Bad{"store.max_conections", "5", "unknown store limit 'max_conections'"},
+       }) {
+    auto resolved = ResolveWithOptions({{bad.key, bad.value}});
+    ASSERT_FALSE(resolved.ok()) << bad.key;
+    EXPECT_EQ(resolved.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(resolved.status().message(), bad.expect))
+        << "want '" << bad.expect << "' in: " << resolved.status().message();
+    EXPECT_TRUE(absl::StrContains(resolved.status().message(), "tcp://127.0.0.1:"))
+        << resolved.status().message();
+  }
+}
 
 TEST_F(PluginTest, TablesAreWellFormed) {
   for (const std::string name : {"env", "tcp", "file"}) {

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "dist/cpp/host_log.hpp"
 #include "plugins/rendezvous/common/plugin_support.h"
 #include "plugins/rendezvous/common/ranks.h"
@@ -51,6 +52,24 @@ std::string Reporter(int rank) {
 
 }  // namespace
 
+absl::StatusOr<store::TcpStoreServerLimits> StoreLimits(const dist_rendezvous_hints_t* hints) {
+  store::TcpStoreServerLimits limits;
+  for (size_t i = 0; hints != nullptr && i < hints->num_options; ++i) {
+    const dist_kv_t& option = hints->options[i];
+    if (option.key == nullptr || option.value == nullptr) continue;
+    absl::string_view name = option.key;
+    if (!absl::ConsumePrefix(&name, "store.")) continue;
+    if (absl::Status set = store::SetLimit(&limits, name, option.value); !set.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("option ", option.key, ": ", set.message()));
+    }
+  }
+  if (absl::Status checked = store::CheckLimits(limits); !checked.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(checked.message(), " (from the options store.<name>)"));
+  }
+  return limits;
+}
+
 absl::StatusOr<dist_store_t*> OpenTcpStore(const TcpRendezvousConfig& config) {
   store::TcpStoreClientOptions client_options;
   client_options.host = config.host;
@@ -65,6 +84,7 @@ absl::StatusOr<dist_store_t*> OpenTcpStore(const TcpRendezvousConfig& config) {
     server_options.bind_host = BindHost(config);
     server_options.port = config.port;
     server_options.token = config.token;
+    server_options.limits = config.limits;
     // This server serves this job only: once a rank's rendezvous failed, it
     // tells late ranks why instead of letting them join one that is over.
     server_options.keep_failures = true;
@@ -139,6 +159,9 @@ absl::Status ResolveOverTcpStore(const Url& url, const Query& query,
   config.bind = query.Get("bind");
   config.token = StoreToken(hints);
   config.timeout = absl::Milliseconds(timeout_ms);
+  absl::StatusOr<store::TcpStoreServerLimits> limits = StoreLimits(hints);
+  if (!limits.ok()) return WithUrl(url.text, limits.status());
+  config.limits = *limits;
   absl::StatusOr<dist_store_t*> store = OpenTcpStore(config);
   if (!store.ok()) return store.status();
   FillResult(*ranks, *store, result);

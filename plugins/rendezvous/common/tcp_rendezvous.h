@@ -13,6 +13,7 @@
 #include "dist/rendezvous_plugin.h"
 #include "dist/store.h"
 #include "plugins/rendezvous/common/url.h"
+#include "plugins/store/server_limits.h"
 
 namespace dist::rendezvous {
 
@@ -28,10 +29,17 @@ struct TcpRendezvousConfig {
   std::optional<std::string> bind;
   std::string token;
   absl::Duration timeout;
+  // For the server rank 0 hosts (StoreLimits: the options "store.<name>").
+  store::TcpStoreServerLimits limits;
   // Rank 0, once its server listens: told the address the others should
   // use (mpi:// broadcasts it). Its error fails the rendezvous.
   std::function<absl::Status(const std::string& host, int port)> announce;
 };
+
+// The limits of the server rank 0 hosts: the defaults, changed by the hint
+// options "store.<name>" (config file table [store], e.g. max_connections =
+// 100000); an unknown name or a bad value is an error naming it.
+absl::StatusOr<store::TcpStoreServerLimits> StoreLimits(const dist_rendezvous_hints_t* hints);
 
 // A store owned by the caller. For rank 0 its release lets the server
 // linger (up to the timeout) until every other rank has disconnected.

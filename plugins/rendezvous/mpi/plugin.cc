@@ -122,6 +122,13 @@ absl::Status ResolveMpi(const char* text, const dist_rendezvous_hints_t* hints, 
       }
     }
     config.port = 0;  // the kernel picks a free one
+    absl::StatusOr<store::TcpStoreServerLimits> limits = StoreLimits(hints);
+    if (!limits.ok()) {
+      std::string message = absl::StrCat(kError, limits.status().message());
+      (void)mpi::Broadcast(&message, deadline);
+      return limits.status();
+    }
+    config.limits = *limits;
     bool announced = false;
     config.announce = [&](const std::string& host, int port) -> absl::Status {
       announced = true;
