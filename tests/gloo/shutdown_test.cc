@@ -3,9 +3,7 @@
 // dist_destroy returns within about a second instead of waiting out another
 // whole timeout (rank 0's store used to linger for its stopped client).
 // Real core, real gloo, real tcp:// rendezvous on loopback.
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,27 +15,13 @@
 #include "absl/time/clock.h"
 #include "dist/dist.h"
 #include "gtest/gtest.h"
+#include "tools/common/free_port.h"
 
 namespace {
 
 constexpr int kWorld = 3;
 constexpr int kStopped = 2;
 constexpr int64_t kTimeoutMs = 10000;
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return -1;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 int RunRank(int rank, int port, const std::string& backend) {
   const std::string url =
@@ -71,12 +55,12 @@ int RunRank(int rank, int port, const std::string& backend) {
 }
 
 void ExpectBoundedShutdown(const std::string& backend) {
-  const int port = FreePort();
-  ASSERT_GT(port, 0);
+  const absl::StatusOr<int> port = dist::PickFreePort();
+  ASSERT_TRUE(port.ok()) << port.status();
   std::vector<pid_t> pids;
   for (int rank = 0; rank < kWorld; ++rank) {
     const pid_t pid = fork();
-    if (pid == 0) _exit(RunRank(rank, port, backend));
+    if (pid == 0) _exit(RunRank(rank, *port, backend));
     pids.push_back(pid);
   }
   for (int rank = 0; rank < kWorld; ++rank) {
