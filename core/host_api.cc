@@ -28,15 +28,19 @@ dist_error_t* HostStoreWithPrefix(const dist_store_t* base, const char* prefix,
 }  // namespace
 
 const dist_host_api_t* HostApi() {
-  static const dist_host_api_t api = {
-      sizeof(dist_host_api_t),
-      DIST_BACKEND_ABI_MAJOR,
-      DIST_BACKEND_ABI_MINOR,
-      kCoreVersion,
-      HostLog,
-      HostLogEnabled,
-      HostStoreWithPrefix,
-  };
+  // Field by field over a zeroed table (sdk/ABI.md): a field appended later
+  // cannot be filled into the wrong slot.
+  static const dist_host_api_t api = [] {
+    dist_host_api_t table{};
+    table.struct_size = sizeof(dist_host_api_t);
+    table.abi_major = DIST_BACKEND_ABI_MAJOR;
+    table.abi_minor = DIST_BACKEND_ABI_MINOR;
+    table.core_version = kCoreVersion;
+    table.log = HostLog;
+    table.log_enabled = HostLogEnabled;
+    table.store_with_prefix = HostStoreWithPrefix;
+    return table;
+  }();
   return &api;
 }
 
