@@ -149,12 +149,18 @@ class Rewriter {
           line_ = first_line;
           return Error("a string that never ends; close its quote");
         }
-        if (static_cast<unsigned char>(text_[i_ + 1]) >= 0x80) {
+        // The escaped character is checked like any other (UTF-8, control
+        // characters), and must be ASCII to be an escape at all.
+        ++i_;
+        char32_t escaped;
+        size_t length;
+        if (absl::Status s = Next(&escaped, &length); !s.ok()) return s;
+        if (escaped >= 0x80) {
           return Error("a backslash before a non-ASCII character is not an escape");
         }
-        if (text_[i_ + 1] == '\n') ++line_;
-        add(text_.substr(i_, 2), text_.substr(i_, 2));
-        i_ += 2;
+        if (escaped == '\n') ++line_;
+        add(text_.substr(i_ - 1, 2), text_.substr(i_ - 1, 2));
+        ++i_;
         continue;
       }
       char32_t character;

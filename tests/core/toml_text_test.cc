@@ -77,6 +77,8 @@ TEST(TomlTextTest, RefusesWhatTomlRefusesWithTheLine) {
             std::string::npos);
   EXPECT_NE(Refusal("a = \"x\\").find("never ends"), std::string::npos);
   EXPECT_NE(Refusal("a = \"\\\xce\xbe\"\n").find("not an escape"), std::string::npos);
+  EXPECT_NE(Refusal(std::string("a = \"\\\0\"\n", 8)).find("control character 0x00"),
+            std::string::npos);  // an escaped NUL is still a NUL
   EXPECT_NE(Refusal("a = '''x''''''\n").find("too many quotes"), std::string::npos);
 }
 
