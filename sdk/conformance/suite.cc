@@ -92,7 +92,7 @@ absl::Status StartAndWait(Comm& comm, dist_collective_t coll, const dist_op_args
 
 absl::StatusOr<std::unique_ptr<DeviceBuffer>> Filled(dist_device_t device, size_t bytes,
                                                      unsigned char pattern) {
-  absl::StatusOr<std::unique_ptr<DeviceBuffer>> buffer = Allocate(device, bytes);
+  absl::StatusOr<std::unique_ptr<DeviceBuffer>> buffer = DeviceBuffer::Allocate(device, bytes);
   if (buffer.ok()) std::fill((*buffer)->host().begin(), (*buffer)->host().end(), pattern);
   return buffer;
 }
@@ -227,7 +227,7 @@ Suite::Suite(Comm& comm, const LoadedPlugin& plugin, const SuiteOptions& options
   device_ = dist_cpu();
   if ((plugin_.caps.device_types & (1u << DIST_DEVICE_CPU)) == 0) {
     absl::StatusOr<int> count = CudaDeviceCount();
-    device_ = dist_cuda(count.ok() ? comm_.rank() % *count : 0);
+    device_ = dist_cuda(count.ok() && *count > 0 ? comm_.rank() % *count : 0);
   }
 }
 

@@ -14,8 +14,8 @@
 
 #include "absl/status/status.h"
 #include "sdk/conformance/comm.h"
-#include "sdk/conformance/memory.h"
 #include "sdk/conformance/report.h"
+#include "tools/common/device_memory.h"
 
 namespace dist::conformance {
 

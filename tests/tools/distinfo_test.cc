@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/tools/subprocess.h"
-#include "tools/distinfo/device_memory.h"
+#include "tools/common/device_memory.h"
 
 namespace dist::testing {
 namespace {
@@ -53,7 +53,7 @@ const json* FindNamed(const json& list, const std::string& name) {
 
 // Whether this machine can run NCCL at all (a driver and a device).
 bool HaveCudaDevice() {
-  absl::StatusOr<int> count = distinfo::CudaDeviceCount();
+  absl::StatusOr<int> count = dist::CudaDeviceCount();
   return count.ok() && *count > 0;
 }
 

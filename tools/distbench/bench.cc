@@ -8,7 +8,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "dist/cpp/status.hpp"
-#include "tools/distbench/device_memory.h"
+#include "tools/common/device_memory.h"
 #include "tools/distbench/dist_ops.h"
 #include "tools/distbench/group_util.h"
 #include "tools/distbench/pattern.h"
@@ -16,17 +16,17 @@
 namespace distbench {
 namespace {
 
+using dist::DeviceBuffer;
 using RunFn = std::function<absl::Status()>;
 
 // Runs the case once on poisoned output and counts wrong elements here.
-absl::StatusOr<int64_t> CheckOnce(const Case& c, DeviceBuffer& recv, const RunFn& run,
-                                  dist_device_t device) {
-  DIST_RETURN_IF_ERROR(recv.CopyFromHost(MakePoisonedRecv(c)));
+absl::StatusOr<int64_t> CheckOnce(const Case& c, DeviceBuffer& recv, const RunFn& run) {
+  const std::vector<char> poisoned = MakePoisonedRecv(c);
+  DIST_RETURN_IF_ERROR(recv.CopyIn(poisoned.data(), poisoned.size()));
   DIST_RETURN_IF_ERROR(run());
-  DIST_RETURN_IF_ERROR(SynchronizeDevice(device));
-  absl::StatusOr<std::vector<char>> host = recv.CopyToHost();
-  if (!host.ok()) return host.status();
-  return CountWrong(c, *host);
+  std::vector<char> host(recv.bytes());
+  DIST_RETURN_IF_ERROR(recv.CopyOut(host.data(), host.size()));  // waits for the device
+  return CountWrong(c, host);
 }
 
 // Seconds per iteration of one timed block on this rank.
@@ -35,7 +35,7 @@ absl::StatusOr<double> TimeBlock(int iters, const RunFn& run, const RunFn& barri
   DIST_RETURN_IF_ERROR(barrier());
   const absl::Time start = absl::Now();
   for (int i = 0; i < iters; ++i) DIST_RETURN_IF_ERROR(run());
-  DIST_RETURN_IF_ERROR(SynchronizeDevice(device));
+  DIST_RETURN_IF_ERROR(dist::SynchronizeDevice(device));
   return absl::ToDoubleSeconds(absl::Now() - start) / iters;
 }
 
@@ -57,7 +57,8 @@ absl::StatusOr<Row> Bench::Run(const Case& c) {
   absl::StatusOr<std::unique_ptr<DeviceBuffer>> recv =
       DeviceBuffer::Allocate(device, c.recv_count() * c.element_size());
   if (!recv.ok()) return recv.status();
-  DIST_RETURN_IF_ERROR((*send)->CopyFromHost(MakeSendData(c)));
+  const std::vector<char> send_data = MakeSendData(c);
+  DIST_RETURN_IF_ERROR((*send)->CopyIn(send_data.data(), send_data.size()));
   void* s = (*send)->data();
   void* r = (*recv)->data();
 
@@ -86,14 +87,14 @@ absl::StatusOr<Row> Bench::Run(const Case& c) {
 
   // Correctness, on both sides (every raw variant), before anything is timed.
   if (options_.check) {
-    absl::StatusOr<int64_t> wrong = CheckOnce(c, **recv, plugin, device);
+    absl::StatusOr<int64_t> wrong = CheckOnce(c, **recv, plugin);
     if (!wrong.ok()) return wrong.status();
     absl::StatusOr<double> total = AllReduceDouble(pg_, device, *wrong, DIST_SUM);
     if (!total.ok()) return total.status();
     row.plugin.wrong = static_cast<int64_t>(*total);
     int64_t raw_wrong_total = 0;
     for (const RunFn& raw : raws) {
-      absl::StatusOr<int64_t> raw_wrong = CheckOnce(c, **recv, raw, device);
+      absl::StatusOr<int64_t> raw_wrong = CheckOnce(c, **recv, raw);
       if (!raw_wrong.ok()) return raw_wrong.status();
       absl::StatusOr<double> raw_total = AllReduceDouble(pg_, device, *raw_wrong, DIST_SUM);
       if (!raw_total.ok()) return raw_total.status();

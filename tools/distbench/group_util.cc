@@ -5,11 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "dist/cpp/status.hpp"
-#include "tools/distbench/device_memory.h"
+#include "tools/common/device_memory.h"
 
 namespace distbench {
 
 namespace {
+using dist::DeviceBuffer;
 constexpr size_t kMaxString = 1024;
 }  // namespace
 
@@ -22,12 +23,11 @@ absl::StatusOr<std::string> BroadcastString(dist_process_group_t* pg, dist_devic
   std::memcpy(host.data(), value.data(), value.size());
   absl::StatusOr<std::unique_ptr<DeviceBuffer>> buffer = DeviceBuffer::Allocate(device, kMaxString);
   if (!buffer.ok()) return buffer.status();
-  DIST_RETURN_IF_ERROR((*buffer)->CopyFromHost(host));
+  DIST_RETURN_IF_ERROR((*buffer)->CopyIn(host.data(), host.size()));
   const dist_buffer_t b = dist_make_buffer((*buffer)->data(), kMaxString, DIST_UINT8, device);
   DIST_RETURN_IF_ERROR(dist::TakeError(dist_broadcast(pg, &b, &b, 0, nullptr)));
-  absl::StatusOr<std::vector<char>> out = (*buffer)->CopyToHost();
-  if (!out.ok()) return out.status();
-  return std::string(out->data(), strnlen(out->data(), kMaxString));
+  DIST_RETURN_IF_ERROR((*buffer)->CopyOut(host.data(), host.size()));
+  return std::string(host.data(), strnlen(host.data(), kMaxString));
 }
 
 absl::StatusOr<std::vector<double>> AllReduceDoubles(dist_process_group_t* pg, dist_device_t device,
@@ -36,15 +36,11 @@ absl::StatusOr<std::vector<double>> AllReduceDoubles(dist_process_group_t* pg, d
   const size_t bytes = values.size() * sizeof(double);
   absl::StatusOr<std::unique_ptr<DeviceBuffer>> buffer = DeviceBuffer::Allocate(device, bytes);
   if (!buffer.ok()) return buffer.status();
-  std::vector<char> host(bytes);
-  if (bytes > 0) std::memcpy(host.data(), values.data(), bytes);
-  DIST_RETURN_IF_ERROR((*buffer)->CopyFromHost(host));
+  DIST_RETURN_IF_ERROR((*buffer)->CopyIn(values.data(), bytes));
   const dist_buffer_t b = dist_make_buffer((*buffer)->data(), values.size(), DIST_FLOAT64, device);
   DIST_RETURN_IF_ERROR(dist::TakeError(dist_all_reduce(pg, &b, &b, op, nullptr)));
-  absl::StatusOr<std::vector<char>> out = (*buffer)->CopyToHost();
-  if (!out.ok()) return out.status();
   std::vector<double> result(values.size());
-  if (bytes > 0) std::memcpy(result.data(), out->data(), bytes);
+  DIST_RETURN_IF_ERROR((*buffer)->CopyOut(result.data(), bytes));
   return result;
 }
 

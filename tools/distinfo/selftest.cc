@@ -12,8 +12,8 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
+#include "tools/common/device_memory.h"
 #include "tools/common/free_port.h"
-#include "tools/distinfo/device_memory.h"
 #include "tools/distinfo/process_group.h"
 #include "tools/distrun/job.h"
 

@@ -17,7 +17,7 @@
 #include "dist/dist.h"
 #include "dist/registry.h"
 #include "nlohmann/json.hpp"
-#include "tools/distinfo/device_memory.h"
+#include "tools/common/device_memory.h"
 #include "tools/distinfo/selftest.h"
 
 namespace dist::distinfo {
@@ -121,23 +121,30 @@ class Worker {
     if (!device.ok()) return device.status();
     device_ = *device;
     report_["device"] = absl::StrCat(dist_device_type_name(device_.type), ":", device_.index);
-    absl::StatusOr<std::unique_ptr<DeviceMemory>> memory = DeviceMemory::For(device_);
-    if (!memory.ok()) return memory.status();
-    memory_ = std::move(*memory);
     return absl::OkStatus();
   }
 
   absl::StatusOr<dist_buffer_t> Upload(const std::vector<float>& host) {
-    absl::StatusOr<void*> data = memory_->Allocate(host.size() * sizeof(float));
-    if (!data.ok()) return data.status();
-    DIST_RETURN_IF_ERROR(memory_->CopyIn(*data, host.data(), host.size() * sizeof(float)));
-    return dist_make_buffer(*data, host.size(), DIST_FLOAT32, device_);
+    absl::StatusOr<std::unique_ptr<DeviceBuffer>> buffer =
+        DeviceBuffer::Allocate(device_, host.size() * sizeof(float));
+    if (!buffer.ok()) return buffer.status();
+    DIST_RETURN_IF_ERROR((*buffer)->CopyIn(host.data(), host.size() * sizeof(float)));
+    buffers_.push_back(*std::move(buffer));
+    return dist_make_buffer(buffers_.back()->data(), host.size(), DIST_FLOAT32, device_);
+  }
+
+  // The buffer of Upload that `data` points into.
+  DeviceBuffer& BufferAt(const void* data) {
+    for (const std::unique_ptr<DeviceBuffer>& b : buffers_) {
+      if (b->data() == data) return *b;
+    }
+    return *buffers_.back();
   }
 
   absl::Status Check(const char* what, const dist_buffer_t& buffer,
                      const std::function<float(uint64_t)>& expected) {
     std::vector<float> got(buffer.count);
-    DIST_RETURN_IF_ERROR(memory_->CopyOut(got.data(), buffer.data, got.size() * sizeof(float)));
+    DIST_RETURN_IF_ERROR(BufferAt(buffer.data).CopyOut(got.data(), got.size() * sizeof(float)));
     for (uint64_t i = 0; i < got.size(); ++i) {
       if (got[i] != expected(i)) {
         return absl::DataLossError(absl::StrCat(what, " gave a wrong result: element ", i, " is ",
@@ -176,7 +183,7 @@ class Worker {
   int rank_ = -1, world_ = 0;
   dist_process_group_t* group_ = nullptr;
   dist_device_t device_ = dist_cpu();
-  std::unique_ptr<DeviceMemory> memory_;
+  std::vector<std::unique_ptr<DeviceBuffer>> buffers_;  // of Upload, freed at the end
   nlohmann::json report_;
   bool wrong_result_only_ = true;  // every failure so far was a wrong result
 };
