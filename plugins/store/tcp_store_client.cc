@@ -215,7 +215,9 @@ absl::Status TcpStoreClient::Handshake(Connection& connection, absl::Time deadli
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Acquire(absl::Time deadline) {
+absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Acquire(absl::Time deadline,
+                                                                    bool* pooled) {
+  *pooled = true;
   {
     absl::MutexLock lock(&mu_);
     while (!idle_.empty()) {
@@ -227,16 +229,34 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Acquire(absl::Time d
       return connection;
     }
   }
+  *pooled = false;
   return Open(deadline);
 }
 
 absl::StatusOr<std::string> TcpStoreClient::Call(std::string frame, absl::Time deadline) {
-  absl::StatusOr<std::unique_ptr<Connection>> connection = Acquire(deadline);
+  bool pooled = false;
+  absl::StatusOr<std::unique_ptr<Connection>> connection = Acquire(deadline, &pooled);
   if (!connection.ok()) return connection.status();
-  absl::Status sent = (*connection)->SendAll(frame, deadline);
-  absl::StatusOr<std::string> response =
-      sent.ok() ? (*connection)->ReceiveFrame(protocol::kMaxFrameBytes, deadline)
-                : absl::StatusOr<std::string>(sent);
+  auto exchange = [&frame, deadline](Connection& over) {
+    absl::Status sent = over.SendAll(frame, deadline);
+    return sent.ok() ? over.ReceiveFrame(protocol::kMaxFrameBytes, deadline)
+                     : absl::StatusOr<std::string>(sent);
+  };
+  const uint64_t received = (*connection)->bytes_received();
+  absl::StatusOr<std::string> response = exchange(**connection);
+  if (!response.ok() && pooled && !absl::IsDeadlineExceeded(response.status()) &&
+      (*connection)->closed_by_peer() && (*connection)->bytes_received() == received) {
+    // The server closed this pooled connection as idle (it evicts idle
+    // ones when it is full) while the request was on its way: it evicts only
+    // connections with nothing unread, so the request was not processed.
+    // Once more on a new connection; if none can be had, the first failure
+    // is what is reported.
+    absl::StatusOr<std::unique_ptr<Connection>> fresh = Open(deadline);
+    if (fresh.ok()) {
+      connection = std::move(fresh);
+      response = exchange(**connection);
+    }
+  }
   if (!response.ok()) {
     // The connection is dropped (not pooled): its stream may be mid-frame.
     if (absl::IsDeadlineExceeded(response.status())) {
