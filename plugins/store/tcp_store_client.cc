@@ -211,7 +211,11 @@ absl::Status TcpStoreClient::Handshake(Connection& connection, absl::Time deadli
   if (!result.U8(&code) || !result.Str(protocol::kMaxHandshakeBytes, &message) || !result.done()) {
     return Malformed(address_);
   }
-  if (code != 0) return absl::Status(static_cast<absl::StatusCode>(code), message);
+  if (code != 0) {
+    // A full server (max_connections) may have room later.
+    *retry = code == static_cast<uint8_t>(absl::StatusCode::kResourceExhausted);
+    return absl::Status(static_cast<absl::StatusCode>(code), message);
+  }
   return absl::OkStatus();
 }
 

@@ -976,15 +976,9 @@ bool TcpStoreServer::Loop::HandleHello(Client* client, absl::string_view payload
     *why = "malformed hello frame";
     return false;
   }
-  if (authenticated_ >= limits_.max_connections &&
-      !EvictIdle(absl::StrCat(authenticated_,
-                              " connections are authenticated, the limit "
-                              "(max_connections)"))) {
-    return refuse(absl::StatusCode::kResourceExhausted,
-                  absl::StrCat("the store server at ", owner_->address_, " already serves ",
-                               authenticated_, " connections, its limit (max_connections)"),
-                  "too many connections");
-  }
+  // Room for one more is made (or refused) at the proof, after the token
+  // is proven: a stranger's hello alone never evicts a rank's connection,
+  // and the count cannot overshoot the limit while handshakes overlap.
   client->server_nonce = auth::Nonce();
   if (client->server_nonce.empty()) {
     return refuse(
@@ -1032,6 +1026,17 @@ bool TcpStoreServer::Loop::HandleProof(Client* client, absl::string_view payload
     // the token, so only the job's own ranks hear the reason.
     reply.U8(static_cast<uint8_t>(absl::StatusCode::kFailedPrecondition));
     reply.Str(*failure_);
+    ++owner_->dropped_;
+    client->close_after_write = true;
+  } else if (authenticated_ >= limits_.max_connections &&
+             !EvictIdle(absl::StrCat(authenticated_,
+                                     " connections are authenticated, the limit "
+                                     "(max_connections)"))) {
+    // Full of busy connections: the client retries until its timeout.
+    reply.U8(static_cast<uint8_t>(absl::StatusCode::kResourceExhausted));
+    reply.Str(absl::StrCat("the store server at ", owner_->address_, " already serves ",
+                           authenticated_, " connections, its limit (max_connections)"));
+    LogLimited(absl::StrCat("refusing client ", client->peer, ": too many connections"));
     ++owner_->dropped_;
     client->close_after_write = true;
   } else {

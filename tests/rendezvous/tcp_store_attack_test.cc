@@ -263,8 +263,9 @@ std::string HelloFrame(const std::string& nonce) {
   return std::move(hello).Finish();
 }
 
-// The version 3 handshake by hand; true when the server welcomed us.
-bool Handshake(int fd, const std::string& token) {
+// The version 3 handshake by hand with `token`: "welcomed" when the server
+// let the client in, else the server's refusal.
+std::string RefusalAfterProof(int fd, const std::string& token) {
   const std::string nonce = store::auth::Nonce();
   SendUntil(fd, HelloFrame(nonce), absl::Now() + absl::Seconds(10));
   const std::string frame = ReadFrame(fd);
@@ -276,7 +277,7 @@ bool Handshake(int fd, const std::string& token) {
   if (!challenge.U32(&magic) || !challenge.U16(&version) || !challenge.U8(&code) ||
       !challenge.Str(4096, &message) || code != 0 || !challenge.Str(64, &server_nonce) ||
       !challenge.U8(&required) || !challenge.Str(64, &proof)) {
-    return false;
+    return absl::StrCat("no challenge: ", message);
   }
   protocol::Writer answer;
   answer.Str(token.empty()
@@ -284,7 +285,14 @@ bool Handshake(int fd, const std::string& token) {
                  : store::auth::Proof(token, store::auth::Role::kClient, nonce, server_nonce));
   SendUntil(fd, std::move(answer).Finish(), absl::Now() + absl::Seconds(10));
   const std::string welcome = ReadFrame(fd);
-  return !welcome.empty() && welcome[0] == 0;
+  protocol::Reader result(welcome);
+  if (!result.U8(&code) || !result.Str(4096, &message)) return "no welcome";
+  return code == 0 ? "welcomed" : message;
+}
+
+// True when the server welcomed us.
+bool Handshake(int fd, const std::string& token) {
+  return RefusalAfterProof(fd, token) == "welcomed";
 }
 
 // Closes every socket when the test ends, passed or not.
@@ -505,20 +513,36 @@ TEST(StoreAttack, AConnectionWithARequestInFlightIsNotEvicted) {
   const int newcomer = RawConnect((*full)->port());
   ASSERT_GE(newcomer, 0);
   busy.fds.push_back(newcomer);
-  SendUntil(newcomer, HelloFrame(store::auth::Nonce()), absl::Now() + absl::Seconds(5));
-  const std::string refused = ReadFrame(newcomer);
-  protocol::Reader refusal(refused);
-  uint32_t magic = 0;
-  uint16_t version = 0;
-  std::string message;
-  ASSERT_TRUE(refusal.U32(&magic) && refusal.U16(&version) && refusal.U8(&code) &&
-              refusal.Str(4096, &message));
-  EXPECT_EQ(code, static_cast<uint8_t>(absl::StatusCode::kResourceExhausted));
+  const std::string message = RefusalAfterProof(newcomer, "");
   EXPECT_TRUE(absl::StrContains(message,
                                 "already serves 2 connections, its limit "
                                 "(max_connections)"))
       << message;
   (*full)->Stop();
+
+  // With a token, room is made only for a client that proved it: a
+  // stranger at a full server evicts nobody and is refused for its token.
+  options.token = "job-secret";
+  options.limits.max_connections = 1;
+  auto guarded = store::TcpStoreServer::Start(options);
+  ASSERT_TRUE(guarded.ok()) << guarded.status();
+  const int rank = RawConnect((*guarded)->port());
+  ASSERT_GE(rank, 0);
+  busy.fds.push_back(rank);
+  ASSERT_TRUE(Handshake(rank, "job-secret"));
+  const int evictions = log.Count("evicting idle store client");
+  const int stranger = RawConnect((*guarded)->port());
+  ASSERT_GE(stranger, 0);
+  busy.fds.push_back(stranger);
+  EXPECT_TRUE(absl::StrContains(RefusalAfterProof(stranger, ""), "requires a token"));
+  EXPECT_EQ(log.Count("evicting idle store client"), evictions);
+  // The job's own newcomer gets the idle rank's place.
+  const int second = RawConnect((*guarded)->port());
+  ASSERT_GE(second, 0);
+  busy.fds.push_back(second);
+  EXPECT_EQ(RefusalAfterProof(second, "job-secret"), "welcomed");
+  EXPECT_EQ(log.Count("evicting idle store client"), evictions + 1);
+  (*guarded)->Stop();
 }
 
 // ---- memory bombs (a store without a token: anyone gets past the handshake) --
