@@ -29,7 +29,8 @@ ABSL_FLAG(bool, quiet, false, "do not log dropped or refused clients");
 ABSL_FLAG(int, max_pending_connections, dist::store::TcpStoreServerLimits().max_pending_connections,
           "connections not yet authenticated; when full the oldest is dropped");
 ABSL_FLAG(int, max_connections, dist::store::TcpStoreServerLimits().max_connections,
-          "authenticated connections");
+          "authenticated connections; when full the least recently active idle one is "
+          "evicted for a newcomer");
 ABSL_FLAG(absl::Duration, handshake_timeout, dist::store::TcpStoreServerLimits().handshake_timeout,
           "a connection that has not authenticated by then is dropped");
 ABSL_FLAG(absl::Duration, stall_timeout, dist::store::TcpStoreServerLimits().stall_timeout,

@@ -78,6 +78,10 @@ int RemainingMs(absl::Time deadline) {
 
 std::string ErrnoText(int error) { return strerror(error); }
 
+bool IsPeerGone(int error) {
+  return error == ECONNRESET || error == EPIPE || error == ECONNABORTED;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Connection>> Connection::Connect(const SocketAddress& address,
@@ -128,7 +132,9 @@ absl::Status Connection::SendAll(const std::string& bytes, absl::Time deadline) 
       if (!polled.ok()) return polled;
       continue;
     }
-    return absl::UnavailableError(ErrnoText(errno));
+    const int error = errno;
+    closed_by_peer_ = closed_by_peer_ || IsPeerGone(error);
+    return absl::UnavailableError(ErrnoText(error));
   }
   return absl::OkStatus();
 }
@@ -155,10 +161,16 @@ absl::Status Connection::Fill(size_t want, absl::Time deadline) {
     const size_t chunk = std::max<size_t>(64 * 1024, want - have);
     input_.resize(have + chunk);
     const ssize_t n = recv(fd_, input_.data() + have, chunk, 0);
+    const int error = errno;
     input_.resize(have + (n > 0 ? static_cast<size_t>(n) : 0));
-    if (n == 0) return absl::UnavailableError("connection closed by the server");
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      return absl::UnavailableError(ErrnoText(errno));
+    if (n > 0) bytes_received_ += static_cast<uint64_t>(n);
+    if (n == 0) {
+      closed_by_peer_ = true;
+      return absl::UnavailableError("connection closed by the server");
+    }
+    if (n < 0 && error != EAGAIN && error != EWOULDBLOCK && error != EINTR) {
+      closed_by_peer_ = closed_by_peer_ || IsPeerGone(error);
+      return absl::UnavailableError(ErrnoText(error));
     }
   }
   return absl::OkStatus();

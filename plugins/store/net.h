@@ -5,6 +5,7 @@
 
 #include <sys/socket.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +45,12 @@ class Connection {
   bool PeerClosed();
   // Reads one frame's payload (length checked against `max_bytes`).
   absl::StatusOr<std::string> ReceiveFrame(size_t max_bytes, absl::Time deadline);
+  // Bytes received over the connection's life: unchanged across a request
+  // means that not one byte of its reply arrived.
+  uint64_t bytes_received() const { return bytes_received_; }
+  // Whether a send or receive failed because the peer closed or reset the
+  // connection (not a timeout).
+  bool closed_by_peer() const { return closed_by_peer_; }
 
  private:
   explicit Connection(int fd) : fd_(fd) {}
@@ -54,6 +61,8 @@ class Connection {
   int fd_;
   std::string input_;    // bytes received
   size_t consumed_ = 0;  // of input_, already returned
+  uint64_t bytes_received_ = 0;
+  bool closed_by_peer_ = false;
 };
 
 }  // namespace dist::store

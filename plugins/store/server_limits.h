@@ -21,7 +21,10 @@ struct TcpStoreServerLimits {
   // is dropped for the newcomer, so idle strangers cannot lock ranks out.
   int max_pending_connections = 16384;
   // Authenticated connections (a rank holds one, plus one per thread
-  // blocked in a get).
+  // blocked in a get). When full, a newcomer evicts the least recently
+  // active idle one (nothing parked, buffered, unsent or unread; the
+  // client reconnects transparently), so logged-in strangers on a store
+  // without a token cannot lock ranks out; with none idle it is refused.
   int max_connections = 65536;
   // A connection that has not completed the handshake by then is dropped.
   absl::Duration handshake_timeout = absl::Seconds(5);

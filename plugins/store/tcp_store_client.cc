@@ -211,11 +211,17 @@ absl::Status TcpStoreClient::Handshake(Connection& connection, absl::Time deadli
   if (!result.U8(&code) || !result.Str(protocol::kMaxHandshakeBytes, &message) || !result.done()) {
     return Malformed(address_);
   }
-  if (code != 0) return absl::Status(static_cast<absl::StatusCode>(code), message);
+  if (code != 0) {
+    // A full server (max_connections) may have room later.
+    *retry = code == static_cast<uint8_t>(absl::StatusCode::kResourceExhausted);
+    return absl::Status(static_cast<absl::StatusCode>(code), message);
+  }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Acquire(absl::Time deadline) {
+absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Acquire(absl::Time deadline,
+                                                                    bool* pooled) {
+  *pooled = true;
   {
     absl::MutexLock lock(&mu_);
     while (!idle_.empty()) {
@@ -227,16 +233,34 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Acquire(absl::Time d
       return connection;
     }
   }
+  *pooled = false;
   return Open(deadline);
 }
 
 absl::StatusOr<std::string> TcpStoreClient::Call(std::string frame, absl::Time deadline) {
-  absl::StatusOr<std::unique_ptr<Connection>> connection = Acquire(deadline);
+  bool pooled = false;
+  absl::StatusOr<std::unique_ptr<Connection>> connection = Acquire(deadline, &pooled);
   if (!connection.ok()) return connection.status();
-  absl::Status sent = (*connection)->SendAll(frame, deadline);
-  absl::StatusOr<std::string> response =
-      sent.ok() ? (*connection)->ReceiveFrame(protocol::kMaxFrameBytes, deadline)
-                : absl::StatusOr<std::string>(sent);
+  auto exchange = [&frame, deadline](Connection& over) {
+    absl::Status sent = over.SendAll(frame, deadline);
+    return sent.ok() ? over.ReceiveFrame(protocol::kMaxFrameBytes, deadline)
+                     : absl::StatusOr<std::string>(sent);
+  };
+  const uint64_t received = (*connection)->bytes_received();
+  absl::StatusOr<std::string> response = exchange(**connection);
+  if (!response.ok() && pooled && !absl::IsDeadlineExceeded(response.status()) &&
+      (*connection)->closed_by_peer() && (*connection)->bytes_received() == received) {
+    // The server closed this pooled connection as idle (it evicts idle
+    // ones when it is full) while the request was on its way: it evicts only
+    // connections with nothing unread, so the request was not processed.
+    // Once more on a new connection; if none can be had, the first failure
+    // is what is reported.
+    absl::StatusOr<std::unique_ptr<Connection>> fresh = Open(deadline);
+    if (fresh.ok()) {
+      connection = std::move(fresh);
+      response = exchange(**connection);
+    }
+  }
   if (!response.ok()) {
     // The connection is dropped (not pooled): its stream may be mid-frame.
     if (absl::IsDeadlineExceeded(response.status())) {

@@ -57,14 +57,17 @@ class TcpStoreClient : public Store {
 
  private:
   explicit TcpStoreClient(TcpStoreClientOptions options);
-  // A connected, authenticated connection: one from the pool or a new one.
-  absl::StatusOr<std::unique_ptr<Connection>> Acquire(absl::Time deadline);
+  // A connected, authenticated connection: one from the pool (`*pooled`
+  // set) or a new one.
+  absl::StatusOr<std::unique_ptr<Connection>> Acquire(absl::Time deadline, bool* pooled);
   absl::StatusOr<std::unique_ptr<Connection>> Open(absl::Time deadline);
   // The version 3 handshake (protocol.h) on a new connection. `retry` says
   // whether another attempt may succeed (a lost connection, a full server)
   // or not (refused, or a server that cannot prove it holds the token).
   absl::Status Handshake(Connection& connection, absl::Time deadline, bool* retry);
   // Sends one request and returns the response body after its status code.
+  // A request on a pooled connection that the server closed or reset before
+  // any byte of the reply arrived is sent once more on a new connection.
   absl::StatusOr<std::string> Call(std::string frame, absl::Time deadline);
 
   TcpStoreClientOptions options_;

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -64,6 +65,7 @@ struct Client {
   uint64_t accepted_ms = 0;        // loop time of accept (handshake deadline)
   uint64_t input_since_ms = 0;     // first byte of a partial request (stalls)
   uint64_t output_since_ms = 0;    // last progress writing (stalls)
+  uint64_t active_ms = 0;          // last byte read or written (idle eviction)
   int events = 0;                  // what the poll watches now
   bool closing = false;
   bool close_after_write = false;
@@ -150,6 +152,15 @@ class TcpStoreServer::Loop {
   void AddClient(int fd);
   // Makes room for a new connection: drops the oldest unauthenticated one.
   bool EvictOldestPending(const std::string& why);
+  // Makes room for a new connection when the server is full: drops the
+  // least recently active idle authenticated one (IsIdle). False when none
+  // is idle.
+  bool EvictIdle(const std::string& why);
+  // Authenticated and doing nothing: no parked request, no partial request,
+  // no unsent reply, and nothing unread in the kernel, so closing it loses
+  // no request (the client's pool reconnects, and retries a request that
+  // met the close before any byte of its reply).
+  bool IsIdle(const Client* client) const;
   bool IsPending(Client* client, uint64_t id) const {
     return clients_.contains(client) && client->id == id && client->phase != Phase::kReady &&
            !client->closing;
@@ -425,8 +436,15 @@ void TcpStoreServer::Loop::AcceptAll() {
     if (error == EAGAIN || error == EWOULDBLOCK) return;
     if (error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM) {
       // Out of descriptors: make room from a stranger if there is one, else
-      // leave newcomers in the kernel's queue for a moment.
-      if (EvictOldestPending("the process ran out of file descriptors")) continue;
+      // from an idle authenticated connection, else leave newcomers in the
+      // kernel's queue for a moment. The evicted descriptor is closed only
+      // once its handle is (uv_close, later in this loop turn), so accepting
+      // resumes at the next wake-up (the listener is level-triggered), not
+      // here: retrying now would evict one connection per attempt.
+      if (EvictOldestPending("the process ran out of file descriptors") ||
+          EvictIdle("the process ran out of file descriptors")) {
+        return;
+      }
       LogLimited(absl::StrCat("cannot accept a store client: ", ErrnoText(error),
                               " (raise the open files limit, ulimit -n)"));
       if (!listener_paused_) {
@@ -469,6 +487,50 @@ void TcpStoreServer::Loop::AddClient(int fd) {
   ++pending_;
   pending_order_.emplace_back(client, client->id);
   Update(client);
+}
+
+bool TcpStoreServer::Loop::IsIdle(const Client* client) const {
+  if (client->phase != Phase::kReady || client->closing || client->close_after_write ||
+      client->parked != nullptr || client->skip_remaining > 0 ||
+      client->input.size() != client->input_offset || client->output_bytes > 0 ||
+      !client->output.empty()) {
+    return false;
+  }
+  int unread = 0;
+  return ioctl(client->fd, FIONREAD, &unread) == 0 && unread == 0;
+}
+
+bool TcpStoreServer::Loop::EvictIdle(const std::string& why) {
+  // A scan over every client, but only when the server is full (a hello at
+  // max_connections, or accept out of descriptors with no stranger left to
+  // drop): the busy path pays nothing but a timestamp per read and write.
+  // The cheap checks first; the kernel is asked (FIONREAD) only about the
+  // candidates in least-recently-active order, until one is idle.
+  std::vector<std::pair<uint64_t, Client*>> candidates;
+  for (Client* client : clients_) {
+    if (client->phase == Phase::kReady && !client->closing && client->parked == nullptr &&
+        client->output_bytes == 0 && client->input.size() == client->input_offset) {
+      candidates.emplace_back(client->active_ms, client);
+    }
+  }
+  auto later = [](const std::pair<uint64_t, Client*>& a, const std::pair<uint64_t, Client*>& b) {
+    return a.first > b.first || (a.first == b.first && a.second->id > b.second->id);
+  };
+  std::make_heap(candidates.begin(), candidates.end(), later);
+  while (!candidates.empty()) {
+    std::pop_heap(candidates.begin(), candidates.end(), later);
+    Client* client = candidates.back().second;
+    candidates.pop_back();
+    if (!IsIdle(client)) continue;
+    LogLimited(absl::StrCat("evicting idle store client ", client->peer,
+                            " (the least recently active, idle for ",
+                            uv_now(&loop_) - client->active_ms, " ms) to make room: ", why,
+                            "; its client reconnects when it needs the store again"));
+    ++owner_->dropped_;
+    Close(client);
+    return true;
+  }
+  return false;
 }
 
 bool TcpStoreServer::Loop::EvictOldestPending(const std::string& why) {
@@ -673,6 +735,7 @@ void TcpStoreServer::Loop::ReadFrom(Client* client) {
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) Close(client);
     return;
   }
+  client->active_ms = uv_now(&loop_);
   size_t used = 0;
   if (client->skip_remaining > 0) {
     used = std::min(client->skip_remaining, static_cast<size_t>(n));
@@ -721,6 +784,7 @@ void TcpStoreServer::Loop::Flush(Client* client) {
     client->output_sent += static_cast<size_t>(n);
     client->output_bytes -= static_cast<size_t>(n);
     client->output_since_ms = uv_now(&loop_);
+    client->active_ms = client->output_since_ms;
     if (client->output_sent == front.size()) {
       client->output_held -= front.size();
       client->output.pop_front();
@@ -912,12 +976,9 @@ bool TcpStoreServer::Loop::HandleHello(Client* client, absl::string_view payload
     *why = "malformed hello frame";
     return false;
   }
-  if (authenticated_ >= limits_.max_connections) {
-    return refuse(absl::StatusCode::kResourceExhausted,
-                  absl::StrCat("the store server at ", owner_->address_, " already serves ",
-                               authenticated_, " connections, its limit (max_connections)"),
-                  "too many connections");
-  }
+  // Room for one more is made (or refused) at the proof, after the token
+  // is proven: a stranger's hello alone never evicts a rank's connection,
+  // and the count cannot overshoot the limit while handshakes overlap.
   client->server_nonce = auth::Nonce();
   if (client->server_nonce.empty()) {
     return refuse(
@@ -967,10 +1028,22 @@ bool TcpStoreServer::Loop::HandleProof(Client* client, absl::string_view payload
     reply.Str(*failure_);
     ++owner_->dropped_;
     client->close_after_write = true;
+  } else if (authenticated_ >= limits_.max_connections &&
+             !EvictIdle(absl::StrCat(authenticated_,
+                                     " connections are authenticated, the limit "
+                                     "(max_connections)"))) {
+    // Full of busy connections: the client retries until its timeout.
+    reply.U8(static_cast<uint8_t>(absl::StatusCode::kResourceExhausted));
+    reply.Str(absl::StrCat("the store server at ", owner_->address_, " already serves ",
+                           authenticated_, " connections, its limit (max_connections)"));
+    LogLimited(absl::StrCat("refusing client ", client->peer, ": too many connections"));
+    ++owner_->dropped_;
+    client->close_after_write = true;
   } else {
     reply.U8(0);
     reply.Str("");
     client->phase = Phase::kReady;
+    client->active_ms = uv_now(&loop_);
     client->client_nonce.clear();
     client->server_nonce.clear();
     --pending_;

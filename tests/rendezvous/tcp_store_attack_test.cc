@@ -1,5 +1,6 @@
 // The TCP store under attack from a hostile neighbour on loopback: garbage,
-// a 4 GiB length prefix, slowloris, 2,000 idle connections, the memory
+// a 4 GiB length prefix, slowloris, 2,000 idle connections, 1,100 idle
+// logged-in connections on a store without a token, the memory
 // bombs of issue 13 (unfinished huge frames, a wait on millions of keys,
 // pipelined gets never read, parked waits on many keys), a forged `fail`,
 // and a program squatting on the port. Each test asserts that the attack is
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -27,6 +29,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "plugins/store/auth.h"
@@ -260,8 +263,9 @@ std::string HelloFrame(const std::string& nonce) {
   return std::move(hello).Finish();
 }
 
-// The version 3 handshake by hand; true when the server welcomed us.
-bool Handshake(int fd, const std::string& token) {
+// The version 3 handshake by hand with `token`: "welcomed" when the server
+// let the client in, else the server's refusal.
+std::string RefusalAfterProof(int fd, const std::string& token) {
   const std::string nonce = store::auth::Nonce();
   SendUntil(fd, HelloFrame(nonce), absl::Now() + absl::Seconds(10));
   const std::string frame = ReadFrame(fd);
@@ -273,7 +277,7 @@ bool Handshake(int fd, const std::string& token) {
   if (!challenge.U32(&magic) || !challenge.U16(&version) || !challenge.U8(&code) ||
       !challenge.Str(4096, &message) || code != 0 || !challenge.Str(64, &server_nonce) ||
       !challenge.U8(&required) || !challenge.Str(64, &proof)) {
-    return false;
+    return absl::StrCat("no challenge: ", message);
   }
   protocol::Writer answer;
   answer.Str(token.empty()
@@ -281,7 +285,14 @@ bool Handshake(int fd, const std::string& token) {
                  : store::auth::Proof(token, store::auth::Role::kClient, nonce, server_nonce));
   SendUntil(fd, std::move(answer).Finish(), absl::Now() + absl::Seconds(10));
   const std::string welcome = ReadFrame(fd);
-  return !welcome.empty() && welcome[0] == 0;
+  protocol::Reader result(welcome);
+  if (!result.U8(&code) || !result.Str(4096, &message)) return "no welcome";
+  return code == 0 ? "welcomed" : message;
+}
+
+// True when the server welcomed us.
+bool Handshake(int fd, const std::string& token) {
+  return RefusalAfterProof(fd, token) == "welcomed";
 }
 
 // Closes every socket when the test ends, passed or not.
@@ -368,6 +379,170 @@ TEST(StoreAttack, TwoThousandIdleConnectionsDoNotLockAJobOut) {
   EXPECT_EQ(reaped, 2000) << "idle unauthenticated connections are all dropped in seconds";
   EXPECT_LT(rss.Stop(), kRssBound);
   server->Stop();
+}
+
+// ---- logged-in idle connections (a store without a token) ---------------------
+
+// Without a token every stranger gets past the handshake. 1,100 logged-in
+// connections that sit idle against max_connections=1000: the server evicts
+// the least recently active idle one for each newcomer, so the attacker's
+// crowd cannot lock a job out, and a rank whose idle connection was evicted
+// reconnects without noticing.
+TEST(StoreAttack, LoggedInIdleConnectionsDoNotLockAJobOut) {
+  auto server = Server::Start("", {"--max_connections=1000", "--max_log_lines=5"});
+  ASSERT_NE(server, nullptr);
+  auto early = Connect(server->port(), "", absl::Seconds(20));
+  ASSERT_TRUE(early.ok()) << early.status();
+  ASSERT_TRUE((*early)->Set("early", "before the attack").ok());
+  RssWatch rss(*server);
+  Sockets attack;
+  int logged_in = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  for (int i = 0; i < 1100 && absl::Now() < deadline; ++i) {
+    const int fd = RawConnect(server->port());
+    ASSERT_GE(fd, 0) << "connection " << i;
+    attack.fds.push_back(fd);
+    logged_in += Handshake(fd, "") ? 1 : 0;
+  }
+  EXPECT_EQ(logged_in, 1100) << "every newcomer gets in: an idle connection makes room";
+  EXPECT_TRUE(JobCompletes(*server)) << "a job started during the attack";
+  // The early client's idle connection was the first evicted: it reconnects.
+  absl::StatusOr<std::string> value = (*early)->Get("early", absl::Seconds(10));
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, "before the attack");
+  EXPECT_TRUE((*early)->Set("early", "after the attack").ok());
+  EXPECT_LT(rss.Stop(), kRssBound);
+  const std::string log = server->Stop();
+  EXPECT_TRUE(absl::StrContains(log, "evicting idle store client")) << log;
+}
+
+// Collects an in-process server's log lines.
+struct LogLines {
+  absl::Mutex mu;
+  std::vector<std::string> lines;
+  std::function<void(const std::string&)> Sink() {
+    return [this](const std::string& line) {
+      absl::MutexLock lock(&mu);
+      lines.push_back(line);
+    };
+  }
+  int Count(absl::string_view text) {
+    absl::MutexLock lock(&mu);
+    return static_cast<int>(std::count_if(lines.begin(), lines.end(), [&](const std::string& l) {
+      return absl::StrContains(l, text);
+    }));
+  }
+};
+
+std::string GetFrame(const std::string& key, int64_t timeout_ms) {
+  protocol::Writer get;
+  get.U8(static_cast<uint8_t>(protocol::Op::kGet));
+  get.Str(key);
+  get.I64(timeout_ms);
+  return std::move(get).Finish();
+}
+
+std::string LocalAddress(int fd) {
+  sockaddr_in address = {};
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  return absl::StrCat("127.0.0.1:", ntohs(address.sin_port));
+}
+
+// Only idle connections are evicted: one with a request in flight (a get
+// parked on a missing key) keeps its place, however long ago it was last
+// active, and gets its value; and when no connection is idle, a newcomer
+// is refused as before.
+TEST(StoreAttack, AConnectionWithARequestInFlightIsNotEvicted) {
+  LogLines log;
+  store::TcpStoreServerOptions options;
+  options.bind_host = "127.0.0.1";
+  options.limits.max_connections = 20;
+  options.limits.max_log_lines = 1000;
+  options.log = log.Sink();
+  auto server = store::TcpStoreServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  // The least recently active connection: the first an eviction would take
+  // if it did not look for requests in flight.
+  const int parked = RawConnect(port);
+  ASSERT_GE(parked, 0);
+  Sockets sockets{{parked}};
+  ASSERT_TRUE(Handshake(parked, ""));
+  ASSERT_EQ(SendUntil(parked, GetFrame("late", 60000), absl::Now() + absl::Seconds(5)),
+            GetFrame("late", 60000).size());
+  absl::SleepFor(absl::Milliseconds(200));  // parked by now
+  // 19 idle attackers fill the server, 30 more need room.
+  int logged_in = 0;
+  for (int i = 0; i < 49; ++i) {
+    const int fd = RawConnect(port);
+    ASSERT_GE(fd, 0) << "connection " << i;
+    sockets.fds.push_back(fd);
+    logged_in += Handshake(fd, "") ? 1 : 0;
+  }
+  EXPECT_EQ(logged_in, 49);
+  auto setter = Connect(port, "", absl::Seconds(10));
+  ASSERT_TRUE(setter.ok()) << setter.status();
+  ASSERT_TRUE((*setter)->Set("late", "the value").ok());
+  const std::string reply = ReadFrame(parked);
+  protocol::Reader reader(reply);
+  uint8_t code = 255;
+  std::string value;
+  ASSERT_TRUE(reader.U8(&code) && reader.Str(4096, &value)) << "the parked get was not answered";
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(value, "the value");
+  // 1 + 49 + 1 logged in against a limit of 20: 31 evictions, none of them
+  // the parked connection.
+  EXPECT_EQ(log.Count("evicting idle store client"), 31);
+  EXPECT_EQ(log.Count(LocalAddress(parked)), 0);
+  (*server)->Stop();
+
+  // Every connection busy (parked gets): the newcomer is refused.
+  options.limits.max_connections = 2;
+  auto full = store::TcpStoreServer::Start(options);
+  ASSERT_TRUE(full.ok()) << full.status();
+  Sockets busy;
+  for (int i = 0; i < 2; ++i) {
+    const int fd = RawConnect((*full)->port());
+    ASSERT_GE(fd, 0);
+    busy.fds.push_back(fd);
+    ASSERT_TRUE(Handshake(fd, ""));
+    SendUntil(fd, GetFrame("never", 60000), absl::Now() + absl::Seconds(5));
+  }
+  absl::SleepFor(absl::Milliseconds(200));  // parked by now
+  const int newcomer = RawConnect((*full)->port());
+  ASSERT_GE(newcomer, 0);
+  busy.fds.push_back(newcomer);
+  const std::string message = RefusalAfterProof(newcomer, "");
+  EXPECT_TRUE(absl::StrContains(message,
+                                "already serves 2 connections, its limit "
+                                "(max_connections)"))
+      << message;
+  (*full)->Stop();
+
+  // With a token, room is made only for a client that proved it: a
+  // stranger at a full server evicts nobody and is refused for its token.
+  options.token = "job-secret";
+  options.limits.max_connections = 1;
+  auto guarded = store::TcpStoreServer::Start(options);
+  ASSERT_TRUE(guarded.ok()) << guarded.status();
+  const int rank = RawConnect((*guarded)->port());
+  ASSERT_GE(rank, 0);
+  busy.fds.push_back(rank);
+  ASSERT_TRUE(Handshake(rank, "job-secret"));
+  const int evictions = log.Count("evicting idle store client");
+  const int stranger = RawConnect((*guarded)->port());
+  ASSERT_GE(stranger, 0);
+  busy.fds.push_back(stranger);
+  EXPECT_TRUE(absl::StrContains(RefusalAfterProof(stranger, ""), "requires a token"));
+  EXPECT_EQ(log.Count("evicting idle store client"), evictions);
+  // The job's own newcomer gets the idle rank's place.
+  const int second = RawConnect((*guarded)->port());
+  ASSERT_GE(second, 0);
+  busy.fds.push_back(second);
+  EXPECT_EQ(RefusalAfterProof(second, "job-secret"), "welcomed");
+  EXPECT_EQ(log.Count("evicting idle store client"), evictions + 1);
+  (*guarded)->Stop();
 }
 
 // ---- memory bombs (a store without a token: anyone gets past the handshake) --

@@ -1,7 +1,8 @@
 // The TCP store under faults: garbage, oversized and malformed frames, a
 // wrong or missing token, a port in use, a server that goes away, clients
 // that come before the server, IPv6 and host names; a failed rendezvous
-// reported to the server (kFail); peers of older protocol versions.
+// reported to the server (kFail); peers of older protocol versions; a
+// pooled connection closed under a request.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -440,6 +441,110 @@ TEST(TcpStoreFaults, ClientEnforcesItsDeadlineWhenTheServerNeverAnswers) {
       << got.status();
   // The request's 300 ms plus the client's 2 s grace, not forever.
   EXPECT_LT(elapsed, absl::Seconds(4));
+}
+
+// Reads one frame's payload from `fd` (5 s at most); false at the end of
+// the stream or on a timeout.
+bool ReadFrameFrom(int fd, std::string* payload) {
+  auto read_exactly = [fd](char* out, size_t size) {
+    size_t got = 0;
+    while (got < size) {
+      pollfd entry = {fd, POLLIN, 0};
+      if (poll(&entry, 1, 5000) <= 0) return false;
+      const ssize_t n = recv(fd, out + got, size - got, 0);
+      if (n <= 0) return false;
+      got += static_cast<size_t>(n);
+    }
+    return true;
+  };
+  char header[4];
+  if (!read_exactly(header, 4)) return false;
+  payload->assign(protocol::DecodeLength(header), '\0');
+  return read_exactly(payload->data(), payload->size());
+}
+
+// The server side of the version 3 handshake, without a token.
+bool Welcome(int fd) {
+  std::string hello;
+  if (!ReadFrameFrom(fd, &hello)) return false;
+  protocol::Writer challenge;
+  challenge.U32(protocol::kMagic);
+  challenge.U16(protocol::kVersion);
+  challenge.U8(0);
+  challenge.Str("");
+  challenge.Str(auth::Nonce());
+  challenge.U8(0);  // no token
+  challenge.Str("");
+  std::string frame = std::move(challenge).Finish();
+  (void)send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
+  std::string proof;
+  if (!ReadFrameFrom(fd, &proof)) return false;
+  protocol::Writer welcome;
+  welcome.U8(0);
+  welcome.Str("");
+  frame = std::move(welcome).Finish();
+  return send(fd, frame.data(), frame.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(frame.size());
+}
+
+// A request on a pooled connection that the server closes before any byte
+// of the reply (as it closes idle connections when full: nothing unread, so
+// the request was not processed) is sent once more on a new connection;
+// not after part of a reply, and not on a connection that was new.
+TEST(TcpStoreFaults, APooledConnectionClosedBeforeTheReplyIsRetriedOnceOnANewOne) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  socklen_t length = sizeof(address);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  listen(listener, 8);
+  // What the fake server does with each connection's requests, in order:
+  // 'p' answers two bytes of the reply and closes, 'c' closes unanswered,
+  // 'a' answers OK.
+  const std::vector<std::string> scripts = {"p", "c", "ac", "a"};
+  std::vector<int> requests(scripts.size(), 0);
+  std::thread fake([&] {
+    for (size_t i = 0; i < scripts.size(); ++i) {
+      pollfd entry = {listener, POLLIN, 0};
+      if (poll(&entry, 1, 10000) <= 0) return;
+      const int fd = accept(listener, nullptr, nullptr);
+      if (!Welcome(fd)) {
+        close(fd);
+        return;
+      }
+      protocol::Writer ok;
+      ok.U8(0);
+      const std::string reply = std::move(ok).Finish();
+      std::string request;
+      for (char step : scripts[i]) {
+        if (!ReadFrameFrom(fd, &request)) break;
+        ++requests[i];
+        if (step == 'p') (void)send(fd, reply.data(), 2, MSG_NOSIGNAL);
+        if (step == 'a') (void)send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
+      }
+      close(fd);
+    }
+  });
+  auto client = Client(ntohs(address.sin_port), "", absl::Seconds(5));
+  ASSERT_TRUE(client.ok()) << client.status();
+  // Pooled, closed after part of the reply: reported, not retried.
+  absl::Status partial = (*client)->Set("k", "1");
+  EXPECT_EQ(partial.code(), absl::StatusCode::kUnavailable) << partial;
+  EXPECT_TRUE(absl::StrContains(partial.message(), "lost the connection to the store server"))
+      << partial;
+  // A new connection closed before the reply: reported, not retried.
+  absl::Status fresh = (*client)->Set("k", "2");
+  EXPECT_EQ(fresh.code(), absl::StatusCode::kUnavailable) << fresh;
+  EXPECT_TRUE(absl::StrContains(fresh.message(), "lost the connection to the store server"))
+      << fresh;
+  // A new connection that answers, and is pooled.
+  EXPECT_TRUE((*client)->Set("k", "3").ok());
+  // Pooled, closed before any byte of the reply: sent again on a new one.
+  EXPECT_TRUE((*client)->Set("k", "4").ok());
+  fake.join();
+  close(listener);
+  EXPECT_EQ(requests, (std::vector<int>{1, 1, 2, 1}));
 }
 
 TEST(TcpStoreFaults, IPv6LoopbackAndHostNames) {
