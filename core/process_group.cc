@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/config.h"
+#include "core/lock_checks.h"
 #include "core/logging.h"
 #include "core/op_sizes.h"
 #include "core/prefix_store.h"
@@ -126,6 +127,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
   absl::StatusOr<ResolvedConfig> config = ResolveConfig(options);
   if (!config.ok()) return config.status();
   SetLogLevel(config->log_level_value);
+  ConfigureAbslLockChecks();
 
   std::unique_ptr<ProcessGroup> group(new ProcessGroup());
   group->name_ = config->group_name;
