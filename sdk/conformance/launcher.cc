@@ -1,8 +1,6 @@
 #include "sdk/conformance/launcher.h"
 
-#include <signal.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -11,10 +9,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "sdk/conformance/report.h"
 #include "tools/common/free_port.h"
+#include "tools/common/local_launcher.h"
 
 namespace dist::conformance {
 namespace {
@@ -30,32 +28,12 @@ absl::StatusOr<std::string> TempDir() {
   return pattern;
 }
 
-pid_t Spawn(const std::vector<std::string>& argv) {
-  const pid_t pid = fork();
-  if (pid != 0) return pid;
-  setpgid(0, 0);  // its own process group, so a timeout kills all it started
-  std::vector<char*> raw;
-  for (const std::string& a : argv) raw.push_back(const_cast<char*>(a.c_str()));
-  raw.push_back(nullptr);
-  execvp(raw[0], raw.data());
-  std::fprintf(stderr, "dist_conformance: cannot run %s: %s\n", raw[0], std::strerror(errno));
-  _exit(127);
-}
-
-struct Child {
-  std::string name;
-  pid_t pid = -1;
-  int status = 0;
-  bool done = false;
-  bool killed = false;
-};
-
-std::string DescribeExit(const Child& c) {
-  if (c.killed) return "killed after the overall timeout";
-  if (WIFEXITED(c.status)) return absl::StrCat("exit code ", WEXITSTATUS(c.status));
-  if (WIFSIGNALED(c.status)) {
-    return absl::StrCat("killed by signal ", WTERMSIG(c.status), " (",
-                        strsignal(WTERMSIG(c.status)), ")");
+std::string DescribeExit(const LocalExit& e) {
+  if (e.timed_out) return "killed after the overall timeout";
+  if (WIFEXITED(e.status)) return absl::StrCat("exit code ", WEXITSTATUS(e.status));
+  if (WIFSIGNALED(e.status)) {
+    return absl::StrCat("killed by signal ", WTERMSIG(e.status), " (",
+                        strsignal(WTERMSIG(e.status)), ")");
   }
   return "ended oddly";
 }
@@ -83,7 +61,10 @@ int Launch(const LaunchOptions& options) {
   common.push_back("--worker");
   common.push_back("--url=" + url);
 
-  std::vector<Child> children;
+  std::vector<LocalProcess> children;
+  const auto add = [&](std::string name, std::vector<std::string> argv) {
+    children.push_back(LocalProcess{std::move(name), argv.front(), std::move(argv), {}});
+  };
   if (options.launcher == "mpirun") {
     std::vector<std::string> argv = {options.mpirun,
                                      "--allow-run-as-root",
@@ -93,14 +74,14 @@ int Launch(const LaunchOptions& options) {
                                      options.self};
     argv.insert(argv.end(), common.begin(), common.end());
     argv.push_back("--results_dir=" + *dir);
-    children.push_back(Child{"mpirun", Spawn(argv)});
+    add("mpirun", std::move(argv));
   } else if (options.launcher == "mpiexec.mpich") {
     // MPICH's Hydra: runs as root and oversubscribes without flags.
     std::vector<std::string> argv = {"mpiexec.mpich", "-n", absl::StrCat(options.world_size),
                                      options.self};
     argv.insert(argv.end(), common.begin(), common.end());
     argv.push_back("--results_dir=" + *dir);
-    children.push_back(Child{"mpiexec.mpich", Spawn(argv)});
+    add("mpiexec.mpich", std::move(argv));
   } else {
     for (int r = 0; r < options.world_size; ++r) {
       std::vector<std::string> argv = {options.self};
@@ -108,33 +89,19 @@ int Launch(const LaunchOptions& options) {
       argv.push_back(absl::StrCat("--rank=", r));
       argv.push_back(absl::StrCat("--world_size=", options.world_size));
       argv.push_back(absl::StrCat("--results_file=", *dir, "/rank", r, ".tsv"));
-      children.push_back(Child{absl::StrCat("rank ", r), Spawn(argv)});
+      add(absl::StrCat("rank ", r), std::move(argv));
     }
   }
 
   // Wait for all, bounded: past the deadline every process group is killed.
-  const absl::Time deadline = absl::Now() + absl::Seconds(options.timeout_s);
-  size_t running = children.size();
-  while (running > 0) {
-    for (Child& c : children) {
-      if (c.done) continue;
-      if (waitpid(c.pid, &c.status, WNOHANG) == c.pid) {
-        c.done = true;
-        --running;
-      }
-    }
-    if (running == 0) break;
-    if (absl::Now() > deadline) {
-      for (Child& c : children) {
-        if (c.done) continue;
-        kill(-c.pid, SIGKILL);
-        kill(c.pid, SIGKILL);
-        waitpid(c.pid, &c.status, 0);
-        c.done = c.killed = true;
-      }
-      break;
-    }
-    absl::SleepFor(absl::Milliseconds(20));
+  // A rank that fails does not stop the others: they must name it.
+  LocalLaunchOptions launch;
+  launch.tool = "dist_conformance";
+  launch.timeout = absl::Seconds(options.timeout_s);
+  absl::StatusOr<LocalLaunchResult> ended = RunLocalProcesses(children, launch);
+  if (!ended.ok()) {
+    std::fprintf(stderr, "dist_conformance: %s\n", ended.status().ToString().c_str());
+    return 2;
   }
 
   std::vector<std::vector<Row>> per_rank;
@@ -149,14 +116,15 @@ int Launch(const LaunchOptions& options) {
     if (!last.empty())
       absl::StrAppend(&sections, sections.empty() ? "" : ", ", "rank ", r, ": ", last);
   }
-  for (const Child& c : children) {
+  for (size_t i = 0; i < children.size(); ++i) {
+    const LocalExit& e = ended->exits[i];
     // Exit code 1 means "some check failed", which the rows already say.
-    const bool clean = !c.killed && WIFEXITED(c.status) &&
-                       (WEXITSTATUS(c.status) == 0 || WEXITSTATUS(c.status) == 1);
+    const bool clean = !e.timed_out && WIFEXITED(e.status) &&
+                       (WEXITSTATUS(e.status) == 0 || WEXITSTATUS(e.status) == 1);
     merged.push_back(
-        Row{absl::StrCat("process ", c.name, " ended cleanly"), "-", "-", "-",
+        Row{absl::StrCat("process ", children[i].name, " ended cleanly"), "-", "-", "-",
             clean ? Outcome::kPass : Outcome::kFail,
-            clean ? "" : absl::StrCat(DescribeExit(c), " (last sections: ", sections, ")")});
+            clean ? "" : absl::StrCat(DescribeExit(e), " (last sections: ", sections, ")")});
   }
   std::printf("dist_conformance: %d ranks (%s, %s)\n", options.world_size, options.launcher.c_str(),
               url.c_str());
