@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds everything and
 # runs the whole test suite (GPU tests skip with their reason without a GPU),
-# then a part of the suite again under AddressSanitizer, the fuzz targets
+# then a part of the suite again under AddressSanitizer and the threaded
+# parts under ThreadSanitizer, the fuzz targets
 # (tools/dev/fuzz.sh) and the format check (tools/dev/format.sh --check).
 # Ends with one line "tests: N passed, N failed" that counts every run (a
 # test counts once per configuration).
@@ -27,6 +28,21 @@ ASAN_TARGETS=(//tests/core/... //tests/gloo/... //tests/shm/... //tests/rendezvo
               //tests/sdk/... //tests/abi/... //tests/common/... //tests/ddp:gradient_reducer_test)
 if [[ "${DIST_SANITIZERS:-1}" != 0 ]]; then
   bazel test --config=asan "${ASAN_TARGETS[@]}" --jobs="$jobs" "$@" 2>&1 | tee -a "$log"
+  [[ ${PIPESTATUS[0]} -ne 0 ]] && status=1
+fi
+
+# ThreadSanitizer (.bazelrc --config=tsan) over the threaded parts: the core,
+# the store server and client, the gloo and shm communicators and the
+# reducer. The suppressions (third-party code only) are a file, whose path
+# must be absolute since tests run in their runfiles.
+TSAN_TARGETS=(//tests/core/... //tests/rendezvous:store_test //tests/rendezvous:tcp_store_fault_test
+              //tests/rendezvous:core_rendezvous_test //tests/gloo/... //tests/shm/...
+              //tests/ddp:gradient_reducer_test)
+if [[ "${DIST_SANITIZERS:-1}" != 0 ]]; then
+  tsan_options="halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=0"
+  tsan_options+=":suppressions=$PWD/tools/dev/sanitizers/tsan.supp"
+  bazel test --config=tsan "${TSAN_TARGETS[@]}" --test_env=TSAN_OPTIONS="$tsan_options" \
+    --jobs="$jobs" "$@" 2>&1 | tee -a "$log"
   [[ ${PIPESTATUS[0]} -ne 0 ]] && status=1
 fi
 

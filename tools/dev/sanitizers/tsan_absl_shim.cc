@@ -44,17 +44,25 @@ struct ConditionLayout {
   void* arg;
 };
 
-// A Condition that acquires `mu` for TSan, then evaluates `original`.
+// A Condition that evaluates `original` as a critical section of `mu` for TSan.
 struct Wrapped {
   ConditionLayout self;
   const ConditionLayout* original;
   void* mu;
 };
 
+// Absl evaluates a condition while it holds the mutex internally (in the
+// waiter, or in whichever thread is letting go of the mutex), and lets go
+// again without passing through Unlock when the condition is false: the
+// evaluation is a critical section of its own, so it acquires before and
+// releases after, or its reads would race with the next holder's writes.
 bool EvalWrapped(const ConditionLayout* c) {
   const Wrapped* w = reinterpret_cast<const Wrapped*>(c);
   __tsan_acquire(w->mu);
-  return w->original == nullptr || w->original->eval == nullptr || w->original->eval(w->original);
+  const bool result =
+      w->original == nullptr || w->original->eval == nullptr || w->original->eval(w->original);
+  __tsan_release(w->mu);
+  return result;
 }
 
 Wrapped Wrap(void* mu, const void* cond) {
@@ -233,19 +241,6 @@ void _ZN4absl7debian312Notification6NotifyEv(void* n) {
   real(n);
 }
 
-// Third-party code only, each with why. Compiled in so that every test finds
-// them wherever Bazel runs it.
-extern "C" const char* __tsan_default_suppressions() {
-  return
-      // Gloo's TCP transport (libgloo, uninstrumented) hands buffers between
-      // its loop thread and the caller through its own std::mutex and
-      // condition variable inside libgloo; TSan sees the interceptors but not
-      // the accesses, and reports our buffer reads against them.
-      "called_from_lib:libgloo.so\n"
-      // Open MPI's progress and PMIx threads (uninstrumented) synchronize
-      // with atomics TSan cannot see.
-      "called_from_lib:libmpi.so\n"
-      "called_from_lib:libopen-pal.so\n"
-      "called_from_lib:libopen-rte.so\n"
-      "called_from_lib:libpmix.so\n";
-}
+// The suppressions for third-party code are in tsan.supp next to this file:
+// a __tsan_default_suppressions here would never be consulted, since
+// libtsan's own weak definition comes first in the symbol lookup order.
