@@ -17,18 +17,10 @@
 #include "tools/distinfo/process_group.h"
 #include "tools/distrun/job.h"
 
-extern char** environ;
-
 namespace dist::distinfo {
 namespace {
 
 constexpr int kRanks = 2;
-
-std::vector<std::string> CurrentEnvironment() {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-  return env;
-}
 
 // The last non-empty line of a process's stderr, to explain a failure.
 std::string LastLine(const std::string& text) {
@@ -151,7 +143,7 @@ SelftestResult RunOne(const Report& report, const PluginEntry& backend,
   if (caps.flags & DIST_CAP_NEEDS_LAUNCHER) {
     // mpirun starts both ranks; they find each other's store through the
     // MASTER_* variables, which mpirun exports with -x.
-    std::vector<std::string> env = distrun::RankEnvironment(job, 0, CurrentEnvironment());
+    std::vector<std::string> env = distrun::RankEnvironment(job, 0, distrun::CurrentEnvironment());
     ProcessSpec spec;
     if (backend.name == "mpich") {
       // MPICH's build under MPICH's own launcher (Hydra), which passes the
@@ -184,7 +176,7 @@ SelftestResult RunOne(const Report& report, const PluginEntry& backend,
     result.launcher = "local";
     for (int rank = 0; rank < kRanks; ++rank) {
       specs.push_back({WorkerArgs(options, backend.name, url),
-                       distrun::RankEnvironment(job, rank, CurrentEnvironment())});
+                       distrun::RankEnvironment(job, rank, distrun::CurrentEnvironment())});
     }
   }
   absl::Time start = absl::Now();

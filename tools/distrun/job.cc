@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
+extern char** environ;
+
 namespace dist::distrun {
 
 absl::Status ValidateJob(const Job& job) {
@@ -83,6 +85,12 @@ std::vector<std::string> RankEnvironment(const Job& job, int local_rank,
     if (!replaced.contains(key)) env.push_back(entry);
   }
   for (const auto& [key, value] : ours) env.push_back(absl::StrCat(key, "=", value));
+  return env;
+}
+
+std::vector<std::string> CurrentEnvironment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
   return env;
 }
 

@@ -50,6 +50,9 @@ std::optional<std::string> MasterAddrWarning(const Job& job);
 std::vector<std::string> RankEnvironment(const Job& job, int local_rank,
                                          const std::vector<std::string>& base);
 
+// This process's environment (KEY=VALUE strings): the usual `base` above.
+std::vector<std::string> CurrentEnvironment();
+
 }  // namespace dist::distrun
 
 #endif  // DIST_TOOLS_DISTRUN_JOB_H_

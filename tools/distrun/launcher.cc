@@ -13,20 +13,12 @@
 #include "tools/distrun/exit_description.h"
 #include "tools/distrun/line_prefixer.h"
 
-extern char** environ;
-
 namespace dist::distrun {
 namespace {
 
 // After every rank has exited, how long output that a rank's own children
 // still write (they hold the pipe open) is waited for.
 constexpr int64_t kDrainMs = 2000;
-
-std::vector<std::string> CurrentEnvironment() {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-  return env;
-}
 
 }  // namespace
 
