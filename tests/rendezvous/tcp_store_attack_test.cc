@@ -36,6 +36,7 @@
 #include "plugins/store/protocol.h"
 #include "plugins/store/tcp_store_client.h"
 #include "plugins/store/tcp_store_server.h"
+#include "tests/rendezvous/raw_frames.h"
 #include "tests/rendezvous/test_support.h"
 
 namespace dist::testing {
@@ -236,23 +237,8 @@ bool ClosedBy(int fd, absl::Time deadline) {
 
 // Reads one frame's payload (blocking up to 10 s); "" on failure.
 std::string ReadFrame(int fd) {
-  auto read_exactly = [fd](char* out, size_t size) {
-    size_t got = 0;
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (got < size && absl::Now() < deadline) {
-      pollfd entry = {fd, POLLIN, 0};
-      if (poll(&entry, 1, 50) <= 0) continue;
-      const ssize_t n = recv(fd, out + got, size - got, 0);
-      if (n == 0) return false;
-      if (n > 0) got += static_cast<size_t>(n);
-    }
-    return got == size;
-  };
-  char header[4];
-  if (!read_exactly(header, 4)) return "";
-  std::string payload(protocol::DecodeLength(header), '\0');
-  if (!read_exactly(payload.data(), payload.size())) return "";
-  return payload;
+  std::string payload;
+  return testing::ReadFrame(fd, &payload) ? payload : "";
 }
 
 std::string HelloFrame(const std::string& nonce) {
@@ -758,15 +744,10 @@ TEST(StoreAttack, AForgedFailDoesNotEndTheJob) {
 // client sends its hello (a random nonce), sees that the other side cannot
 // prove it holds the token, and stops, naming the address.
 TEST(StoreAttack, APortSquatterNeverSeesTheSecret) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address = {};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  socklen_t length = sizeof(address);
-  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
-  listen(listener, 8);
-  const int port = ntohs(address.sin_port);
+  int listener_port = 0;
+  const int listener = ListenOnLoopback(&listener_port);
+  ASSERT_GE(listener, 0);
+  const int port = listener_port;
   const std::string secret = "the-job-secret-0123456789";
   // Three squatters: one that claims no token is needed, one that claims
   // one is and sends a made-up proof, one that replays the proof of a real

@@ -25,10 +25,14 @@
 #include "plugins/store/protocol.h"
 #include "plugins/store/tcp_store_client.h"
 #include "plugins/store/tcp_store_server.h"
+#include "tests/rendezvous/raw_frames.h"
 #include "tests/rendezvous/test_support.h"
 
 namespace dist::store {
 namespace {
+
+using dist::testing::ListenOnLoopback;
+using dist::testing::ReadFrame;
 
 std::unique_ptr<TcpStoreServer> StartServer(const std::string& token = "",
                                             const std::string& host = "127.0.0.1", int port = 0,
@@ -71,22 +75,8 @@ class RawSocket {
   void Send(const std::string& bytes) { (void)send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
   // One frame's payload, or "" after 5 s or at the end of the stream.
   std::string ReadFrame() {
-    auto read_exactly = [this](char* out, size_t size) {
-      size_t got = 0;
-      while (got < size) {
-        pollfd entry = {fd_, POLLIN, 0};
-        if (poll(&entry, 1, 5000) <= 0) return false;
-        const ssize_t n = recv(fd_, out + got, size - got, 0);
-        if (n <= 0) return false;
-        got += static_cast<size_t>(n);
-      }
-      return true;
-    };
-    char header[4];
-    if (!read_exactly(header, 4)) return "";
-    std::string payload(protocol::DecodeLength(header), '\0');
-    if (!read_exactly(payload.data(), payload.size())) return "";
-    return payload;
+    std::string payload;
+    return testing::ReadFrame(fd_, &payload, absl::Seconds(5)) ? payload : "";
   }
   // The version 3 handshake by hand (protocol.h); true when welcomed.
   bool Handshake(const std::string& token = "") {
@@ -395,14 +385,9 @@ TEST(TcpStoreFaults, ServerGoneIsUnavailableNamingTheAddressNotAHang) {
 
 TEST(TcpStoreFaults, ClientEnforcesItsDeadlineWhenTheServerNeverAnswers) {
   // A "server" that completes the handshake and then says nothing more.
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address = {};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  socklen_t length = sizeof(address);
-  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
-  listen(listener, 4);
+  int listener_port = 0;
+  const int listener = ListenOnLoopback(&listener_port);
+  ASSERT_GE(listener, 0);
   std::atomic<bool> stop{false};
   std::thread mute([&] {
     const int fd = accept(listener, nullptr, nullptr);
@@ -428,7 +413,7 @@ TEST(TcpStoreFaults, ClientEnforcesItsDeadlineWhenTheServerNeverAnswers) {
     while (!stop) absl::SleepFor(absl::Milliseconds(20));
     close(fd);
   });
-  auto client = Client(ntohs(address.sin_port), "", absl::Seconds(1));
+  auto client = Client(listener_port, "", absl::Seconds(1));
   ASSERT_TRUE(client.ok()) << client.status();
   const absl::Time start = absl::Now();
   absl::StatusOr<std::string> got = (*client)->Get("k", absl::Milliseconds(300));
@@ -443,30 +428,10 @@ TEST(TcpStoreFaults, ClientEnforcesItsDeadlineWhenTheServerNeverAnswers) {
   EXPECT_LT(elapsed, absl::Seconds(4));
 }
 
-// Reads one frame's payload from `fd` (5 s at most); false at the end of
-// the stream or on a timeout.
-bool ReadFrameFrom(int fd, std::string* payload) {
-  auto read_exactly = [fd](char* out, size_t size) {
-    size_t got = 0;
-    while (got < size) {
-      pollfd entry = {fd, POLLIN, 0};
-      if (poll(&entry, 1, 5000) <= 0) return false;
-      const ssize_t n = recv(fd, out + got, size - got, 0);
-      if (n <= 0) return false;
-      got += static_cast<size_t>(n);
-    }
-    return true;
-  };
-  char header[4];
-  if (!read_exactly(header, 4)) return false;
-  payload->assign(protocol::DecodeLength(header), '\0');
-  return read_exactly(payload->data(), payload->size());
-}
-
 // The server side of the version 3 handshake, without a token.
 bool Welcome(int fd) {
   std::string hello;
-  if (!ReadFrameFrom(fd, &hello)) return false;
+  if (!ReadFrame(fd, &hello)) return false;
   protocol::Writer challenge;
   challenge.U32(protocol::kMagic);
   challenge.U16(protocol::kVersion);
@@ -478,7 +443,7 @@ bool Welcome(int fd) {
   std::string frame = std::move(challenge).Finish();
   (void)send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
   std::string proof;
-  if (!ReadFrameFrom(fd, &proof)) return false;
+  if (!ReadFrame(fd, &proof)) return false;
   protocol::Writer welcome;
   welcome.U8(0);
   welcome.Str("");
@@ -491,14 +456,9 @@ bool Welcome(int fd) {
 // the request was not processed) is sent once more on a new connection;
 // not after part of a reply, and not on a connection that was new.
 TEST(TcpStoreFaults, APooledConnectionClosedBeforeTheReplyIsRetriedOnceOnANewOne) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address = {};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  socklen_t length = sizeof(address);
-  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
-  listen(listener, 8);
+  int listener_port = 0;
+  const int listener = ListenOnLoopback(&listener_port);
+  ASSERT_GE(listener, 0);
   // What the fake server does with each connection's requests, in order:
   // 'p' answers two bytes of the reply and closes, 'c' closes unanswered,
   // 'a' answers OK.
@@ -518,7 +478,7 @@ TEST(TcpStoreFaults, APooledConnectionClosedBeforeTheReplyIsRetriedOnceOnANewOne
       const std::string reply = std::move(ok).Finish();
       std::string request;
       for (char step : scripts[i]) {
-        if (!ReadFrameFrom(fd, &request)) break;
+        if (!ReadFrame(fd, &request)) break;
         ++requests[i];
         if (step == 'p') (void)send(fd, reply.data(), 2, MSG_NOSIGNAL);
         if (step == 'a') (void)send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
@@ -526,7 +486,7 @@ TEST(TcpStoreFaults, APooledConnectionClosedBeforeTheReplyIsRetriedOnceOnANewOne
       close(fd);
     }
   });
-  auto client = Client(ntohs(address.sin_port), "", absl::Seconds(5));
+  auto client = Client(listener_port, "", absl::Seconds(5));
   ASSERT_TRUE(client.ok()) << client.status();
   // Pooled, closed after part of the reply: reported, not retried.
   absl::Status partial = (*client)->Set("k", "1");
@@ -755,14 +715,9 @@ TEST(TcpStoreVersions, OldClientsAreRefusedNamingBothVersions) {
 // hello as it refused any version it did not know; the client reports
 // both versions at once and never falls back to sending its token.
 TEST(TcpStoreVersions, NewClientRefusesAnOldServerWithoutSendingTheToken) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address = {};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  socklen_t length = sizeof(address);
-  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
-  listen(listener, 8);
+  int listener_port = 0;
+  const int listener = ListenOnLoopback(&listener_port);
+  ASSERT_GE(listener, 0);
   std::string received;
   std::thread old_server([&] {
     pollfd entry = {listener, POLLIN, 0};
@@ -790,7 +745,7 @@ TEST(TcpStoreVersions, NewClientRefusesAnOldServerWithoutSendingTheToken) {
     close(fd);
   });
   const absl::Time start = absl::Now();
-  auto client = Client(ntohs(address.sin_port), "the-secret-token", absl::Seconds(10));
+  auto client = Client(listener_port, "the-secret-token", absl::Seconds(10));
   old_server.join();
   close(listener);
   ASSERT_FALSE(client.ok());
