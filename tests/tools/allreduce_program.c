@@ -4,6 +4,7 @@
  * code 3 before the all-reduce, to see how the others and distrun react. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "dist/dist.h"
 
@@ -19,7 +20,8 @@ int main(int argc, char** argv) {
   int rank = dist_rank(pg), world = dist_world_size(pg);
   if (rank == die_rank) {
     printf("rank %d exits early\n", rank);
-    return 3;
+    fflush(stdout);
+    _exit(3); /* dies as a crashed rank would: no cleanup, no atexit */
   }
   double value = rank + 1;
   dist_buffer_t b = dist_make_buffer(&value, 1, DIST_FLOAT64, dist_cpu());
@@ -27,6 +29,7 @@ int main(int argc, char** argv) {
   if (err != NULL) {
     fprintf(stderr, "all_reduce: %s\n", dist_error_message(err));
     dist_error_destroy(err);
+    dist_destroy(pg);
     return 1;
   }
   printf("rank %d of %d backend %s sum %g\n", rank, world, dist_backend_name(pg, DIST_DEVICE_CPU),

@@ -189,7 +189,7 @@ OpResult IssueBroadcast(Comm& comm, const dist_op_args_t& args) {
   const int root_rank = args.root;
   const MPI_Comm mpi_comm = comm.mpi_comm();
   op->start = [=](MPI_Request* request) {
-    if (source != nullptr) std::memcpy(data, source, bytes);
+    if (source != nullptr && bytes > 0) std::memcpy(data, source, bytes);
     return MPI_Ibcast(data, count, type, root_rank, mpi_comm, request);
   };
   return IssueOp(comm, std::move(op));

@@ -48,7 +48,7 @@ int RecursiveDoublingAllReduce::Test(bool* done) {
       rc = MPI_Reduce_local(incoming_.data(), recv_, count_, type_, op_);
     } else {
       rc = MPI_Reduce_local(recv_, incoming_.data(), count_, type_, op_);
-      if (rc == MPI_SUCCESS) std::memcpy(recv_, incoming_.data(), bytes_);
+      if (rc == MPI_SUCCESS && bytes_ > 0) std::memcpy(recv_, incoming_.data(), bytes_);
     }
     if (rc != MPI_SUCCESS) return rc;
     mask_ <<= 1;

@@ -62,7 +62,9 @@ using dist::emulation::Outcome;
 using dist::emulation::PointToPoint;
 
 // Never freed: tasks, split threads and finalize threads may outlive the
-// handle, and a few bytes per communicator do not matter in a test.
+// handle, and a few bytes per communicator do not matter in a test. Made by
+// Immortal below, so the handles stay reachable and LeakSanitizer (tests
+// under --config=asan) does not count them as leaks.
 struct ncclComm {
   std::shared_ptr<CommState> state = std::make_shared<CommState>();
   std::shared_ptr<Clique> clique;  // set once the split that makes it ends
@@ -77,6 +79,22 @@ struct ncclComm {
   std::vector<uint64_t> next_send;
   std::vector<uint64_t> next_recv;
 };
+
+namespace dist::emulation {
+
+// Keeps `object` reachable from a global for the rest of the process: for
+// what is never freed on purpose (communicator handles, each thread's group
+// calls), so that LeakSanitizer does not report it.
+template <typename T>
+T* Immortal(T* object) {
+  static std::mutex mu;
+  static auto* kept = new std::vector<const void*>();
+  std::lock_guard<std::mutex> lock(mu);
+  kept->push_back(object);
+  return object;
+}
+
+}  // namespace dist::emulation
 
 namespace dist::emulation {
 namespace {
@@ -171,7 +189,7 @@ thread_local int group_depth = 0;
 thread_local std::vector<GroupedCall>* group_calls = nullptr;
 
 std::vector<GroupedCall>& GroupCalls() {
-  if (group_calls == nullptr) group_calls = new std::vector<GroupedCall>();
+  if (group_calls == nullptr) group_calls = Immortal(new std::vector<GroupedCall>());
   return *group_calls;
 }
 
@@ -256,7 +274,7 @@ ncclResult_t InitRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int r
   if (clique == nullptr) return Refuse(nullptr, ncclInvalidUsage, error);
   const Outcome joined = clique->Join(rank);
   if (joined.result != ncclSuccess) return Refuse(nullptr, joined.result, joined.message);
-  auto* comm = new ncclComm();
+  auto* comm = dist::emulation::Immortal(new ncclComm());
   comm->clique = clique;
   comm->rank = rank;
   comm->nranks = nranks;
@@ -415,7 +433,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
     return Refuse(comm, ncclInvalidArgument, "emulated NCCL: newcomm is NULL");
   ncclComm* child = nullptr;
   if (color != NCCL_SPLIT_NOCOLOR) {
-    child = new ncclComm();
+    child = dist::emulation::Immortal(new ncclComm());
     child->device = comm->device;
     child->blocking = dist::emulation::Blocking(config, comm->blocking);
     child->state->async = ncclInProgress;

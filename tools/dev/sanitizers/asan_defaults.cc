@@ -12,7 +12,9 @@ extern "C" const char* __lsan_default_suppressions() {
       "leak:libopen-rte.so\n"
       "leak:libpmix.so\n"
       "leak:libhwloc.so\n"
-      "leak:libevent\n";
+      "leak:libevent\n"
+      // MPICH likewise keeps what MPI_Init allocated until exit.
+      "leak:libmpich.so\n";
 }
 
 // Open MPI's components are shared objects that MPI_Finalize unloads: what
