@@ -51,7 +51,7 @@ fi
 # the store server and client, the gloo and shm communicators and the
 # reducer. The suppressions (third-party code only) are a file, whose path
 # must be absolute since tests run in their runfiles. Not tests/gloo:async_test:
-# under TSan on 2 loaded cores its 30 outstanding operations have twice
+# under TSan on 2 loaded cores its 200 outstanding operations have twice
 # stalled past the 20 s operation timeout (rank 0 never reached all_reduce
 # #154); it runs in the normal and ASan suites (see README, "Safety").
 TSAN_TARGETS=(//tests/core/... //tests/rendezvous:store_test //tests/rendezvous:tcp_store_fault_test
