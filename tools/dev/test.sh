@@ -50,14 +50,10 @@ fi
 # ThreadSanitizer (.bazelrc --config=tsan) over the threaded parts: the core,
 # the store server and client, the gloo and shm communicators and the
 # reducer. The suppressions (third-party code only) are a file, whose path
-# must be absolute since tests run in their runfiles. Not tests/gloo:async_test:
-# under TSan on 2 loaded cores its 200 outstanding operations have twice
-# stalled past the 20 s operation timeout (rank 0 never reached all_reduce
-# #154); it runs in the normal and ASan suites (see README, "Safety").
+# must be absolute since tests run in their runfiles.
 TSAN_TARGETS=(//tests/core/... //tests/rendezvous:store_test //tests/rendezvous:tcp_store_fault_test
               //tests/rendezvous:core_rendezvous_test //tests/shm/... //tests/ddp:gradient_reducer_test
-              //tests/gloo:smoke_test //tests/gloo:failure_test //tests/gloo:bound_algorithms_test
-              //tests/gloo:sigpipe_test //tests/gloo:core_test //tests/gloo:shutdown_test)
+              //tests/gloo/...)
 if [[ "${DIST_SANITIZERS:-1}" != 0 ]]; then
   tsan_options="halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=0"
   tsan_options+=":suppressions=$PWD/tools/dev/sanitizers/tsan.supp"

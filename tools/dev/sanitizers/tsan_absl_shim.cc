@@ -65,10 +65,18 @@ bool EvalWrapped(const ConditionLayout* c) {
   return result;
 }
 
+// Absl skips waiters whose conditions it deems equal to one it just found
+// false (Condition::GuaranteedEqual compares every field but eval's target
+// only through eval_, function_, method_ and arg_). Every wrapper has the same
+// eval_, so the original's other fields are copied: two wrappers are equal
+// exactly when their originals are. Wrappers with empty fields would all be
+// "equal", and a waiter queued behind another one whose condition is false
+// would not be woken until its timeout.
 Wrapped Wrap(void* mu, const void* cond) {
   Wrapped w{};
-  w.self.eval = &EvalWrapped;
   w.original = static_cast<const ConditionLayout*>(cond);
+  if (w.original != nullptr) w.self = *w.original;
+  w.self.eval = &EvalWrapped;
   w.mu = mu;
   return w;
 }
