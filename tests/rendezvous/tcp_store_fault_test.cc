@@ -383,51 +383,6 @@ TEST(TcpStoreFaults, ServerGoneIsUnavailableNamingTheAddressNotAHang) {
   EXPECT_LT(absl::Now() - again, absl::Seconds(5));
 }
 
-TEST(TcpStoreFaults, ClientEnforcesItsDeadlineWhenTheServerNeverAnswers) {
-  // A "server" that completes the handshake and then says nothing more.
-  int listener_port = 0;
-  const int listener = ListenOnLoopback(&listener_port);
-  ASSERT_GE(listener, 0);
-  std::atomic<bool> stop{false};
-  std::thread mute([&] {
-    const int fd = accept(listener, nullptr, nullptr);
-    char hello[64];
-    (void)recv(fd, hello, sizeof(hello), 0);
-    protocol::Writer reply;
-    reply.U32(protocol::kMagic);
-    reply.U16(protocol::kVersion);
-    reply.U8(0);
-    reply.Str("");
-    reply.Str(auth::Nonce());
-    reply.U8(0);  // no token
-    reply.Str("");
-    std::string frame = std::move(reply).Finish();
-    (void)send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
-    char proof[64];
-    (void)recv(fd, proof, sizeof(proof), 0);
-    protocol::Writer welcome;
-    welcome.U8(0);
-    welcome.Str("");
-    frame = std::move(welcome).Finish();
-    (void)send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
-    while (!stop) absl::SleepFor(absl::Milliseconds(20));
-    close(fd);
-  });
-  auto client = Client(listener_port, "", absl::Seconds(1));
-  ASSERT_TRUE(client.ok()) << client.status();
-  const absl::Time start = absl::Now();
-  absl::StatusOr<std::string> got = (*client)->Get("k", absl::Milliseconds(300));
-  const absl::Duration elapsed = absl::Now() - start;
-  stop = true;
-  mute.join();
-  close(listener);
-  ASSERT_EQ(got.status().code(), absl::StatusCode::kDeadlineExceeded) << got.status();
-  EXPECT_TRUE(absl::StrContains(got.status().message(), "no answer from the store server"))
-      << got.status();
-  // The request's 300 ms plus the client's 2 s grace, not forever.
-  EXPECT_LT(elapsed, absl::Seconds(4));
-}
-
 // The server side of the version 3 handshake, without a token.
 bool Welcome(int fd) {
   std::string hello;
@@ -449,6 +404,33 @@ bool Welcome(int fd) {
   welcome.Str("");
   frame = std::move(welcome).Finish();
   return send(fd, frame.data(), frame.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(frame.size());
+}
+
+TEST(TcpStoreFaults, ClientEnforcesItsDeadlineWhenTheServerNeverAnswers) {
+  // A "server" that completes the handshake and then says nothing more.
+  int listener_port = 0;
+  const int listener = ListenOnLoopback(&listener_port);
+  ASSERT_GE(listener, 0);
+  std::atomic<bool> stop{false};
+  std::thread mute([&] {
+    const int fd = accept(listener, nullptr, nullptr);
+    Welcome(fd);
+    while (!stop) absl::SleepFor(absl::Milliseconds(20));
+    close(fd);
+  });
+  auto client = Client(listener_port, "", absl::Seconds(1));
+  ASSERT_TRUE(client.ok()) << client.status();
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::string> got = (*client)->Get("k", absl::Milliseconds(300));
+  const absl::Duration elapsed = absl::Now() - start;
+  stop = true;
+  mute.join();
+  close(listener);
+  ASSERT_EQ(got.status().code(), absl::StatusCode::kDeadlineExceeded) << got.status();
+  EXPECT_TRUE(absl::StrContains(got.status().message(), "no answer from the store server"))
+      << got.status();
+  // The request's 300 ms plus the client's 2 s grace, not forever.
+  EXPECT_LT(elapsed, absl::Seconds(4));
 }
 
 // A request on a pooled connection that the server closes before any byte
