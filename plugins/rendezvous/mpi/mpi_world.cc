@@ -27,6 +27,16 @@ absl::Status MpiError(int rc, const char* call) {
       flavor::kName, "://: ", call, " failed: ", std::string(text, static_cast<size_t>(length))));
 }
 
+// Buffers of broadcasts that timed out: MPI cannot cancel a collective, so
+// it may still write into them; they are kept for the life of the process
+// (one per timed-out dist_init at most), reachable rather than leaked.
+void KeepForMpi(std::unique_ptr<std::vector<char>> buffer) {
+  static std::mutex mu;
+  static auto* kept = new std::vector<std::unique_ptr<std::vector<char>>>();
+  std::lock_guard<std::mutex> lock(mu);
+  kept->push_back(std::move(buffer));
+}
+
 absl::Status Initialize() {
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -103,8 +113,7 @@ absl::Status Broadcast(std::string* text, absl::Time deadline) {
     }
     if (done) break;
     if (absl::Now() >= deadline) {
-      // MPI cannot cancel a collective: the request keeps the buffer.
-      buffer.release();
+      KeepForMpi(std::move(buffer));
       return absl::DeadlineExceededError("the broadcast from rank 0 did not complete");
     }
     // Spin briefly (rank 0 is usually there already), then let a peer that

@@ -3,6 +3,12 @@
 // third-party code only, each with why.
 #include <dlfcn.h>
 
+// LeakSanitizer's stop-the-world tracer crashes ("Tracer caught signal 11")
+// walking the dynamic TLS that it tracks through __tls_get_addr once MPICH
+// (its libfabric providers) has been loaded and partly unloaded. Without
+// the interception the blocks are still scanned, as the heap chunks they are.
+extern "C" const char* __asan_default_options() { return "intercept_tls_get_addr=0"; }
+
 extern "C" const char* __lsan_default_suppressions() {
   return
       // Open MPI keeps allocations from MPI_Init (component registries, PMIx
