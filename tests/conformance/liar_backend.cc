@@ -1,6 +1,8 @@
 // A deliberately wrong backend, to prove the conformance kit catches what it
-// claims to catch. It is the tutorial's kvstore backend with one fault chosen
-// by DIST_TEST_LIAR:
+// claims to catch. It is the tutorial's kvstore backend (the template itself,
+// built on the C++ adapter, whose honest build passes the kit) with its entry
+// symbol renamed and one fault, chosen by DIST_TEST_LIAR, wrapped around its
+// table:
 //   caps: declares float16 (which it rejects) and drops int8 (which it
 //         accepts): "declared == works" and "undeclared fails" must both fail.
 //   data: all_reduce results are off by one in element 0.
