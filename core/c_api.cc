@@ -1,6 +1,7 @@
 // The C entry points of dist.h and registry.h. Each converts at the
 // boundary: absl::Status inside, dist_error_t outside, nothing thrown.
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,20 @@ dist_error_t* NullArgument(const char* function, const char* argument) {
   return dist_error_new(DIST_INVALID_ARGUMENT, "%s: %s is NULL", function, argument);
 }
 
+// Runs `body` (returning dist_error_t*), so that no exception crosses the C
+// ABI: one that escapes the core (std::bad_alloc, a bug) becomes
+// DIST_INTERNAL naming the function.
+template <typename Body>
+dist_error_t* Guarded(const char* function, Body&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return dist_error_new(DIST_INTERNAL, "%s: unexpected exception: %s", function, e.what());
+  } catch (...) {
+    return dist_error_new(DIST_INTERNAL, "%s: unexpected exception", function);
+  }
+}
+
 dist_buffer_t EmptyBuffer() {
   dist_buffer_t buffer{};
   buffer.device = dist_cpu();
@@ -35,16 +50,14 @@ dist_buffer_t EmptyBuffer() {
 dist_error_t* Dispatch(const char* function, dist_process_group_t* group, dist_collective_t kind,
                        const dist_op_args_t& args, dist_work_t** work) {
   if (group == nullptr || !group->group) return NullArgument(function, "group");
-  try {
+  return Guarded(function, [&]() -> dist_error_t* {
     if (work == nullptr) return ToError(group->group->Run(kind, args));
     *work = nullptr;
     absl::StatusOr<dist_work_t*> submitted = group->group->Submit(kind, args);
     if (!submitted.ok()) return ToError(submitted.status());
     *work = *submitted;
     return nullptr;
-  } catch (const std::exception& e) {
-    return dist_error_new(DIST_INTERNAL, "%s: %s", function, e.what());
-  }
+  });
 }
 
 // Completes the work's flight recorder entry; a failure also dumps it.
@@ -71,14 +84,12 @@ DIST_EXPORT dist_error_t* dist_init(const dist_init_options_t* options,
                                     dist_process_group_t** group) {
   if (group == nullptr) return NullArgument("dist_init", "group");
   *group = nullptr;
-  try {
+  return Guarded("dist_init", [&]() -> dist_error_t* {
     absl::StatusOr<std::unique_ptr<ProcessGroup>> created = ProcessGroup::Create(options);
     if (!created.ok()) return ToError(created.status());
     *group = new dist_process_group{*std::move(created)};
     return nullptr;
-  } catch (const std::exception& e) {
-    return dist_error_new(DIST_INTERNAL, "dist_init: %s", e.what());
-  }
+  });
 }
 
 DIST_EXPORT void dist_destroy(dist_process_group_t* group) { delete group; }
@@ -237,33 +248,33 @@ DIST_EXPORT dist_error_t* dist_new_group(dist_process_group_t* parent, const int
   if (group == nullptr) return NullArgument("dist_new_group", "group");
   if (ranks == nullptr && num_ranks > 0) return NullArgument("dist_new_group", "ranks");
   *group = nullptr;
-  try {
+  return Guarded("dist_new_group", [&]() -> dist_error_t* {
     absl::StatusOr<std::unique_ptr<ProcessGroup>> made =
         parent->group->NewGroup(std::vector<int32_t>(ranks, ranks + num_ranks));
     if (!made.ok()) return ToError(made.status());
     *group = new dist_process_group{*std::move(made)};
     return nullptr;
-  } catch (const std::exception& e) {
-    return dist_error_new(DIST_INTERNAL, "dist_new_group: %s", e.what());
-  }
+  });
 }
 
 DIST_EXPORT void dist_abort(dist_process_group_t* group, const char* reason) {
   if (group == nullptr) return;
-  group->group->Abort(reason != nullptr ? reason : "aborted by the application");
+  // Nothing to return an error to; Abort only fails if memory runs out.
+  dist_error_destroy(Guarded("dist_abort", [&]() -> dist_error_t* {
+    group->group->Abort(reason != nullptr ? reason : "aborted by the application");
+    return nullptr;
+  }));
 }
 
 DIST_EXPORT const char* dist_version(void) { return dist::kCoreVersion; }
 
 DIST_EXPORT dist_error_t* dist_trace_dump(const dist_process_group_t* group, const char* path) {
   if (group == nullptr || !group->group) return NullArgument("dist_trace_dump", "group");
-  try {
+  return Guarded("dist_trace_dump", [&] {
     absl::StatusOr<std::string> written = group->group->recorder().Dump(
         path != nullptr ? path : "", "requested by the application (dist_trace_dump)");
     return ToError(written.status());
-  } catch (const std::exception& e) {
-    return dist_error_new(DIST_INTERNAL, "dist_trace_dump: %s", e.what());
-  }
+  });
 }
 
 // ---- registry.h ---------------------------------------------------------
@@ -273,35 +284,39 @@ DIST_EXPORT dist_error_t* dist_list_plugins(const dist_plugin_info_t** infos, si
   static absl::Mutex mu;
   static std::vector<dist_plugin_info_t>* list = nullptr;
   absl::MutexLock lock(&mu);
-  if (list == nullptr) {
-    list = new std::vector<dist_plugin_info_t>();  // lives until exit, as documented
-    for (const dist::PluginRecord* record : dist::PluginRegistry::Get().ListAll()) {
-      dist_plugin_info_t info{};
-      info.struct_size = sizeof(info);
-      info.kind = record->kind;
-      info.name = record->name.c_str();
-      info.path = record->path.c_str();
-      info.status = record->shadowed_by.empty() ? record->status : DIST_PLUGIN_SHADOWED;
-      if (!record->shadowed_by.empty()) {
-        auto* reason = new std::string(
-            absl::StrCat("shadowed by ", record->shadowed_by, " (earlier in the search path)"));
-        info.reason = reason->c_str();
-      } else {
-        info.reason = record->reason.empty() ? nullptr : record->reason.c_str();
+  return Guarded("dist_list_plugins", [&]() -> dist_error_t* {
+    if (list == nullptr) {
+      // Published whole, or not at all if building it throws.
+      auto built = std::make_unique<std::vector<dist_plugin_info_t>>();
+      for (const dist::PluginRecord* record : dist::PluginRegistry::Get().ListAll()) {
+        dist_plugin_info_t info{};
+        info.struct_size = sizeof(info);
+        info.kind = record->kind;
+        info.name = record->name.c_str();
+        info.path = record->path.c_str();
+        info.status = record->shadowed_by.empty() ? record->status : DIST_PLUGIN_SHADOWED;
+        if (!record->shadowed_by.empty()) {
+          auto* reason = new std::string(
+              absl::StrCat("shadowed by ", record->shadowed_by, " (earlier in the search path)"));
+          info.reason = reason->c_str();
+        } else {
+          info.reason = record->reason.empty() ? nullptr : record->reason.c_str();
+        }
+        info.abi_major = record->abi_major;
+        info.abi_minor = record->abi_minor;
+        info.version = record->version.empty() ? nullptr : record->version.c_str();
+        info.library_version =
+            record->library_version.empty() ? nullptr : record->library_version.c_str();
+        info.capabilities = record->capabilities;
+        info.schemes = record->scheme_pointers.data();
+        built->push_back(info);
       }
-      info.abi_major = record->abi_major;
-      info.abi_minor = record->abi_minor;
-      info.version = record->version.empty() ? nullptr : record->version.c_str();
-      info.library_version =
-          record->library_version.empty() ? nullptr : record->library_version.c_str();
-      info.capabilities = record->capabilities;
-      info.schemes = record->scheme_pointers.data();
-      list->push_back(info);
+      list = built.release();  // lives until exit, as documented
     }
-  }
-  *infos = list->data();
-  *count = list->size();
-  return nullptr;
+    *infos = list->data();
+    *count = list->size();
+    return nullptr;
+  });
 }
 
 DIST_EXPORT const char* const* dist_plugin_search_path(void) {
@@ -320,22 +335,26 @@ DIST_EXPORT dist_error_t* dist_load_backend(const char* name_or_path,
                                             const dist_backend_plugin_t** plugin) {
   if (name_or_path == nullptr) return NullArgument("dist_load_backend", "name_or_path");
   if (plugin == nullptr) return NullArgument("dist_load_backend", "plugin");
-  absl::StatusOr<const dist::PluginRecord*> record =
-      dist::PluginRegistry::Get().LoadBackend(name_or_path);
-  if (!record.ok()) return ToError(record.status());
-  *plugin = &(*record)->backend;
-  return nullptr;
+  return Guarded("dist_load_backend", [&]() -> dist_error_t* {
+    absl::StatusOr<const dist::PluginRecord*> record =
+        dist::PluginRegistry::Get().LoadBackend(name_or_path);
+    if (!record.ok()) return ToError(record.status());
+    *plugin = &(*record)->backend;
+    return nullptr;
+  });
 }
 
 DIST_EXPORT dist_error_t* dist_load_rendezvous(const char* scheme,
                                                const dist_rendezvous_plugin_t** plugin) {
   if (scheme == nullptr) return NullArgument("dist_load_rendezvous", "scheme");
   if (plugin == nullptr) return NullArgument("dist_load_rendezvous", "plugin");
-  absl::StatusOr<const dist::PluginRecord*> record =
-      dist::PluginRegistry::Get().LoadRendezvous(scheme);
-  if (!record.ok()) return ToError(record.status());
-  *plugin = &(*record)->rendezvous;
-  return nullptr;
+  return Guarded("dist_load_rendezvous", [&]() -> dist_error_t* {
+    absl::StatusOr<const dist::PluginRecord*> record =
+        dist::PluginRegistry::Get().LoadRendezvous(scheme);
+    if (!record.ok()) return ToError(record.status());
+    *plugin = &(*record)->rendezvous;
+    return nullptr;
+  });
 }
 
 DIST_EXPORT const dist_host_api_t* dist_host_api(void) { return dist::HostApi(); }
@@ -351,8 +370,14 @@ DIST_EXPORT dist_error_t* dist_rendezvous(const char* url, const dist_rendezvous
   none.struct_size = sizeof(none);
   none.rank = -1;
   none.world_size = -1;
-  absl::StatusOr<dist_rendezvous_result_t> joined =
-      dist::Rendezvous(url, hints != nullptr ? *hints : none, absl::Milliseconds(timeout_ms));
+  absl::StatusOr<dist_rendezvous_result_t> joined;
+  if (dist_error_t* thrown = Guarded("dist_rendezvous", [&]() -> dist_error_t* {
+        joined =
+            dist::Rendezvous(url, hints != nullptr ? *hints : none, absl::Milliseconds(timeout_ms));
+        return nullptr;
+      })) {
+    return thrown;
+  }
   if (!joined.ok()) return ToError(joined.status());
   const size_t caller_size = result->struct_size;
   std::memcpy(result, &*joined,
@@ -366,9 +391,15 @@ DIST_EXPORT dist_error_t* dist_resolve_config(const dist_init_options_t* options
   if (entries == nullptr || count == nullptr) return NullArgument("dist_resolve_config", "output");
   *entries = nullptr;
   *count = 0;
-  absl::StatusOr<dist::ResolvedConfig> config = dist::ResolveConfig(options);
-  if (!config.ok()) return ToError(config.status());
-  std::vector<dist::ConfigOption> rows = dist::ConfigRows(*config);
+  std::vector<dist::ConfigOption> rows;
+  if (dist_error_t* error = Guarded("dist_resolve_config", [&]() -> dist_error_t* {
+        absl::StatusOr<dist::ResolvedConfig> config = dist::ResolveConfig(options);
+        if (!config.ok()) return ToError(config.status());
+        rows = dist::ConfigRows(*config);
+        return nullptr;
+      })) {
+    return error;
+  }
   auto* out = static_cast<dist_config_entry_t*>(calloc(rows.size(), sizeof(dist_config_entry_t)));
   if (out == nullptr)
     return dist_error_new(DIST_RESOURCE_EXHAUSTED, "dist_resolve_config: out of memory");

@@ -226,6 +226,21 @@ TEST(HostApi, CreateFailureNamesTheBackend) {
       << message;
 }
 
+// A plugin that lets an exception escape its C table (instead of using the
+// SDK's guard) costs its host an error, not std::terminate.
+TEST(HostApi, AnExceptionFromAPluginBecomesAnError) {
+  dist_init_options_t options = Options("fixture_create_throws");
+  dist_process_group_t* group = nullptr;
+  dist_error_t* error = dist_init(&options, &group);
+  ASSERT_NE(error, nullptr);
+  EXPECT_EQ(dist_error_code(error), DIST_INTERNAL);
+  const std::string message = Message(error);
+  EXPECT_EQ(group, nullptr);
+  EXPECT_NE(message.find("dist_init: unexpected exception: fixture comm_create throws on purpose"),
+            std::string::npos)
+      << message;
+}
+
 TEST(HostApi, UnknownSchemeAndBackendErrors) {
   dist_init_options_t options = Options("fixture_good");
   options.init_method = "carrier-pigeon://coop";

@@ -43,7 +43,7 @@ class BackendWork {
   // Non-blocking: sets *done; once done, returns the operation's status.
   virtual absl::Status Test(bool* done) = 0;
   // Makes `stream` wait for the work (CUDA); only with has_wait_stream().
-  virtual absl::Status WaitStream(void* stream) {
+  virtual absl::Status WaitStream(void* /*stream*/) {
     return absl::UnimplementedError("work_wait_stream is not supported by this backend");
   }
 };
@@ -64,8 +64,9 @@ class BackendComm {
   // comm_split on every rank of this communicator; on non-members
   // config.rank is -1 and the result must be nullptr. `ranks`: parent ranks,
   // ascending. Called only when the backend's has_split() is true.
-  virtual absl::StatusOr<std::unique_ptr<BackendComm>> Split(const int32_t* ranks, size_t num_ranks,
-                                                             const dist_comm_config_t& config) {
+  virtual absl::StatusOr<std::unique_ptr<BackendComm>> Split(const int32_t* /*ranks*/,
+                                                             size_t /*num_ranks*/,
+                                                             const dist_comm_config_t& /*config*/) {
     return absl::UnimplementedError("comm_split is not supported by this backend");
   }
 };
@@ -79,7 +80,7 @@ class Backend {
   virtual const char* version() const = 0;   // static, the plugin's own version
   virtual const char* LibraryVersion() = 0;  // static or process-lived text
   // After the adapter remembered `host` for logging.
-  virtual absl::Status Initialize(const dist_host_api_t* host) { return absl::OkStatus(); }
+  virtual absl::Status Initialize(const dist_host_api_t* /*host*/) { return absl::OkStatus(); }
   // OK when the backend can run here; UNAVAILABLE with the reason otherwise.
   virtual absl::Status Probe() { return absl::OkStatus(); }
   // Fills a zeroed, full-size struct; the adapter copies what the caller has room for.
