@@ -160,13 +160,17 @@ void Communicator::Run() {
         if (!queue_.empty() && wake_) break;
         if (queue_.empty() && !p2p_.idle()) break;  // move send/recv
         if (queue_.empty() && stopping_) return;
-        auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return wake_ || stopping_ || inline_running_;
-        };
+        // Not woken when a caller starts or ends an inline run: that would
+        // cost the caller a futex wake (and this thread a context switch on
+        // a busy CPU) twice per operation; a poll that finds one running
+        // waits for it above.
+        auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return wake_ || stopping_; };
         if (!queue_.empty()) {
           // Deferred: most likely its caller is about to wait and run it
-          // itself. If not, take it after kDeferral.
-          if (!mu_.AwaitWithTimeout(absl::Condition(&woken), kDeferral)) wake_ = true;
+          // itself. If it is still queued after kDeferral, take it.
+          if (!mu_.AwaitWithTimeout(absl::Condition(&woken), kDeferral) && !queue_.empty()) {
+            wake_ = true;
+          }
         } else if (absl::Now() - last_issue_ < kPollWindow) {
           // Busy phase: look for deferred operations every kDeferral
           // without being woken by each issue (a wake-up costs the issuing
@@ -175,7 +179,7 @@ void Communicator::Run() {
         } else {
           wake_ = false;
           auto any = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-            return !queue_.empty() || stopping_ || inline_running_;
+            return !queue_.empty() || stopping_;
           };
           mu_.Await(absl::Condition(&any));
           if (!queue_.empty()) wake_ = true;
