@@ -97,9 +97,10 @@ absl::Status Waiter::Wait(absl::FunctionRef<bool()> ready,
   if (spin_now_ > absl::ZeroDuration()) {
     const absl::Time spin_end = absl::Now() + spin_now_;
     for (int i = 1;; ++i) {
-      // Mostly pause; yield now and then, so a peer waiting for this CPU on
-      // an oversubscribed host gets it.
-      if ((i & 15) == 0) {
+      // Mostly pause; yield every few microseconds, so a peer waiting for
+      // this CPU on a busy host gets it. (Yielding every 16 pauses cost a
+      // syscall per call at 8 B: 2.5 us instead of 1.4 us at N = 2.)
+      if ((i & 127) == 0) {
         sched_yield();
       } else {
         _mm_pause();
