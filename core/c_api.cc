@@ -366,24 +366,20 @@ DIST_EXPORT dist_error_t* dist_rendezvous(const char* url, const dist_rendezvous
   if (timeout_ms <= 0) {
     return dist_error_new(DIST_INVALID_ARGUMENT, "dist_rendezvous: timeout_ms must be positive");
   }
-  dist_rendezvous_hints_t none{};
-  none.struct_size = sizeof(none);
-  none.rank = -1;
-  none.world_size = -1;
-  absl::StatusOr<dist_rendezvous_result_t> joined;
-  if (dist_error_t* thrown = Guarded("dist_rendezvous", [&]() -> dist_error_t* {
-        joined =
-            dist::Rendezvous(url, hints != nullptr ? *hints : none, absl::Milliseconds(timeout_ms));
-        return nullptr;
-      })) {
-    return thrown;
-  }
-  if (!joined.ok()) return ToError(joined.status());
-  const size_t caller_size = result->struct_size;
-  std::memcpy(result, &*joined,
-              caller_size != 0 && caller_size < sizeof(*result) ? caller_size : sizeof(*result));
-  result->struct_size = caller_size != 0 ? caller_size : sizeof(*result);
-  return nullptr;
+  return Guarded("dist_rendezvous", [&]() -> dist_error_t* {
+    dist_rendezvous_hints_t none{};
+    none.struct_size = sizeof(none);
+    none.rank = -1;
+    none.world_size = -1;
+    absl::StatusOr<dist_rendezvous_result_t> joined =
+        dist::Rendezvous(url, hints != nullptr ? *hints : none, absl::Milliseconds(timeout_ms));
+    if (!joined.ok()) return ToError(joined.status());
+    const size_t caller_size = result->struct_size;
+    std::memcpy(result, &*joined,
+                caller_size != 0 && caller_size < sizeof(*result) ? caller_size : sizeof(*result));
+    result->struct_size = caller_size != 0 ? caller_size : sizeof(*result);
+    return nullptr;
+  });
 }
 
 DIST_EXPORT dist_error_t* dist_resolve_config(const dist_init_options_t* options,
@@ -391,27 +387,23 @@ DIST_EXPORT dist_error_t* dist_resolve_config(const dist_init_options_t* options
   if (entries == nullptr || count == nullptr) return NullArgument("dist_resolve_config", "output");
   *entries = nullptr;
   *count = 0;
-  std::vector<dist::ConfigOption> rows;
-  if (dist_error_t* error = Guarded("dist_resolve_config", [&]() -> dist_error_t* {
-        absl::StatusOr<dist::ResolvedConfig> config = dist::ResolveConfig(options);
-        if (!config.ok()) return ToError(config.status());
-        rows = dist::ConfigRows(*config);
-        return nullptr;
-      })) {
-    return error;
-  }
-  auto* out = static_cast<dist_config_entry_t*>(calloc(rows.size(), sizeof(dist_config_entry_t)));
-  if (out == nullptr)
-    return dist_error_new(DIST_RESOURCE_EXHAUSTED, "dist_resolve_config: out of memory");
-  for (size_t i = 0; i < rows.size(); ++i) {
-    out[i].struct_size = sizeof(dist_config_entry_t);
-    out[i].key = strdup(rows[i].key.c_str());
-    out[i].value = strdup(rows[i].value.c_str());
-    out[i].source = strdup(rows[i].source.c_str());
-  }
-  *entries = out;
-  *count = rows.size();
-  return nullptr;
+  return Guarded("dist_resolve_config", [&]() -> dist_error_t* {
+    absl::StatusOr<dist::ResolvedConfig> config = dist::ResolveConfig(options);
+    if (!config.ok()) return ToError(config.status());
+    const std::vector<dist::ConfigOption> rows = dist::ConfigRows(*config);
+    auto* out = static_cast<dist_config_entry_t*>(calloc(rows.size(), sizeof(dist_config_entry_t)));
+    if (out == nullptr)
+      return dist_error_new(DIST_RESOURCE_EXHAUSTED, "dist_resolve_config: out of memory");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      out[i].struct_size = sizeof(dist_config_entry_t);
+      out[i].key = strdup(rows[i].key.c_str());
+      out[i].value = strdup(rows[i].value.c_str());
+      out[i].source = strdup(rows[i].source.c_str());
+    }
+    *entries = out;
+    *count = rows.size();
+    return nullptr;
+  });
 }
 
 DIST_EXPORT void dist_config_entries_free(dist_config_entry_t* entries, size_t count) {
