@@ -47,7 +47,8 @@ absl::StatusOr<dist_rendezvous_result_t> Rendezvous(const std::string& url,
   absl::StatusOr<std::string> scheme = UrlScheme(url);
   if (!scheme.ok()) return scheme.status();
   // One deadline for resolving and joining together.
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + timeout;
   absl::StatusOr<const PluginRecord*> plugin = PluginRegistry::Get().LoadRendezvous(*scheme);
   if (!plugin.ok()) return plugin.status();
   dist_rendezvous_result_t result{};
@@ -67,12 +68,19 @@ absl::StatusOr<dist_rendezvous_result_t> Rendezvous(const std::string& url,
                                                    " of world size ", result.world_size,
                                                    "; rank must be in [0, world_size)"));
   }
+  const absl::Time resolved = absl::Now();
   absl::Status joined =
       RunJoinCheck(result.store, result.rank, result.world_size, url, timeout, deadline);
   if (!joined.ok()) {
     ReleaseFailed(result.store, joined);
     return joined;
   }
+  const absl::Time now = absl::Now();
+  LogLine(DIST_LOG_DEBUG, "core",
+          absl::StrCat("rendezvous ", url, ": rank ", result.rank, " resolved in ",
+                       absl::FormatDuration(absl::Trunc(resolved - start, absl::Microseconds(100))),
+                       ", join check ",
+                       absl::FormatDuration(absl::Trunc(now - resolved, absl::Microseconds(100)))));
   return result;
 }
 

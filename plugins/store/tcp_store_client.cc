@@ -24,6 +24,9 @@ constexpr absl::Duration kServerGrace = absl::Seconds(2);
 // Once the server has been reached, a lost server is reported quickly
 // instead of being retried for the whole timeout.
 constexpr absl::Duration kReconnectWindow = absl::Seconds(2);
+// Retries of an unreachable server back off to this: a rank that started
+// before rank 0's server is late by at most this much once it is up.
+constexpr absl::Duration kMaxConnectBackoff = absl::Milliseconds(200);
 
 std::string Seconds(absl::Duration d) {
   return absl::StrFormat("%.1f s", absl::ToDoubleSeconds(d));
@@ -90,7 +93,9 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Open(absl::Time dead
   }
   const absl::Time start = absl::Now();
   if (reconnect) deadline = std::min(deadline, start + kReconnectWindow);
-  absl::Duration backoff = absl::Milliseconds(10);
+  // The first retries come fast: ranks usually start within milliseconds
+  // of rank 0's server, and a refused connect costs microseconds.
+  absl::Duration backoff = absl::Milliseconds(1);
   std::string last_error = "no attempt made";
   while (true) {
     absl::StatusOr<std::vector<SocketAddress>> addresses =
@@ -122,7 +127,7 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Open(absl::Time dead
     const absl::Time now = absl::Now();
     if (now >= deadline) break;
     absl::SleepFor(std::min(backoff, deadline - now));
-    backoff = std::min(backoff * 2, absl::Seconds(1));
+    backoff = std::min(backoff * 2, kMaxConnectBackoff);
   }
   if (reconnect) {
     return absl::UnavailableError(
