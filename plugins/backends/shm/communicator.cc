@@ -71,6 +71,7 @@ Communicator::~Communicator() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     wake_ = true;  // a deferred operation runs now
+    worker_cv_.Signal();
     auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return outstanding_ == 0; };
     idle = mu_.AwaitWithTimeout(absl::Condition(&drained), absl::Milliseconds(timeout_ms_));
   }
@@ -138,7 +139,10 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t coll
   last_issue_ = absl::Now();
   if (!defer) {
     wake_ = true;
+    worker_cv_.Signal();
     waiter_.NotifySelf();  // the worker may sleep on its bell with send/recv pending
+  } else if (worker_idle_) {
+    worker_cv_.Signal();  // asleep for good: it must take this one after kDeferral
   }
   return work;
 }
@@ -153,8 +157,9 @@ void Communicator::Run() {
       for (;;) {
         if (inline_running_) {
           // A caller runs an operation (only when nothing else was in flight).
-          auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !inline_running_; };
-          mu_.Await(absl::Condition(&done));
+          worker_waits_inline_ = true;
+          while (inline_running_) worker_cv_.Wait(&mu_);
+          worker_waits_inline_ = false;
           continue;
         }
         if (!queue_.empty() && wake_) break;
@@ -164,24 +169,20 @@ void Communicator::Run() {
         // cost the caller a futex wake (and this thread a context switch on
         // a busy CPU) twice per operation; a poll that finds one running
         // waits for it above.
-        auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return wake_ || stopping_; };
         if (!queue_.empty()) {
           // Deferred: most likely its caller is about to wait and run it
           // itself. If it is still queued after kDeferral, take it.
-          if (!mu_.AwaitWithTimeout(absl::Condition(&woken), kDeferral) && !queue_.empty()) {
-            wake_ = true;
-          }
+          if (!AwaitWake(kDeferral) && !queue_.empty()) wake_ = true;
         } else if (absl::Now() - last_issue_ < kPollWindow) {
           // Busy phase: look for deferred operations every kDeferral
           // without being woken by each issue (a wake-up costs the issuing
           // thread more than the rest of a small call).
-          mu_.AwaitWithTimeout(absl::Condition(&woken), kBusyPoll);
+          AwaitWake(kBusyPoll);
         } else {
           wake_ = false;
-          auto any = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-            return !queue_.empty() || stopping_;
-          };
-          mu_.Await(absl::Condition(&any));
+          worker_idle_ = true;
+          while (queue_.empty() && !stopping_) worker_cv_.Wait(&mu_);
+          worker_idle_ = false;
           if (!queue_.empty()) wake_ = true;
         }
       }
@@ -204,6 +205,14 @@ void Communicator::Run() {
   }
 }
 
+bool Communicator::AwaitWake(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!wake_ && !stopping_) {
+    if (worker_cv_.WaitWithDeadline(&mu_, deadline)) return wake_ || stopping_;
+  }
+  return true;
+}
+
 bool Communicator::TryRunInline(const void* work, absl::Duration wait_timeout) {
   Task task;
   {
@@ -219,6 +228,7 @@ bool Communicator::TryRunInline(const void* work, absl::Duration wait_timeout) {
     if (p2p || outstanding_ != 1 || worker_busy_ || inline_running_ || stopping_ ||
         wait_timeout < absl::Milliseconds(timeout_ms)) {
       wake_ = true;
+      worker_cv_.Signal();
       waiter_.NotifySelf();
       return false;
     }
@@ -230,6 +240,7 @@ bool Communicator::TryRunInline(const void* work, absl::Duration wait_timeout) {
   Execute(task);
   absl::MutexLock lock(&mu_);
   inline_running_ = false;
+  if (worker_waits_inline_) worker_cv_.Signal();
   return true;
 }
 
@@ -242,6 +253,7 @@ void Communicator::Finish(const std::shared_ptr<Started>& started, absl::Status 
       absl::MutexLock lock(&mu_);
       if (broken_.ok()) {
         broken_ = status;
+        is_broken_.store(true, std::memory_order_release);
         first = true;
       }
     }
@@ -270,7 +282,7 @@ void Communicator::Execute(const Task& task) {
   started->work = task.work;
   started_.push_back(started);
   if (abort_.aborted()) return Finish(started, waiter_.AbortedError(what));
-  {
+  if (is_broken_.load(std::memory_order_acquire)) {
     absl::Status broken;
     {
       absl::MutexLock lock(&mu_);

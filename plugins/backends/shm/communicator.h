@@ -61,6 +61,9 @@ class Communicator {
   Communicator(const dist_comm_config_t& config, std::unique_ptr<Segment> segment,
                absl::Duration spin, bool inline_wait);
   void Run();
+  // Waits on worker_cv_ until wake_ or stopping_, at most `timeout`;
+  // returns whether one of them is set.
+  bool AwaitWake(absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Execute(const Task& task);
   void Finish(const std::shared_ptr<Started>& started, absl::Status status);
   // Tells the peers this rank's state (kFailed, kAborted, kLeft).
@@ -82,6 +85,15 @@ class Communicator {
   absl::Mutex publish_mu_;  // serializes writes of this rank's state/reason
 
   absl::Mutex mu_;
+  // The worker sleeps on this condition variable, not on conditions of
+  // mu_: a thread waiting on a condition of mu_ makes every unlock of mu_
+  // take Abseil's slow path to evaluate it (about 200 instructions each,
+  // five times per blocking call). So whoever sets what the worker waits
+  // for (wake_, stopping_, a first task while it is idle, the end of an
+  // inline run it waits for) signals it.
+  absl::CondVar worker_cv_;
+  bool worker_idle_ ABSL_GUARDED_BY(mu_) = false;          // asleep until a task comes
+  bool worker_waits_inline_ ABSL_GUARDED_BY(mu_) = false;  // until inline_running_ ends
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
   // Blocking calls (issue, then wait at once) run on the caller's thread:
   // an operation issued on an idle communicator is not handed to the
@@ -98,6 +110,7 @@ class Communicator {
   int64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // issued, not completed
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> is_broken_{false};  // broken_ is set; read without the lock
   std::thread worker_;
 };
 

@@ -12,7 +12,7 @@
 namespace dist_shm {
 
 inline constexpr uint64_t kMagic = 0x316d687374736964ull;  // "distshm1"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;              // 2: arrived and signatures on one line
 inline constexpr size_t kReasonBytes = 240;
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -48,19 +48,26 @@ struct alignas(64) Header {
 };
 
 // Per-rank control block. Fields written by the owner and fields written by
-// others live on separate cache lines.
+// others live on separate cache lines, and so do the owner's rarely written
+// fields and the ones it writes every operation: a peer's check of
+// `sleeping` (every step) stays a cache hit, and the step's one transfer of
+// `arrived` brings the signature with it.
 struct alignas(64) RankControl {
   // Written by others: the futex word the owner sleeps on.
   std::atomic<uint32_t> bell;
-  // Written by the owner.
+  // Written by the owner, rarely.
   alignas(64) std::atomic<uint32_t> sleeping;  // 1 while it may sleep on bell
   std::atomic<uint32_t> state;                 // RankState
   int32_t pid;
-  uint64_t start_time;            // /proc/<pid>/stat field 22: tells pid reuse apart
-  std::atomic<uint64_t> arrived;  // last barrier sequence number reached
-  OpSignature signature[2];       // by collective count parity
-  char reason[kReasonBytes];      // valid once state is kFailed/kAborted
+  uint64_t start_time;  // /proc/<pid>/stat field 22: tells pid reuse apart
+  // Written by the owner at every collective, on one cache line.
+  alignas(64) std::atomic<uint64_t> arrived;  // last barrier sequence number reached
+  OpSignature signature[2];                   // by collective count parity
+  alignas(64) char reason[kReasonBytes];      // valid once state is kFailed/kAborted
 };
+static_assert(offsetof(RankControl, signature) + 2 * sizeof(OpSignature) <=
+                  offsetof(RankControl, arrived) + 64,
+              "arrived and both signatures share one cache line");
 
 // Single-producer single-consumer byte ring for one ordered pair of ranks.
 struct alignas(64) RingControl {

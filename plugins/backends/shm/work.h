@@ -42,8 +42,9 @@ class InlineGate {
 
 class Work {
  public:
-  Work(std::string what, std::string group, std::shared_ptr<InlineGate> gate = nullptr)
-      : what_(std::move(what)), group_(std::move(group)), gate_(std::move(gate)) {}
+  // `what`: a static name (dist_collective_name), not copied.
+  Work(const char* what, std::string group, std::shared_ptr<InlineGate> gate = nullptr)
+      : what_(what), group_(std::move(group)), gate_(std::move(gate)) {}
 
   void Complete(absl::Status status) {
     absl::MutexLock lock(&mu_);
@@ -88,7 +89,7 @@ class Work {
   }
 
  private:
-  const std::string what_;
+  const char* const what_;
   const std::string group_;
   const std::shared_ptr<InlineGate> gate_;
   absl::Mutex mu_;
