@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -200,6 +201,20 @@ void CheckAllReduces(int rank, int world, dist_backend_comm_t* comm, const std::
   }
 }
 
+// A barrier holds every rank until all have reached it: each rank leaves a
+// mark before barrier i and, once through, finds every rank's mark for i.
+// (The ranks are processes; the marks are files in `dir`.)
+void CheckBarriers(int rank, int world, dist_backend_comm_t* comm, const std::string& dir) {
+  auto mark = [&](int i, int r) { return absl::StrCat(dir, "/barrier_", i, "_rank_", r); };
+  for (int i = 0; i < 5; ++i) {
+    std::ofstream(mark(i, rank)) << "here";
+    RANK_OK(rank, RunOp(Plugin()->barrier, comm, Args()));
+    for (int r = 0; r < world; ++r) {
+      RANK_CHECK(rank, std::ifstream(mark(i, r)).good());
+    }
+  }
+}
+
 void CheckDataOps(int rank, int world, dist_backend_comm_t* comm) {
   const dist_backend_plugin_t* p = Plugin();
   for (size_t bytes : {size_t{1}, size_t{13}, size_t{5000}}) {
@@ -250,7 +265,10 @@ void RunWorld(int world, const std::string& dir_name) {
       dist_backend_comm_t* comm = nullptr;
       RANK_OK(rank, CreateComm(store, rank, world, options, &comm));
       CheckAllReduces(rank, world, comm, algorithm);
-      if (std::string(algorithm) == "auto") CheckDataOps(rank, world, comm);
+      if (std::string(algorithm) == "auto") {
+        CheckDataOps(rank, world, comm);
+        CheckBarriers(rank, world, comm, dir);
+      }
       Plugin()->comm_destroy(comm);
     }
     return 0;

@@ -51,6 +51,9 @@ class AlgorithmPolicy {
   bool BoundBroadcast(size_t bytes, int world_size) const;
   bool BoundAllGather(size_t bytes, int world_size) const;
   bool BoundBarrier(int world_size) const;
+  // Which legacy barrier: BarrierAllToAll (every rank tells every other, one
+  // message latency) or BarrierAllToOne (to rank 0 and back, two).
+  bool BarrierAllToAll(int world_size) const;
 
   const char* name() const { return name_.c_str(); }
 

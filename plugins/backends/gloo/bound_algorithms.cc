@@ -240,9 +240,10 @@ void BoundAlgorithms::AllGather(uint32_t tag, const void* send, void* recv, size
   std::memcpy(recv, entry.out.data(), block * w);
 }
 
-void BoundAlgorithms::Barrier(uint32_t tag) {
-  const Key key{DIST_COLL_BARRIER, 0, 0, 0, 0, 0};
+void BoundAlgorithms::Barrier(uint32_t tag, bool all_to_all) {
+  const Key key{DIST_COLL_BARRIER, all_to_all ? 1 : 0, 0, 0, 0, 0};
   Entry& entry = Find(key, tag, 0, 0, [&](Entry&) -> std::unique_ptr<gloo::Algorithm> {
+    if (all_to_all) return std::make_unique<gloo::BarrierAllToAll>(context_);
     return std::make_unique<gloo::BarrierAllToOne>(context_, 0);
   });
   entry.algorithm->run();

@@ -58,7 +58,8 @@ class BoundAlgorithms {
   void Broadcast(uint32_t tag, const void* send, void* recv, size_t bytes, int root);
   // `block` bytes from every rank into recv (W blocks, rank order).
   void AllGather(uint32_t tag, const void* send, void* recv, size_t block);
-  void Barrier(uint32_t tag);
+  // all_to_all: BarrierAllToAll, else BarrierAllToOne (AlgorithmPolicy).
+  void Barrier(uint32_t tag, bool all_to_all);
 
   // Whether any instance ever ran (the communicator then settles their
   // last messages before closing the connections).

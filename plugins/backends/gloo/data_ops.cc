@@ -139,7 +139,7 @@ absl::Status RunAllToAll(const Op& op, const OpEnv& env) {
 
 absl::Status RunBarrier(const Op& op, const OpEnv& env) {
   if (env.bound != nullptr && env.algorithms->BoundBarrier(env.context->size)) {
-    env.bound->Barrier(env.tag);
+    env.bound->Barrier(env.tag, env.algorithms->BarrierAllToAll(env.context->size));
     return absl::OkStatus();
   }
   gloo::BarrierOptions opts(env.context);
