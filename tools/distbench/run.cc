@@ -135,11 +135,6 @@ int RunRank(const RunConfig& config) {
 
   RunInfo info;
   info.backend = backend_name;
-  const dist_plugin_info_t* plugin = FindBackendInfo(info.backend);
-  if (plugin != nullptr) {
-    info.backend_version = plugin->version != nullptr ? plugin->version : "";
-    info.library_version = plugin->library_version != nullptr ? plugin->library_version : "";
-  }
   info.init_method = init_flag.empty() ? (std::getenv("DIST_INIT_METHOD")
                                               ? std::getenv("DIST_INIT_METHOD")
                                               : "default (mpi:// for MPI backends, else env://)")
@@ -163,6 +158,15 @@ int RunRank(const RunConfig& config) {
       info.init_ms_max = *slowest;
       info.init_ms_min = *fastest;
     }
+  }
+  // After the start-up figures are in (the all-reduces above wait for every
+  // rank's dist_init): listing the plugins loads every one (NCCL with the
+  // CUDA runtime, both MPIs), work that must not compete with ranks still
+  // in dist_init.
+  const dist_plugin_info_t* plugin = FindBackendInfo(info.backend);
+  if (plugin != nullptr) {
+    info.backend_version = plugin->version != nullptr ? plugin->version : "";
+    info.library_version = plugin->library_version != nullptr ? plugin->library_version : "";
   }
 
   std::unique_ptr<Baseline> baseline;
