@@ -126,7 +126,8 @@ absl::Status Register(Segment& segment, const dist_comm_config_t& config, const 
   me.state.store(kActive, std::memory_order_release);
   segment.header().attached.fetch_add(1, std::memory_order_acq_rel);
   AbortState never_aborted;
-  Waiter waiter(&segment, config.rank, group, &never_aborted, absl::ZeroDuration());
+  Waiter waiter(&segment, config.rank, group, &never_aborted, absl::ZeroDuration(),
+                /*spin_yields=*/false);
   waiter.NotifyOthers();
   auto ready = [&]() {
     return segment.header().attached.load(std::memory_order_acquire) == config.world_size;
@@ -163,7 +164,7 @@ int JobCpus() {
 absl::StatusOr<Tuning> ParseTuning(const dist_comm_config_t& config) {
   Tuning tuning;
   const int cpus = JobCpus();
-  if (cpus > 0 && config.world_size > cpus) tuning.spin = absl::ZeroDuration();
+  tuning.spin_yields = cpus > 0 && config.world_size > cpus;
   for (size_t i = 0; i < config.num_options; ++i) {
     const dist_kv_t& kv = config.options[i];
     if (kv.key == nullptr || kv.value == nullptr || !absl::StartsWith(kv.key, "shm.")) continue;

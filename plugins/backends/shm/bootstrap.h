@@ -18,12 +18,14 @@ namespace dist_shm {
 struct Tuning {
   uint64_t slot_bytes = 0;  // 0: by world size
   uint64_t ring_bytes = 0;  // 0: by world size
-  // Spin before sleeping on the futex; by default 50 us, or none when the
-  // ranks outnumber the CPUs the job may run on (this process's affinity or
-  // its launcher's, whichever is wider: mpirun binds each rank to one core);
-  // a spinning rank would then hold the CPU the peer it waits for needs.
-  // shm.spin_us overrides.
+  // Spin before sleeping on the futex, 50 us by default (shm.spin_us).
   absl::Duration spin = absl::Microseconds(50);
+  // When the ranks outnumber the CPUs the job may run on (this process's
+  // affinity or its launcher's, whichever is wider: mpirun binds each rank
+  // to one core), the spin yields the CPU at every turn instead of pausing:
+  // a rank that held the CPU would keep the peer it waits for off it, while
+  // one that sleeps pays a wake-up (tens of microseconds) per step.
+  bool spin_yields = false;
   // shm.inline_wait=0: every operation runs on the worker thread.
   bool inline_wait = true;
 };

@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   absl::StatusOr<std::unique_ptr<Segment>> segment = JoinSegment(config, *tuning, group);
   if (!segment.ok()) return segment.status();
   std::unique_ptr<Communicator> comm(
-      new Communicator(config, *std::move(segment), tuning->spin, tuning->inline_wait));
+      new Communicator(config, *std::move(segment), *tuning));
   comm->Log(DIST_LOG_DEBUG, absl::StrCat("group '", group, "' rank ", config.rank, "/",
                                          config.world_size, " on segment ", comm->segment_->name(),
                                          " (slots ", comm->segment_->slot_bytes(), " B, rings ",
@@ -47,16 +47,16 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
 }
 
 Communicator::Communicator(const dist_comm_config_t& config, std::unique_ptr<Segment> segment,
-                           absl::Duration spin, bool inline_wait)
+                           const Tuning& tuning)
     : rank_(config.rank),
       world_size_(config.world_size),
       group_(config.group_name ? config.group_name : "default"),
       timeout_ms_(config.timeout_ms > 0 ? config.timeout_ms : 300000),
       segment_(std::move(segment)),
-      waiter_(segment_.get(), rank_, group_, &abort_, spin),
+      waiter_(segment_.get(), rank_, group_, &abort_, tuning.spin, tuning.spin_yields),
       collectives_(segment_.get(), &waiter_, rank_),
       p2p_(segment_.get(), &waiter_, rank_),
-      inline_wait_(inline_wait),
+      inline_wait_(tuning.inline_wait),
       gate_(std::make_shared<InlineGate>([this](const void* work, absl::Duration timeout) {
         return TryRunInline(work, timeout);
       })) {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "abort_state.h"
+#include "bootstrap.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -59,7 +60,7 @@ class Communicator {
   };
 
   Communicator(const dist_comm_config_t& config, std::unique_ptr<Segment> segment,
-               absl::Duration spin, bool inline_wait);
+               const Tuning& tuning);
   void Run();
   // Waits on worker_cv_ until wake_ or stopping_, at most `timeout`;
   // returns whether one of them is set.

@@ -25,14 +25,16 @@ struct OpContext {
 
 class Waiter {
  public:
+  // spin_yields: yield the CPU at every turn of the spin (Tuning).
   Waiter(Segment* segment, int rank, std::string group, const AbortState* abort,
-         absl::Duration spin)
+         absl::Duration spin, bool spin_yields)
       : segment_(segment),
         rank_(rank),
         group_(std::move(group)),
         abort_(abort),
         spin_(spin),
-        spin_now_(spin) {}
+        spin_now_(spin),
+        spin_yields_(spin_yields) {}
 
   // Returns OK once ready() holds. pending(out) lists the ranks it still
   // waits for; they are the ones checked for failure and named in errors.
@@ -71,6 +73,7 @@ class Waiter {
   absl::Duration spin_;      // the most a wait spins
   absl::Duration spin_now_;  // what it spins now: halves after a spin that
                              // found nothing, doubles after one that did
+  bool spin_yields_;
   std::function<bool()> progress_;
 };
 
