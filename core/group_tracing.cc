@@ -40,11 +40,14 @@ absl::StatusOr<TracedOp> GroupTracing::Enter(const OpFingerprint& fp,
   return Failed(op, checked);
 }
 
+absl::Status GroupTracing::Explain(const TracedOp& op, absl::Status status) {
+  if (op.pairing == 0 || check_ == nullptr) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(status.message(), check_->ExplainPeer(op.pairing, op.fp)));
+}
+
 absl::Status GroupTracing::Failed(const TracedOp& op, absl::Status status) {
-  if (op.pairing != 0 && check_ != nullptr) {
-    status = absl::Status(status.code(),
-                          absl::StrCat(status.message(), check_->ExplainPeer(op.pairing, op.fp)));
-  }
+  status = Explain(op, std::move(status));
   recorder_->End(op.trace_id, status);
   recorder_->DumpAfterFailure(std::string(status.message()));
   return status;

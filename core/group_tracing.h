@@ -60,6 +60,9 @@ class GroupTracing {
   // The operation failed before it got a work handle: records it, writes the
   // dump, and returns the status (for send/recv with what the peer posted).
   absl::Status Failed(const TracedOp& op, absl::Status status);
+  // The status with what DIST_DEBUG=detail knows of the peer's side (send
+  // and recv), for a failure the caller records itself.
+  absl::Status Explain(const TracedOp& op, absl::Status status);
 
  private:
   const TraceOptions options_;

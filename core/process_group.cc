@@ -350,8 +350,8 @@ absl::StatusOr<const BackendComm*> ProcessGroup::CommFor(dist_collective_t kind,
   return &comms_[index];
 }
 
-absl::StatusOr<dist_work_t*> ProcessGroup::Submit(dist_collective_t kind,
-                                                  const dist_op_args_t& args) {
+absl::StatusOr<ProcessGroup::Prepared> ProcessGroup::Prepare(dist_collective_t kind,
+                                                             const dist_op_args_t& args) {
   if (rank_ < 0) return NotMemberError();
   absl::StatusOr<const BackendComm*> comm = CommFor(kind, args);
   if (!comm.ok()) return comm.status();
@@ -385,33 +385,58 @@ absl::StatusOr<dist_work_t*> ProcessGroup::Submit(dist_collective_t kind,
       [this](const std::string& reason) { AbortComms(reason); });
   if (!op.ok()) return op.status();
   tracing_->Started(*op);
+  return Prepared{*comm, &plugin, fn, *op};
+}
+
+namespace {
+
+absl::Status NoWork(const PluginRecord& plugin, dist_collective_t kind) {
+  return absl::InternalError(absl::StrCat("backend '", plugin.name, "' returned no work for ",
+                                          dist_collective_name(kind)));
+}
+
+}  // namespace
+
+absl::StatusOr<dist_work_t*> ProcessGroup::Submit(dist_collective_t kind,
+                                                  const dist_op_args_t& args) {
+  absl::StatusOr<Prepared> prepared = Prepare(kind, args);
+  if (!prepared.ok()) return prepared.status();
   dist_backend_work_t* work = nullptr;
-  absl::Status started = TakeError(fn((*comm)->comm, &args, &work));
-  if (!started.ok()) return tracing_->Failed(*op, started);
-  if (work == nullptr) {
-    return tracing_->Failed(
-        *op, absl::InternalError(absl::StrCat("backend '", plugin.name, "' returned no work for ",
-                                              dist_collective_name(kind))));
-  }
+  absl::Status started = TakeError(prepared->fn(prepared->comm->comm, &args, &work));
+  if (!started.ok()) return tracing_->Failed(prepared->op, started);
+  if (work == nullptr) return tracing_->Failed(prepared->op, NoWork(*prepared->plugin, kind));
   auto* handle = new dist_work();
-  handle->plugin = &plugin.backend;
+  handle->plugin = &prepared->plugin->backend;
   handle->work = work;
   handle->default_timeout_ms = absl::ToInt64Milliseconds(timeout_);
   handle->kind = kind;
   handle->recorder = tracing_->recorder();
-  handle->trace_id = op->trace_id;
+  handle->trace_id = prepared->op.trace_id;
   handle->store = store_;
   return handle;
 }
 
 absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& args) {
-  absl::StatusOr<dist_work_t*> work = Submit(kind, args);
-  if (!work.ok()) return work.status();
-  absl::Status status =
-      TakeError((*work)->plugin->work_wait((*work)->work, (*work)->default_timeout_ms));
-  const uint64_t trace_id = (*work)->trace_id;
-  (*work)->plugin->work_destroy((*work)->work);
-  delete *work;
+  absl::StatusOr<Prepared> prepared = Prepare(kind, args);
+  if (!prepared.ok()) return prepared.status();
+  const dist_backend_plugin_t& backend = prepared->plugin->backend;
+  dist_backend_comm_t* comm = prepared->comm->comm;
+  const int64_t timeout_ms = absl::ToInt64Milliseconds(timeout_);
+  const uint64_t trace_id = prepared->op.trace_id;
+  absl::Status status;
+  if (backend.run != nullptr) {
+    // One call, no work handle (ABI 1.2); its errors are reported as a
+    // wait's, whether the backend refused the operation or it failed.
+    status = TakeError(backend.run(comm, kind, &args, timeout_ms));
+    if (!status.ok()) status = tracing_->Explain(prepared->op, std::move(status));
+  } else {
+    dist_backend_work_t* work = nullptr;
+    absl::Status started = TakeError(prepared->fn(comm, &args, &work));
+    if (!started.ok()) return tracing_->Failed(prepared->op, started);
+    if (work == nullptr) return tracing_->Failed(prepared->op, NoWork(*prepared->plugin, kind));
+    status = TakeError(backend.work_wait(work, timeout_ms));
+    backend.work_destroy(work);
+  }
   if (!status.ok() && store_ != nullptr) store_->MarkFailed(std::string(status.message()));
   if (status.code() == absl::StatusCode::kDeadlineExceeded) {
     // The operation is stuck somewhere in the group: abort so that this

@@ -59,7 +59,9 @@ class ProcessGroup {
   // Starts one operation; `device` selects the backend.
   absl::StatusOr<dist_work_t*> Submit(dist_collective_t kind, const dist_op_args_t& args);
 
-  // Submits and waits (the blocking form of every operation).
+  // Runs one operation to its end (the blocking form of every operation):
+  // through the backend's `run` when its table has one (ABI 1.2), else
+  // submitted and waited for.
   absl::Status Run(dist_collective_t kind, const dist_op_args_t& args);
 
   void Abort(const std::string& reason);
@@ -71,7 +73,17 @@ class ProcessGroup {
   const FlightRecorder& recorder() const { return *tracing_->recorder(); }
 
  private:
+  // An operation that passed the core's checks and was entered in the trace.
+  struct Prepared {
+    const BackendComm* comm = nullptr;
+    const PluginRecord* plugin = nullptr;
+    dist_backend_op_fn fn = nullptr;  // the table's function for the operation
+    TracedOp op;
+  };
+
   ProcessGroup() = default;
+  // What Submit and Run share: the checks, the backend, the trace entry.
+  absl::StatusOr<Prepared> Prepare(dist_collective_t kind, const dist_op_args_t& args);
   absl::StatusOr<const BackendComm*> CommFor(dist_collective_t kind,
                                              const dist_op_args_t& args) const;
   absl::Status NotMemberError() const;

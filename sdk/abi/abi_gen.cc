@@ -245,6 +245,9 @@ int main() {
 #if DIST_BACKEND_ABI_MINOR >= 1
   FIELD(P, dist_backend_plugin_t, work_wait_stream);
 #endif
+#if DIST_BACKEND_ABI_MINOR >= 2
+  FIELD(P, dist_backend_plugin_t, run);
+#endif
 
   // rendezvous_plugin.h
   STRUCT(R, dist_rendezvous_hints_t);

@@ -160,6 +160,15 @@ class AbiComm : public Comm {
     return std::unique_ptr<Work>(new AbiWork(&table(), work));
   }
 
+  // The table's `run` (ABI 1.2) when it has one, else Start and Wait.
+  absl::Status Run(dist_collective_t coll, const dist_op_args_t& args,
+                   int64_t timeout_ms) override {
+    if (table().run == nullptr) return Comm::Run(coll, args, timeout_ms);
+    dist_op_args_t copy = args;
+    copy.struct_size = sizeof(copy);
+    return TakeError(table().run(comm_, coll, &copy, timeout_ms));
+  }
+
   absl::StatusOr<std::unique_ptr<Comm>> Split(const std::vector<int32_t>& ranks,
                                               const std::string& name) override {
     const auto it = std::find(ranks.begin(), ranks.end(), rank_);
@@ -253,6 +262,37 @@ class AbiComm : public Comm {
 
 // ---- Through the core ---------------------------------------------------------
 
+// dist.h's call for `coll`; a NULL `work` makes it the blocking form.
+dist_error_t* CallCore(dist_process_group_t* group, dist_collective_t coll, const dist_op_args_t& a,
+                       dist_work_t** work) {
+  switch (coll) {
+    case DIST_COLL_ALL_REDUCE:
+      return dist_all_reduce(group, &a.send, &a.recv, a.op, work);
+    case DIST_COLL_BROADCAST:
+      return dist_broadcast(group, &a.send, &a.recv, a.root, work);
+    case DIST_COLL_REDUCE:
+      return dist_reduce(group, &a.send, &a.recv, a.op, a.root, work);
+    case DIST_COLL_ALL_GATHER:
+      return dist_all_gather(group, &a.send, &a.recv, work);
+    case DIST_COLL_GATHER:
+      return dist_gather(group, &a.send, &a.recv, a.root, work);
+    case DIST_COLL_SCATTER:
+      return dist_scatter(group, &a.send, &a.recv, a.root, work);
+    case DIST_COLL_REDUCE_SCATTER:
+      return dist_reduce_scatter(group, &a.send, &a.recv, a.op, work);
+    case DIST_COLL_ALL_TO_ALL:
+      return dist_all_to_all(group, &a.send, &a.recv, work);
+    case DIST_COLL_BARRIER:
+      return dist_barrier(group, work);
+    case DIST_COLL_SEND:
+      return dist_send(group, &a.send, a.peer, a.tag, work);
+    case DIST_COLL_RECV:
+      return dist_recv(group, &a.recv, a.peer, a.tag, work);
+    default:
+      return dist_error_new(DIST_INVALID_ARGUMENT, "unknown collective");
+  }
+}
+
 class CoreWork : public Work {
  public:
   explicit CoreWork(dist_work_t* work) : work_(work) {}
@@ -282,44 +322,7 @@ class CoreComm : public Comm {
   absl::StatusOr<std::unique_ptr<Work>> Start(dist_collective_t coll,
                                               const dist_op_args_t& a) override {
     dist_work_t* work = nullptr;
-    dist_error_t* error = nullptr;
-    switch (coll) {
-      case DIST_COLL_ALL_REDUCE:
-        error = dist_all_reduce(group_, &a.send, &a.recv, a.op, &work);
-        break;
-      case DIST_COLL_BROADCAST:
-        error = dist_broadcast(group_, &a.send, &a.recv, a.root, &work);
-        break;
-      case DIST_COLL_REDUCE:
-        error = dist_reduce(group_, &a.send, &a.recv, a.op, a.root, &work);
-        break;
-      case DIST_COLL_ALL_GATHER:
-        error = dist_all_gather(group_, &a.send, &a.recv, &work);
-        break;
-      case DIST_COLL_GATHER:
-        error = dist_gather(group_, &a.send, &a.recv, a.root, &work);
-        break;
-      case DIST_COLL_SCATTER:
-        error = dist_scatter(group_, &a.send, &a.recv, a.root, &work);
-        break;
-      case DIST_COLL_REDUCE_SCATTER:
-        error = dist_reduce_scatter(group_, &a.send, &a.recv, a.op, &work);
-        break;
-      case DIST_COLL_ALL_TO_ALL:
-        error = dist_all_to_all(group_, &a.send, &a.recv, &work);
-        break;
-      case DIST_COLL_BARRIER:
-        error = dist_barrier(group_, &work);
-        break;
-      case DIST_COLL_SEND:
-        error = dist_send(group_, &a.send, a.peer, a.tag, &work);
-        break;
-      case DIST_COLL_RECV:
-        error = dist_recv(group_, &a.recv, a.peer, a.tag, &work);
-        break;
-      default:
-        return absl::InvalidArgumentError("unknown collective");
-    }
+    dist_error_t* error = CallCore(group_, coll, a, &work);
     DIST_RETURN_IF_ERROR(TakeError(error));
     if (work == nullptr) {
       return absl::InternalError(absl::StrCat("dist_", dist_collective_name(coll),
@@ -350,6 +353,12 @@ class CoreComm : public Comm {
     std::vector<int32_t> all(world_size());
     for (int32_t r = 0; r < world_size(); ++r) all[r] = r;
     return Split(all, name);
+  }
+
+  // The blocking form of dist.h's call (work == NULL), which goes through
+  // the backend's `run` when it has one; the group's timeout applies.
+  absl::Status Run(dist_collective_t coll, const dist_op_args_t& a, int64_t) override {
+    return TakeError(CallCore(group_, coll, a, nullptr));
   }
 
   void Abort(const std::string& reason) override { dist_abort(group_, reason.c_str()); }

@@ -37,6 +37,14 @@ class Comm {
   virtual absl::StatusOr<std::unique_ptr<Work>> Start(dist_collective_t coll,
                                                       const dist_op_args_t& args) = 0;
 
+  // Runs `coll` to its end: the blocking form (the table's `run`, or dist.h's
+  // call without a work handle) where there is one, else Start and Wait.
+  virtual absl::Status Run(dist_collective_t coll, const dist_op_args_t& args, int64_t timeout_ms) {
+    absl::StatusOr<std::unique_ptr<Work>> work = Start(coll, args);
+    if (!work.ok()) return work.status();
+    return (*work)->Wait(timeout_ms);
+  }
+
   // Collective over this communicator: a subgroup of `ranks` (ascending). On
   // members returns the new communicator; on non-members returns nullptr
   // after checking that non-membership is reported as the ABI says (an error

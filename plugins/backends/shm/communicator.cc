@@ -37,8 +37,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   const std::string group = config.group_name ? config.group_name : "default";
   absl::StatusOr<std::unique_ptr<Segment>> segment = JoinSegment(config, *tuning, group);
   if (!segment.ok()) return segment.status();
-  std::unique_ptr<Communicator> comm(
-      new Communicator(config, *std::move(segment), *tuning));
+  std::unique_ptr<Communicator> comm(new Communicator(config, *std::move(segment), *tuning));
   comm->Log(DIST_LOG_DEBUG, absl::StrCat("group '", group, "' rank ", config.rank, "/",
                                          config.world_size, " on segment ", comm->segment_->name(),
                                          " (slots ", comm->segment_->slot_bytes(), " B, rings ",
@@ -61,7 +60,7 @@ Communicator::Communicator(const dist_comm_config_t& config, std::unique_ptr<Seg
         return TryRunInline(work, timeout);
       })) {
   waiter_.set_progress([this] { return p2p_.Progress(); });
-  worker_ = std::thread([this] { Run(); });
+  worker_ = std::thread([this] { WorkerLoop(); });
 }
 
 Communicator::~Communicator() {
@@ -119,16 +118,7 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t coll
   DIST_RETURN_IF_ERROR(ValidateOp(collective, args, rank_));
   auto work = std::make_shared<Work>(what, group_, inline_wait_ ? gate_ : nullptr);
   absl::MutexLock lock(&mu_);
-  if (!broken_.ok()) {
-    return absl::Status(broken_.code(),
-                        absl::StrCat("shm: ", what, " on group '", group_,
-                                     "' refused: the communicator failed earlier (",
-                                     broken_.message(), "); destroy it and create a new one"));
-  }
-  if (stopping_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("shm: ", what, " on group '", group_, "' issued during comm_destroy"));
-  }
+  DIST_RETURN_IF_ERROR(Refusal(what));
   // Deferred for the caller's wait only on an idle communicator: anything
   // in flight, and send/recv (which the worker streams), go to the worker.
   const bool defer = inline_wait_ && outstanding_ == 0 && collective != DIST_COLL_SEND &&
@@ -147,7 +137,59 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t coll
   return work;
 }
 
-void Communicator::Run() {
+absl::Status Communicator::Refusal(const char* what) const {
+  if (!broken_.ok()) {
+    return absl::Status(broken_.code(),
+                        absl::StrCat("shm: ", what, " on group '", group_,
+                                     "' refused: the communicator failed earlier (",
+                                     broken_.message(), "); destroy it and create a new one"));
+  }
+  if (stopping_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shm: ", what, " on group '", group_, "' issued during comm_destroy"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::Run(dist_collective_t collective, const dist_op_args_t& args,
+                               absl::Duration wait_timeout) {
+  const bool p2p = collective == DIST_COLL_SEND || collective == DIST_COLL_RECV;
+  const int64_t timeout_ms = args.timeout_ms > 0 ? args.timeout_ms : timeout_ms_;
+  // As TryRunInline decides, but before anything is queued or allocated.
+  if (inline_wait_ && !p2p && wait_timeout >= absl::Milliseconds(timeout_ms)) {
+    const char* what = dist_collective_name(collective);
+    if (abort_.aborted()) return waiter_.AbortedError(what);
+    DIST_RETURN_IF_ERROR(ValidateOp(collective, args, rank_));
+    bool here = false;
+    {
+      absl::MutexLock lock(&mu_);
+      DIST_RETURN_IF_ERROR(Refusal(what));
+      if (outstanding_ == 0 && !worker_busy_ && !inline_running_) {
+        inline_running_ = true;
+        ++outstanding_;
+        here = true;
+      }
+    }
+    if (here) {
+      absl::Status status = Usable(what);
+      if (status.ok()) {
+        const OpContext context{what, absl::Now() + absl::Milliseconds(timeout_ms), timeout_ms};
+        status = collectives_.Run(collective, args, context);
+        NoteFailure(status);
+      }
+      absl::MutexLock lock(&mu_);
+      inline_running_ = false;
+      --outstanding_;
+      if (worker_waits_inline_) worker_cv_.Signal();
+      return status;
+    }
+  }
+  absl::StatusOr<std::shared_ptr<Work>> work = Issue(collective, args);
+  if (!work.ok()) return work.status();
+  return (*work)->Wait(wait_timeout);
+}
+
+void Communicator::WorkerLoop() {
   while (true) {
     Task task;
     bool have = false;
@@ -244,24 +286,42 @@ bool Communicator::TryRunInline(const void* work, absl::Duration wait_timeout) {
   return true;
 }
 
-void Communicator::Finish(const std::shared_ptr<Started>& started, absl::Status status) {
+void Communicator::NoteFailure(const absl::Status& status) {
   // A mismatch is found by every rank at the same step, so the segment stays
   // consistent; anything else leaves the ranks out of step for good.
-  if (!status.ok() && status.code() != absl::StatusCode::kInvalidArgument && !abort_.aborted()) {
-    bool first = false;
-    {
-      absl::MutexLock lock(&mu_);
-      if (broken_.ok()) {
-        broken_ = status;
-        is_broken_.store(true, std::memory_order_release);
-        first = true;
-      }
-    }
-    if (first) {
-      Log(DIST_LOG_ERROR, std::string(status.message()));
-      Publish(kFailed, std::string(status.message()));
+  if (status.ok() || status.code() == absl::StatusCode::kInvalidArgument || abort_.aborted()) {
+    return;
+  }
+  bool first = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (broken_.ok()) {
+      broken_ = status;
+      is_broken_.store(true, std::memory_order_release);
+      first = true;
     }
   }
+  if (first) {
+    Log(DIST_LOG_ERROR, std::string(status.message()));
+    Publish(kFailed, std::string(status.message()));
+  }
+}
+
+absl::Status Communicator::Usable(const char* what) {
+  if (abort_.aborted()) return waiter_.AbortedError(what);
+  if (!is_broken_.load(std::memory_order_acquire)) return absl::OkStatus();
+  absl::Status broken;
+  {
+    absl::MutexLock lock(&mu_);
+    broken = broken_;
+  }
+  return absl::Status(broken.code(), absl::StrCat("shm: ", what, " on group '", group_,
+                                                  "' not run: the communicator failed earlier (",
+                                                  broken.message(), ")"));
+}
+
+void Communicator::Finish(const std::shared_ptr<Started>& started, absl::Status status) {
+  NoteFailure(status);
   started->done = true;
   started->status = std::move(status);
   int64_t published = 0;
@@ -281,21 +341,7 @@ void Communicator::Execute(const Task& task) {
   auto started = std::make_shared<Started>();
   started->work = task.work;
   started_.push_back(started);
-  if (abort_.aborted()) return Finish(started, waiter_.AbortedError(what));
-  if (is_broken_.load(std::memory_order_acquire)) {
-    absl::Status broken;
-    {
-      absl::MutexLock lock(&mu_);
-      broken = broken_;
-    }
-    if (!broken.ok()) {
-      return Finish(started,
-                    absl::Status(broken.code(), absl::StrCat("shm: ", what, " on group '", group_,
-                                                             "' not run: the communicator failed "
-                                                             "earlier (",
-                                                             broken.message(), ")")));
-    }
-  }
+  if (absl::Status usable = Usable(what); !usable.ok()) return Finish(started, usable);
   const dist_op_args_t& a = task.args;
   const int64_t timeout_ms = a.timeout_ms > 0 ? a.timeout_ms : timeout_ms_;
   const OpContext context{what, absl::Now() + absl::Milliseconds(timeout_ms), timeout_ms};

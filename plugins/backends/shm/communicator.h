@@ -10,11 +10,11 @@
 #include <thread>
 
 #include "abort_state.h"
-#include "bootstrap.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "bootstrap.h"
 #include "collectives.h"
 #include "dist/backend_plugin.h"
 #include "point_to_point.h"
@@ -34,6 +34,12 @@ class Communicator {
   // Validates and queues one operation.
   absl::StatusOr<std::shared_ptr<Work>> Issue(dist_collective_t collective,
                                               const dist_op_args_t& args);
+  // The blocking form (the table's `run`): a collective issued on an idle
+  // communicator by a caller that waits as long as it may take runs right
+  // here, with no work, task or queue entry; anything else is issued and
+  // waited for.
+  absl::Status Run(dist_collective_t collective, const dist_op_args_t& args,
+                   absl::Duration wait_timeout);
   void Abort(const std::string& reason);
 
   // Runs `work` on the calling thread if it is the only operation in
@@ -61,12 +67,19 @@ class Communicator {
 
   Communicator(const dist_comm_config_t& config, std::unique_ptr<Segment> segment,
                const Tuning& tuning);
-  void Run();
+  void WorkerLoop();
   // Waits on worker_cv_ until wake_ or stopping_, at most `timeout`;
   // returns whether one of them is set.
   bool AwaitWake(absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Execute(const Task& task);
   void Finish(const std::shared_ptr<Started>& started, absl::Status status);
+  // Marks the communicator broken after a failure that leaves the ranks out
+  // of step (publishing it to the peers).
+  void NoteFailure(const absl::Status& status);
+  // OK, or why an operation cannot run now (aborted, broken).
+  absl::Status Usable(const char* what);
+  // Why a new operation is refused now (broken, being destroyed), or OK.
+  absl::Status Refusal(const char* what) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells the peers this rank's state (kFailed, kAborted, kLeft).
   void Publish(RankState state, const std::string& reason);
   void Log(dist_log_level_t level, const std::string& message) const;

@@ -41,6 +41,10 @@ class ShmComm : public dist::BackendComm {
     if (!work.ok()) return work.status();
     return std::make_unique<ShmWork>(*std::move(work));
   }
+  absl::Status Run(dist_collective_t kind, const dist_op_args_t& args,
+                   absl::Duration timeout) override {
+    return comm_->Run(kind, args, timeout);
+  }
   void Abort(const std::string& reason) override { comm_->Abort(reason); }
   // Members meet on a fresh segment through the new store namespace; the
   // parent's segment is not involved, so its pending work is unaffected.

@@ -44,7 +44,7 @@ extern "C" {
 #endif
 
 #define DIST_BACKEND_ABI_MAJOR 1
-#define DIST_BACKEND_ABI_MINOR 1
+#define DIST_BACKEND_ABI_MINOR 2
 #define DIST_BACKEND_ENTRY_SYMBOL "dist_backend_plugin_v1"
 
 typedef struct dist_backend_comm dist_backend_comm_t; /* plugin-defined */
@@ -186,6 +186,21 @@ typedef struct dist_backend_plugin {
   /* Optional (NULL if not DIST_CAP_STREAM_WAIT): makes `stream` wait for the
    * work without blocking the host (CUDA). */
   dist_error_t* (*work_wait_stream)(dist_backend_work_t* work, void* stream);
+
+  /* ---- Appended in ABI 1.2 (read only when struct_size covers it) ---- */
+
+  /* Optional (NULL: the core calls the operation's function above, then
+   * work_wait and work_destroy). Runs one operation (`kind`, `args` as for
+   * its function above) and returns once it is done, as issuing it and
+   * waiting up to timeout_ms would: in order with the operations issued
+   * before it, with the same checks and errors. DIST_DEADLINE_EXCEEDED when
+   * timeout_ms passes first; the operation may then still be running, and
+   * keeps using its buffers, as after work_destroy of unfinished work. The
+   * core calls it for blocking calls (dist_all_reduce with work == NULL,
+   * ...): with no handle to hand out, a backend can run the operation on
+   * the calling thread without allocating anything. */
+  dist_error_t* (*run)(dist_backend_comm_t* comm, dist_collective_t kind,
+                       const dist_op_args_t* args, int64_t timeout_ms);
 } dist_backend_plugin_t;
 
 /* The entry symbol's type. */

@@ -58,6 +58,15 @@ class BackendComm {
   // Starts one operation; `args` passed the common checks for this rank.
   virtual absl::StatusOr<std::unique_ptr<BackendWork>> Issue(dist_collective_t kind,
                                                              const dist_op_args_t& args) = 0;
+  // Runs one operation to its end (the table's `run`, for blocking calls):
+  // Issue, then Wait up to `timeout`. A backend overrides it to run the
+  // operation on the calling thread without a work handle when it can.
+  virtual absl::Status Run(dist_collective_t kind, const dist_op_args_t& args,
+                           absl::Duration timeout) {
+    absl::StatusOr<std::unique_ptr<BackendWork>> work = Issue(kind, args);
+    if (!work.ok()) return work.status();
+    return (*work)->Wait(timeout);
+  }
   // Fails pending and later operations with ABORTED carrying `reason` and
   // unblocks every waiter. Thread-safe, idempotent.
   virtual void Abort(const std::string& reason) = 0;
@@ -206,6 +215,15 @@ inline void CommDestroy(dist_backend_comm_t* comm) {
   GuardVoid(BackendName(), "comm_destroy", [&] { delete comm; });
 }
 
+// The caller's argument block, read by its struct_size and checked.
+inline absl::StatusOr<dist_op_args_t> CheckedArgs(dist_collective_t kind, BackendComm& impl,
+                                                  const dist_op_args_t* args) {
+  absl::StatusOr<dist_op_args_t> read = ReadCallerStruct(args, "args");
+  if (!read.ok()) return Prefixed(read.status());
+  DIST_RETURN_IF_ERROR(Prefixed(ValidateOpArgs(kind, *read, impl.rank(), impl.world_size())));
+  return read;
+}
+
 // The trampoline of every operation: checks, then the backend's Issue.
 template <dist_collective_t kKind>
 dist_error_t* Issue(dist_backend_comm_t* comm, const dist_op_args_t* args,
@@ -215,14 +233,33 @@ dist_error_t* Issue(dist_backend_comm_t* comm, const dist_op_args_t* args,
     if (work == nullptr) return NullArgument(op, "the work pointer");
     *work = nullptr;
     if (comm == nullptr) return NullArgument(op, "the communicator");
-    absl::StatusOr<dist_op_args_t> read = ReadCallerStruct(args, "args");
-    if (!read.ok()) return Prefixed(read.status());
     BackendComm& impl = *comm->impl;
-    DIST_RETURN_IF_ERROR(Prefixed(ValidateOpArgs(kKind, *read, impl.rank(), impl.world_size())));
-    absl::StatusOr<std::unique_ptr<BackendWork>> issued = impl.Issue(kKind, *read);
+    absl::StatusOr<dist_op_args_t> checked = CheckedArgs(kKind, impl, args);
+    if (!checked.ok()) return checked.status();
+    absl::StatusOr<std::unique_ptr<BackendWork>> issued = impl.Issue(kKind, *checked);
     if (!issued.ok()) return issued.status();
     *work = new dist_backend_work{*std::move(issued)};
     return absl::OkStatus();
+  });
+}
+
+// The table's `run`: the same checks, then the backend's Run.
+inline dist_error_t* Run(dist_backend_comm_t* comm, dist_collective_t kind,
+                         const dist_op_args_t* args, int64_t timeout_ms) {
+  if (static_cast<unsigned>(kind) >= DIST_COLLECTIVE_COUNT) {
+    return Guard(BackendName(), "run", [&]() -> absl::Status {
+      return absl::InvalidArgumentError(
+          absl::StrCat(BackendName(), ": run: ", static_cast<int>(kind), " is not an operation"));
+    });
+  }
+  const char* op = dist_collective_name(kind);
+  return Guard(BackendName(), op, [&]() -> absl::Status {
+    if (comm == nullptr) return NullArgument(op, "the communicator");
+    BackendComm& impl = *comm->impl;
+    absl::StatusOr<dist_op_args_t> checked = CheckedArgs(kind, impl, args);
+    if (!checked.ok()) return checked.status();
+    // The core always passes a bound; a negative one is treated as 0.
+    return impl.Run(kind, *checked, absl::Milliseconds(timeout_ms < 0 ? 0 : timeout_ms));
   });
 }
 
@@ -291,6 +328,7 @@ inline dist_backend_plugin_t MakeBackendTable(Backend& backend) {
   t.work_test = &internal::WorkTest;
   t.work_destroy = &internal::WorkDestroy;
   t.work_wait_stream = backend.has_wait_stream() ? &internal::WorkWaitStream : nullptr;
+  t.run = &internal::Run;
   return t;
 }
 
