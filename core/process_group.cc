@@ -390,6 +390,14 @@ absl::StatusOr<ProcessGroup::Prepared> ProcessGroup::Prepare(dist_collective_t k
 
 namespace {
 
+// The arguments as passed to the backend once Prepare checked them.
+dist_op_args_t Checked(const dist_op_args_t& args) {
+  dist_op_args_t checked = args;
+  checked.struct_size = sizeof(checked);
+  checked.flags |= DIST_OP_ARGS_CHECKED;
+  return checked;
+}
+
 absl::Status NoWork(const PluginRecord& plugin, dist_collective_t kind) {
   return absl::InternalError(absl::StrCat("backend '", plugin.name, "' returned no work for ",
                                           dist_collective_name(kind)));
@@ -398,9 +406,10 @@ absl::Status NoWork(const PluginRecord& plugin, dist_collective_t kind) {
 }  // namespace
 
 absl::StatusOr<dist_work_t*> ProcessGroup::Submit(dist_collective_t kind,
-                                                  const dist_op_args_t& args) {
-  absl::StatusOr<Prepared> prepared = Prepare(kind, args);
+                                                  const dist_op_args_t& caller_args) {
+  absl::StatusOr<Prepared> prepared = Prepare(kind, caller_args);
   if (!prepared.ok()) return prepared.status();
+  const dist_op_args_t args = Checked(caller_args);
   dist_backend_work_t* work = nullptr;
   absl::Status started = TakeError(prepared->fn(prepared->comm->comm, &args, &work));
   if (!started.ok()) return tracing_->Failed(prepared->op, started);
@@ -416,9 +425,10 @@ absl::StatusOr<dist_work_t*> ProcessGroup::Submit(dist_collective_t kind,
   return handle;
 }
 
-absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& args) {
-  absl::StatusOr<Prepared> prepared = Prepare(kind, args);
+absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& caller_args) {
+  absl::StatusOr<Prepared> prepared = Prepare(kind, caller_args);
   if (!prepared.ok()) return prepared.status();
+  const dist_op_args_t args = Checked(caller_args);
   const dist_backend_plugin_t& backend = prepared->plugin->backend;
   dist_backend_comm_t* comm = prepared->comm->comm;
   const int64_t timeout_ms = absl::ToInt64Milliseconds(timeout_);

@@ -183,6 +183,9 @@ int main() {
   CONST(P, DIST_CAP_THREAD_MULTIPLE);
   CONST(P, DIST_CAP_NEEDS_LAUNCHER);
   CONST(P, DIST_CAP_CUDA_AWARE);
+#if DIST_BACKEND_ABI_MINOR >= 2
+  CONST(P, DIST_OP_ARGS_CHECKED);
+#endif
   STRUCT(P, dist_backend_capabilities_t);
   FIELD(P, dist_backend_capabilities_t, struct_size);
   FIELD(P, dist_backend_capabilities_t, device_types);
@@ -214,6 +217,9 @@ int main() {
   FIELD(P, dist_op_args_t, peer);
   FIELD(P, dist_op_args_t, tag);
   FIELD(P, dist_op_args_t, timeout_ms);
+#if DIST_BACKEND_ABI_MINOR >= 2
+  FIELD(P, dist_op_args_t, flags);
+#endif
   STRUCT(P, dist_backend_plugin_t);
   FIELD(P, dist_backend_plugin_t, struct_size);
   FIELD(P, dist_backend_plugin_t, abi_major);

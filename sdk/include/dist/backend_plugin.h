@@ -105,7 +105,16 @@ typedef struct dist_op_args {
   int32_t peer;        /* send, recv */
   int64_t tag;         /* send, recv */
   int64_t timeout_ms;  /* <= 0: the communicator's timeout */
+  /* ---- Appended in ABI 1.2 (read only when struct_size covers it) ---- */
+  uint64_t flags; /* DIST_OP_ARGS_* bits; 0 from callers that know none */
 } dist_op_args_t;
+
+/* The caller already checked these arguments as dist/cpp/validate.hpp's
+ * ValidateOpArgs does, for the communicator's rank and world size (the core
+ * sets it on every call it makes, having checked): the SDK's adapter then
+ * skips the same checks. Anyone else leaves it 0; a backend may always
+ * check again. */
+#define DIST_OP_ARGS_CHECKED (1u << 0)
 
 /* Starts one operation. On success *work is a handle the caller owns
  * (work_destroy); the operation runs asynchronously and completes in issue
