@@ -64,6 +64,50 @@ TEST(NoSigpipe, ASignalTheHostHadPendingIsLeftAlone) {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
+TEST(NoSigpipe, AnInnerScopeLeavesTheWorkToTheOuterOne) {
+  ASSERT_FALSE(Blocked());
+  {
+    dist::ScopedSigpipeBlock outer;
+    {
+      dist::ScopedSigpipeBlock inner;  // as around each MPI call of a wait
+      WriteToClosedSocket();
+    }
+    EXPECT_TRUE(Blocked());               // the inner scope restored nothing
+    EXPECT_TRUE(dist::SigpipePending());  // nor collected the signal
+  }
+  EXPECT_FALSE(Blocked());
+  EXPECT_FALSE(dist::SigpipePending());
+}
+
+TEST(NoSigpipe, AScopeInAThreadBlockedForGoodChangesNothing) {
+  bool blocked_after = false;
+  bool pending_after = false;
+  pthread_t thread;
+  struct Result {
+    bool* blocked;
+    bool* pending;
+  } result{&blocked_after, &pending_after};
+  ASSERT_EQ(pthread_create(
+                &thread, nullptr,
+                [](void* out) -> void* {
+                  dist::BlockSigpipeInThisThread();
+                  {
+                    dist::ScopedSigpipeBlock block;
+                    WriteToClosedSocket();
+                  }
+                  auto* r = static_cast<Result*>(out);
+                  *r->blocked = Blocked();
+                  *r->pending = dist::SigpipePending();  // harmless: blocked for good
+                  return nullptr;
+                },
+                &result),
+            0);
+  pthread_join(thread, nullptr);
+  EXPECT_TRUE(blocked_after);
+  EXPECT_TRUE(pending_after);
+  EXPECT_FALSE(Blocked());
+}
+
 TEST(NoSigpipe, ThreadsStartedInsideInheritTheBlock) {
   bool blocked_in_thread = false;
   {

@@ -358,6 +358,9 @@ bool Comm::Test(PendingOp& op) {
 }
 
 absl::Status Comm::Wait(PendingOp& op, absl::Duration timeout) {
+  // One SIGPIPE block for the whole wait: the MPI calls' own (MpiCallGuard,
+  // once per poll) then cost nothing.
+  dist::ScopedSigpipeBlock no_sigpipe;
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + std::max(timeout, absl::ZeroDuration());
   waiters_.fetch_add(1, std::memory_order_relaxed);

@@ -42,6 +42,14 @@ class MpiComm : public dist::BackendComm {
     if (!op.ok()) return op.status();
     return std::make_unique<MpiWork>(comm_, *std::move(op));
   }
+  // A blocking call: issue and wait under one SIGPIPE block (no_sigpipe.hpp).
+  absl::Status Run(dist_collective_t kind, const dist_op_args_t& args,
+                   absl::Duration timeout) override {
+    dist::ScopedSigpipeBlock no_sigpipe;
+    OpResult op = dist_mpi::Issue(kind, *comm_, args);
+    if (!op.ok()) return op.status();
+    return comm_->Wait(**op, timeout);
+  }
   void Abort(const std::string& reason) override { comm_->Abort(reason); }
   absl::StatusOr<std::unique_ptr<dist::BackendComm>> Split(
       const int32_t* ranks, size_t num_ranks, const dist_comm_config_t& config) override {

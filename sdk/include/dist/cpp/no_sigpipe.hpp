@@ -15,6 +15,19 @@
 //     before, so a host's own pending signal is left alone) and restores the
 //     thread's mask. This is the pattern libcurl and OpenSSL users follow.
 // Writes dist makes itself use send(..., MSG_NOSIGNAL) instead.
+//
+// A host that ignores SIGPIPE (SIG_IGN, as Python does and many servers do)
+// needs none of this: a SIGPIPE would be discarded. The disposition is read
+// once, at the first scope, and then the scopes make no syscalls at all; a
+// host that stops ignoring SIGPIPE after that should not (dist never
+// changes the disposition, so it cannot know).
+//
+// Scopes nest: an inner scope (one around each MPI call of a polling loop)
+// inside an outer one (around the whole wait), or in a thread that blocked
+// SIGPIPE for good, costs nothing; only the outermost makes syscalls
+// (three: block, collect a SIGPIPE raised meanwhile, restore). Each one
+// costs a microsecond or more on a virtual machine, and one per poll made
+// an 8 B MPI all_reduce 30 times slower than MPI's own.
 #ifndef DIST_CPP_NO_SIGPIPE_HPP_
 #define DIST_CPP_NO_SIGPIPE_HPP_
 
@@ -38,23 +51,55 @@ inline bool SigpipePending() {
   return sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
 }
 
+// Whether the process ignored SIGPIPE when this was first asked (cached).
+inline bool SigpipeIgnoredByHost() {
+  static const bool ignored = [] {
+    struct sigaction current;
+    return sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_IGN;
+  }();
+  return ignored;
+}
+
+namespace internal {
+// How many ScopedSigpipeBlock scopes are open on this thread; a thread that
+// blocked SIGPIPE for good counts as always inside one.
+inline int& SigpipeScopes() {
+  thread_local int scopes = 0;
+  return scopes;
+}
+constexpr int kBlockedForGood = 1 << 24;
+}  // namespace internal
+
 // For threads the plugin owns: blocks SIGPIPE for the rest of the thread.
 inline void BlockSigpipeInThisThread() {
   const sigset_t pipe = SigpipeSet();
   pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+  if (internal::SigpipeScopes() < internal::kBlockedForGood) {
+    internal::SigpipeScopes() += internal::kBlockedForGood;
+  }
 }
 
 class ScopedSigpipeBlock {
  public:
   ScopedSigpipeBlock() {
+    if (internal::SigpipeScopes()++ > 0) return;  // an outer scope covers this one
+    if (SigpipeIgnoredByHost()) return;           // nothing to keep away
+    outermost_ = true;
     const sigset_t pipe = SigpipeSet();
     sigemptyset(&old_mask_);
     pthread_sigmask(SIG_BLOCK, &pipe, &old_mask_);
-    was_pending_ = SigpipePending();
+    // Not blocked before: a SIGPIPE could not have been pending (it would
+    // have been delivered, or discarded if ignored). Blocked by the host:
+    // one may be, and is the host's to collect.
+    was_pending_ = sigismember(&old_mask_, SIGPIPE) == 1 && SigpipePending();
   }
   ~ScopedSigpipeBlock() {
+    --internal::SigpipeScopes();
+    if (!outermost_) return;
     const int saved_errno = errno;  // the caller may still read the call's errno
-    if (!was_pending_ && SigpipePending()) {
+    if (!was_pending_) {
+      // Collects a SIGPIPE raised inside the scope, if any (one syscall
+      // either way), so that restoring the mask cannot deliver it.
       const sigset_t pipe = SigpipeSet();
       const struct timespec zero = {0, 0};
       while (sigtimedwait(&pipe, nullptr, &zero) < 0 && errno == EINTR) {
@@ -67,6 +112,7 @@ class ScopedSigpipeBlock {
   ScopedSigpipeBlock& operator=(const ScopedSigpipeBlock&) = delete;
 
  private:
+  bool outermost_ = false;
   sigset_t old_mask_;
   bool was_pending_ = false;
 };
