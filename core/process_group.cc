@@ -385,18 +385,13 @@ absl::StatusOr<ProcessGroup::Prepared> ProcessGroup::Prepare(dist_collective_t k
       [this](const std::string& reason) { AbortComms(reason); });
   if (!op.ok()) return op.status();
   tracing_->Started(*op);
-  return Prepared{*comm, &plugin, fn, *op};
+  Prepared prepared{*comm, &plugin, fn, *op, args};
+  prepared.args.struct_size = sizeof(prepared.args);
+  prepared.args.flags |= DIST_OP_ARGS_CHECKED;
+  return prepared;
 }
 
 namespace {
-
-// The arguments as passed to the backend once Prepare checked them.
-dist_op_args_t Checked(const dist_op_args_t& args) {
-  dist_op_args_t checked = args;
-  checked.struct_size = sizeof(checked);
-  checked.flags |= DIST_OP_ARGS_CHECKED;
-  return checked;
-}
 
 absl::Status NoWork(const PluginRecord& plugin, dist_collective_t kind) {
   return absl::InternalError(absl::StrCat("backend '", plugin.name, "' returned no work for ",
@@ -406,12 +401,11 @@ absl::Status NoWork(const PluginRecord& plugin, dist_collective_t kind) {
 }  // namespace
 
 absl::StatusOr<dist_work_t*> ProcessGroup::Submit(dist_collective_t kind,
-                                                  const dist_op_args_t& caller_args) {
-  absl::StatusOr<Prepared> prepared = Prepare(kind, caller_args);
+                                                  const dist_op_args_t& args) {
+  absl::StatusOr<Prepared> prepared = Prepare(kind, args);
   if (!prepared.ok()) return prepared.status();
-  const dist_op_args_t args = Checked(caller_args);
   dist_backend_work_t* work = nullptr;
-  absl::Status started = TakeError(prepared->fn(prepared->comm->comm, &args, &work));
+  absl::Status started = TakeError(prepared->fn(prepared->comm->comm, &prepared->args, &work));
   if (!started.ok()) return tracing_->Failed(prepared->op, started);
   if (work == nullptr) return tracing_->Failed(prepared->op, NoWork(*prepared->plugin, kind));
   auto* handle = new dist_work();
@@ -425,10 +419,9 @@ absl::StatusOr<dist_work_t*> ProcessGroup::Submit(dist_collective_t kind,
   return handle;
 }
 
-absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& caller_args) {
-  absl::StatusOr<Prepared> prepared = Prepare(kind, caller_args);
+absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& args) {
+  absl::StatusOr<Prepared> prepared = Prepare(kind, args);
   if (!prepared.ok()) return prepared.status();
-  const dist_op_args_t args = Checked(caller_args);
   const dist_backend_plugin_t& backend = prepared->plugin->backend;
   dist_backend_comm_t* comm = prepared->comm->comm;
   const int64_t timeout_ms = absl::ToInt64Milliseconds(timeout_);
@@ -437,11 +430,11 @@ absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& cal
   if (backend.run != nullptr) {
     // One call, no work handle (ABI 1.2); its errors are reported as a
     // wait's, whether the backend refused the operation or it failed.
-    status = TakeError(backend.run(comm, kind, &args, timeout_ms));
+    status = TakeError(backend.run(comm, kind, &prepared->args, timeout_ms));
     if (!status.ok()) status = tracing_->Explain(prepared->op, std::move(status));
   } else {
     dist_backend_work_t* work = nullptr;
-    absl::Status started = TakeError(prepared->fn(comm, &args, &work));
+    absl::Status started = TakeError(prepared->fn(comm, &prepared->args, &work));
     if (!started.ok()) return tracing_->Failed(prepared->op, started);
     if (work == nullptr) return tracing_->Failed(prepared->op, NoWork(*prepared->plugin, kind));
     status = TakeError(backend.work_wait(work, timeout_ms));

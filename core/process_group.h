@@ -79,6 +79,7 @@ class ProcessGroup {
     const PluginRecord* plugin = nullptr;
     dist_backend_op_fn fn = nullptr;  // the table's function for the operation
     TracedOp op;
+    dist_op_args_t args{};  // as the backend gets them: marked DIST_OP_ARGS_CHECKED
   };
 
   ProcessGroup() = default;

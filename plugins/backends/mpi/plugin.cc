@@ -46,9 +46,7 @@ class MpiComm : public dist::BackendComm {
   absl::Status Run(dist_collective_t kind, const dist_op_args_t& args,
                    absl::Duration timeout) override {
     dist::ScopedSigpipeBlock no_sigpipe;
-    OpResult op = dist_mpi::Issue(kind, *comm_, args);
-    if (!op.ok()) return op.status();
-    return comm_->Wait(**op, timeout);
+    return dist::BackendComm::Run(kind, args, timeout);
   }
   void Abort(const std::string& reason) override { comm_->Abort(reason); }
   absl::StatusOr<std::unique_ptr<dist::BackendComm>> Split(

@@ -151,38 +151,57 @@ absl::Status Communicator::Refusal(const char* what) const {
   return absl::OkStatus();
 }
 
+int64_t Communicator::TimeoutMs(const dist_op_args_t& args) const {
+  return args.timeout_ms > 0 ? args.timeout_ms : timeout_ms_;
+}
+
+OpContext Communicator::ContextFor(const char* what, const dist_op_args_t& args) const {
+  const int64_t timeout_ms = TimeoutMs(args);
+  return OpContext{what, absl::Now() + absl::Milliseconds(timeout_ms), timeout_ms};
+}
+
+bool Communicator::MayRunInline(dist_collective_t collective, const dist_op_args_t& args,
+                                absl::Duration wait_timeout, int64_t in_flight) const {
+  // Only the one operation in flight, on an idle worker, for a caller
+  // willing to wait as long as it may take: then it runs here, in order.
+  // send/recv only post here; their progress is the worker's, which must
+  // not sleep through them, so they always go to the worker.
+  const bool p2p = collective == DIST_COLL_SEND || collective == DIST_COLL_RECV;
+  return inline_wait_ && !p2p && outstanding_ == in_flight && !worker_busy_ && !inline_running_ &&
+         !stopping_ && wait_timeout >= absl::Milliseconds(TimeoutMs(args));
+}
+
+void Communicator::EndInlineRun(int64_t completed) {
+  absl::MutexLock lock(&mu_);
+  inline_running_ = false;
+  outstanding_ -= completed;
+  if (worker_waits_inline_) worker_cv_.Signal();
+}
+
 absl::Status Communicator::Run(dist_collective_t collective, const dist_op_args_t& args,
                                absl::Duration wait_timeout) {
-  const bool p2p = collective == DIST_COLL_SEND || collective == DIST_COLL_RECV;
-  const int64_t timeout_ms = args.timeout_ms > 0 ? args.timeout_ms : timeout_ms_;
   // As TryRunInline decides, but before anything is queued or allocated.
-  if (inline_wait_ && !p2p && wait_timeout >= absl::Milliseconds(timeout_ms)) {
-    const char* what = dist_collective_name(collective);
-    if (abort_.aborted()) return waiter_.AbortedError(what);
-    DIST_RETURN_IF_ERROR(ValidateOp(collective, args, rank_));
-    bool here = false;
-    {
-      absl::MutexLock lock(&mu_);
-      DIST_RETURN_IF_ERROR(Refusal(what));
-      if (outstanding_ == 0 && !worker_busy_ && !inline_running_) {
-        inline_running_ = true;
-        ++outstanding_;
-        here = true;
-      }
+  const char* what = dist_collective_name(collective);
+  if (abort_.aborted()) return waiter_.AbortedError(what);
+  DIST_RETURN_IF_ERROR(ValidateOp(collective, args, rank_));
+  bool here = false;
+  {
+    absl::MutexLock lock(&mu_);
+    DIST_RETURN_IF_ERROR(Refusal(what));
+    if (MayRunInline(collective, args, wait_timeout, /*in_flight=*/0)) {
+      inline_running_ = true;
+      ++outstanding_;
+      here = true;
     }
-    if (here) {
-      absl::Status status = Usable(what);
-      if (status.ok()) {
-        const OpContext context{what, absl::Now() + absl::Milliseconds(timeout_ms), timeout_ms};
-        status = collectives_.Run(collective, args, context);
-        NoteFailure(status);
-      }
-      absl::MutexLock lock(&mu_);
-      inline_running_ = false;
-      --outstanding_;
-      if (worker_waits_inline_) worker_cv_.Signal();
-      return status;
+  }
+  if (here) {
+    absl::Status status = Usable(what);
+    if (status.ok()) {
+      status = collectives_.Run(collective, args, ContextFor(what, args));
+      NoteFailure(status);
     }
+    EndInlineRun(/*completed=*/1);
+    return status;
   }
   absl::StatusOr<std::shared_ptr<Work>> work = Issue(collective, args);
   if (!work.ok()) return work.status();
@@ -261,14 +280,7 @@ bool Communicator::TryRunInline(const void* work, absl::Duration wait_timeout) {
     absl::MutexLock lock(&mu_);
     if (queue_.empty() || queue_.front().work.get() != work) return false;
     const Task& front = queue_.front();
-    const int64_t timeout_ms = front.args.timeout_ms > 0 ? front.args.timeout_ms : timeout_ms_;
-    // Only the one operation in flight, on an idle worker, for a caller
-    // willing to wait as long as it may take: then it runs here, in order.
-    // send/recv only post here; their progress is the worker's, which
-    // must not sleep through them, so they always go to the worker.
-    const bool p2p = front.collective == DIST_COLL_SEND || front.collective == DIST_COLL_RECV;
-    if (p2p || outstanding_ != 1 || worker_busy_ || inline_running_ || stopping_ ||
-        wait_timeout < absl::Milliseconds(timeout_ms)) {
+    if (!MayRunInline(front.collective, front.args, wait_timeout, /*in_flight=*/1)) {
       wake_ = true;
       worker_cv_.Signal();
       waiter_.NotifySelf();
@@ -280,9 +292,7 @@ bool Communicator::TryRunInline(const void* work, absl::Duration wait_timeout) {
     inline_running_ = true;
   }
   Execute(task);
-  absl::MutexLock lock(&mu_);
-  inline_running_ = false;
-  if (worker_waits_inline_) worker_cv_.Signal();
+  EndInlineRun(/*completed=*/0);  // Finish counted it
   return true;
 }
 
@@ -343,8 +353,7 @@ void Communicator::Execute(const Task& task) {
   started_.push_back(started);
   if (absl::Status usable = Usable(what); !usable.ok()) return Finish(started, usable);
   const dist_op_args_t& a = task.args;
-  const int64_t timeout_ms = a.timeout_ms > 0 ? a.timeout_ms : timeout_ms_;
-  const OpContext context{what, absl::Now() + absl::Milliseconds(timeout_ms), timeout_ms};
+  const OpContext context = ContextFor(what, a);
   auto done = [this, started](absl::Status status) { Finish(started, std::move(status)); };
   if (task.collective == DIST_COLL_SEND) {
     p2p_.PostSend(a.peer, a.tag, a.send.data, a.send.count * dist_dtype_size(a.send.dtype), context,

@@ -80,6 +80,19 @@ class Communicator {
   absl::Status Usable(const char* what);
   // Why a new operation is refused now (broken, being destroyed), or OK.
   absl::Status Refusal(const char* what) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The operation's timeout: its own, else the communicator's.
+  int64_t TimeoutMs(const dist_op_args_t& args) const;
+  // Name and deadline (from now) of an operation about to run.
+  OpContext ContextFor(const char* what, const dist_op_args_t& args) const;
+  // Whether a caller may run this operation on its own thread now:
+  // `in_flight` operations are outstanding (counting this one if it is
+  // queued already), and nothing else.
+  bool MayRunInline(dist_collective_t collective, const dist_op_args_t& args,
+                    absl::Duration wait_timeout, int64_t in_flight) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a caller's own run: the worker may go on; `completed` operations
+  // leave the outstanding count (0 when Finish counted them).
+  void EndInlineRun(int64_t completed);
   // Tells the peers this rank's state (kFailed, kAborted, kLeft).
   void Publish(RankState state, const std::string& reason);
   void Log(dist_log_level_t level, const std::string& message) const;
