@@ -153,6 +153,60 @@ TEST(ShmFailures, SilentPeerGivesDeadlineExceededNamingIt) {
   ExpectAllOk(results);
 }
 
+// The same two failures through the table's `run` (ABI 1.2), which runs the
+// collective on the caller's thread: a killed peer is named within seconds,
+// a silent one at the operation's timeout, and the communicator stays failed.
+TEST(ShmFailures, BlockingRunNamesAKilledPeerAndASilentOne) {
+  const std::string dir = TempDir("run_failures");
+  auto results = RunRanks(3, absl::Seconds(60), [&](int rank) {
+    dist_store_t* s = OpenStore(dir + "/store", rank, 3);
+    dist_backend_comm_t* comm = nullptr;
+    CommOptions options;
+    options.timeout_ms = 30000;
+    RANK_OK(rank, CreateComm(s, rank, 3, options, &comm));
+    const dist_backend_plugin_t* p = Plugin();
+    float data[4] = {1, 2, 3, 4};
+    dist_op_args_t a = AllReduceArgs(data, 4);
+    RANK_OK(rank, p->run(comm, DIST_COLL_ALL_REDUCE, &a, 30000));
+    RANK_CHECK(rank, data[0] == 3);
+    if (rank == 2) raise(SIGKILL);
+    absl::Time start = absl::Now();
+    RANK_CHECK(rank, Is(rank, p->run(comm, DIST_COLL_ALL_REDUCE, &a, 30000), DIST_UNAVAILABLE,
+                        "rank 2 (pid"));
+    RANK_CHECK(rank, absl::Now() - start < absl::Seconds(10));
+    const dist_op_args_t barrier = Args();
+    RANK_CHECK(rank, Is(rank, p->run(comm, DIST_COLL_BARRIER, &barrier, 30000), DIST_UNAVAILABLE,
+                        "failed earlier"));
+    p->comm_destroy(comm);
+    return 0;
+  });
+  EXPECT_TRUE(results[0].ok()) << results[0].Describe();
+  EXPECT_TRUE(results[1].ok()) << results[1].Describe();
+  EXPECT_TRUE(WIFSIGNALED(results[2].status)) << results[2].Describe();
+
+  auto silent = RunRanks(2, absl::Seconds(60), [&](int rank) {
+    dist_store_t* s = OpenStore(dir + "/store_silent", rank, 2);
+    dist_backend_comm_t* comm = nullptr;
+    CommOptions options;
+    options.timeout_ms = 1000;
+    RANK_OK(rank, CreateComm(s, rank, 2, options, &comm));
+    if (rank == 1) {
+      absl::SleepFor(absl::Seconds(2));  // alive, but never joins the all_reduce
+    } else {
+      float data[4] = {1, 2, 3, 4};
+      const dist_op_args_t a = AllReduceArgs(data, 4);
+      const absl::Time start = absl::Now();
+      RANK_CHECK(rank, Is(rank, Plugin()->run(comm, DIST_COLL_ALL_REDUCE, &a, 1000),
+                          DIST_DEADLINE_EXCEEDED, "waiting for rank 1,"));
+      const absl::Duration took = absl::Now() - start;
+      RANK_CHECK(rank, took >= absl::Milliseconds(900) && took < absl::Seconds(10));
+    }
+    Plugin()->comm_destroy(comm);
+    return 0;
+  });
+  ExpectAllOk(silent);
+}
+
 TEST(ShmFailures, UnmatchedRecvTimesOutAndWorkWaitTimeoutKeepsWorkPending) {
   const std::string store = TempDir("p2p-timeout") + "/store";
   auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
