@@ -76,7 +76,14 @@ TEST(GlooFailure, KilledPeerIsNamedOnEverySurvivor) {
 
 TEST(GlooFailure, SilentPeerTimesOutAndIsNamed) {
   const std::string dir = TempDir("silent");
-  constexpr int64_t kTimeoutMs = 3000;
+  // Ranks enter the second all_reduce at different moments (whoever gets
+  // the first one's last message last starts last), and each rank's timeout
+  // counts from its own start. A rank that times out waits a tenth of the
+  // timeout (0.8 of it) for the others' reports, so the skew between ranks
+  // must stay below that or a slow live rank is named too. Under TSan on 2
+  // loaded cores a skew above 240 ms (a 3 s timeout) was seen in CI; 10 s
+  // gives 800 ms.
+  constexpr int64_t kTimeoutMs = 10000;
   auto results = RunRanks(3, absl::Seconds(60), [&](int rank) {
     dist_store_t* store = OpenStore(dir + "/store");
     dist_backend_comm_t* comm = nullptr;
