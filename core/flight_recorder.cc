@@ -1,5 +1,6 @@
 #include "core/flight_recorder.h"
 
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,7 +19,14 @@
 namespace dist {
 namespace {
 
-int64_t NowMicros() { return absl::GetCurrentTimeNanos() / 1000; }
+// Wall-clock microseconds, so that the dumps of different hosts line up.
+// Straight from the vDSO: absl::GetCurrentTimeNanos took 58 ns here against
+// 28, and every operation reads the clock twice.
+int64_t NowMicros() {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1000000 + now.tv_nsec / 1000;
+}
 
 constexpr int kAlwaysDumped = 8;
 constexpr int64_t kDumpIntervalMicros = 1000000;

@@ -1,6 +1,8 @@
 #include "core/process_group.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <set>
 #include <utility>
 
@@ -18,6 +20,8 @@
 
 namespace dist {
 namespace {
+
+std::atomic<uint64_t> next_group_id{1};
 
 dist_backend_op_fn OpFunction(const dist_backend_plugin_t& plugin, dist_collective_t kind) {
   switch (kind) {
@@ -350,8 +354,33 @@ absl::StatusOr<const BackendComm*> ProcessGroup::CommFor(dist_collective_t kind,
   return &comms_[index];
 }
 
-absl::StatusOr<ProcessGroup::Prepared> ProcessGroup::Prepare(dist_collective_t kind,
-                                                             const dist_op_args_t& args) {
+ProcessGroup::ProcessGroup() : id_(next_group_id.fetch_add(1, std::memory_order_relaxed)) {}
+
+absl::StatusOr<ProcessGroup::Route> ProcessGroup::RouteOf(dist_collective_t kind,
+                                                          const dist_op_args_t& args) const {
+  // Training loops repeat the same calls; the checks cost about a third of
+  // a small blocking operation's instructions. Per thread, so no lock.
+  thread_local struct {
+    uint64_t group = 0;  // 0: empty
+    dist_collective_t kind;
+    dist_op_args_t args;
+    Route route;
+  } last;
+  if (last.group == id_ && last.kind == kind && std::memcmp(&last.args, &args, sizeof(args)) == 0) {
+    return last.route;
+  }
+  absl::StatusOr<Route> route = CheckAndRoute(kind, args);
+  if (route.ok()) {
+    last.group = id_;
+    last.kind = kind;
+    std::memcpy(&last.args, &args, sizeof(args));
+    last.route = *route;
+  }
+  return route;
+}
+
+absl::StatusOr<ProcessGroup::Route> ProcessGroup::CheckAndRoute(dist_collective_t kind,
+                                                                const dist_op_args_t& args) const {
   if (rank_ < 0) return NotMemberError();
   absl::StatusOr<const BackendComm*> comm = CommFor(kind, args);
   if (!comm.ok()) return comm.status();
@@ -377,6 +406,13 @@ absl::StatusOr<ProcessGroup::Prepared> ProcessGroup::Prepare(dist_collective_t k
                                                  "reduce op ", dist_reduce_op_name(args.op),
                                                  " for ", dist_collective_name(kind)));
   }
+  return Route{*comm, &plugin, fn};
+}
+
+absl::StatusOr<ProcessGroup::Prepared> ProcessGroup::Prepare(dist_collective_t kind,
+                                                             const dist_op_args_t& args) {
+  absl::StatusOr<Route> route = RouteOf(kind, args);
+  if (!route.ok()) return route.status();
   // Only calls that reach the backend count: a local argument error above
   // leaves the sequence numbers of all ranks in step.
   absl::StatusOr<TracedOp> op = tracing_->Enter(
@@ -385,7 +421,7 @@ absl::StatusOr<ProcessGroup::Prepared> ProcessGroup::Prepare(dist_collective_t k
       [this](const std::string& reason) { AbortComms(reason); });
   if (!op.ok()) return op.status();
   tracing_->Started(*op);
-  Prepared prepared{*comm, &plugin, fn, *op, args};
+  Prepared prepared{route->comm, route->plugin, route->fn, *op, args};
   prepared.args.struct_size = sizeof(prepared.args);
   prepared.args.flags |= DIST_OP_ARGS_CHECKED;
   return prepared;

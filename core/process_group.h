@@ -82,15 +82,29 @@ class ProcessGroup {
     dist_op_args_t args{};  // as the backend gets them: marked DIST_OP_ARGS_CHECKED
   };
 
-  ProcessGroup() = default;
+  // Where an operation that passed the core's checks goes.
+  struct Route {
+    const BackendComm* comm = nullptr;
+    const PluginRecord* plugin = nullptr;
+    dist_backend_op_fn fn = nullptr;
+  };
+
+  ProcessGroup();
   // What Submit and Run share: the checks, the backend, the trace entry.
   absl::StatusOr<Prepared> Prepare(dist_collective_t kind, const dist_op_args_t& args);
+  // The checks and the backend; a call that repeats this thread's previous
+  // one on this group (same arguments, byte for byte) skips the checks, as
+  // they depend only on the arguments and on what the group fixed at its
+  // creation.
+  absl::StatusOr<Route> RouteOf(dist_collective_t kind, const dist_op_args_t& args) const;
+  absl::StatusOr<Route> CheckAndRoute(dist_collective_t kind, const dist_op_args_t& args) const;
   absl::StatusOr<const BackendComm*> CommFor(dist_collective_t kind,
                                              const dist_op_args_t& args) const;
   absl::Status NotMemberError() const;
   absl::Status StartTracing(const TraceOptions& options);  // core/group_tracing.h
   void AbortComms(const std::string& reason);
 
+  const uint64_t id_;  // unique in the process, never reused: keys RouteOf's cache
   std::string name_;
   int32_t rank_ = -1;
   int32_t world_size_ = 0;
