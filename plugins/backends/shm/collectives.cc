@@ -28,6 +28,12 @@ std::string Describe(const OpSignature& s) {
   return text + ")";
 }
 
+// Flagged lines a message of `bytes` takes (at most kFlaggedLines).
+int FlaggedLinesFor(uint64_t bytes) {
+  if (bytes <= kFlaggedHeadBytes) return 1;
+  return 1 + static_cast<int>((bytes - kFlaggedHeadBytes + 55) / 56);
+}
+
 // Elements [begin, end) of a chunk of `count` elements that rank q reduces;
 // boundaries fall on 64-byte multiples so ranks don't share cache lines.
 void Segmentation(uint64_t count, int world, size_t element, int q, uint64_t* begin,
@@ -77,7 +83,6 @@ absl::Status Collectives::CompareSignatures() const {
 absl::Status Collectives::Step(const OpContext& c) {
   const uint64_t seq = ++sequence_;
   segment_->rank(rank_).arrived.store(seq, std::memory_order_release);
-  waiter_->NotifyOthers();
   int first = 0;  // ranks before it are known to have arrived
   auto ready = [&]() {
     while (first < world_ && segment_->rank(first).arrived.load(std::memory_order_acquire) >= seq) {
@@ -91,6 +96,13 @@ absl::Status Collectives::Step(const OpContext& c) {
     }
   };
   absl::Status status = waiter_->Wait(ready, pending, c);
+  // Wake the peers that sleep waiting for this rank only now. A peer that
+  // waits for this rank has arrived itself, so this wait did not need it
+  // awake; and NotifyOthers' fence, which waits for this rank's stores to
+  // reach the peers, costs nothing now instead of a cross-core round trip
+  // before the wait. (A notice lost on a failed wait costs a sleeper at
+  // most one slice: Waiter::Wait sleeps in slices.)
+  waiter_->NotifyOthers();
   if (status.ok() && check_signature_) {
     check_signature_ = false;
     status = CompareSignatures();
@@ -108,6 +120,11 @@ absl::Status Collectives::EmptyStep(const OpContext& c) {
 
 void Collectives::ReduceSlots(int buffer, uint64_t offset, uint64_t len, dist_dtype_t dtype,
                               dist_reduce_op_t op, void* dest) {
+  for (int q = 0; q < world_; ++q) rows_[q] = segment_->slot(buffer, q) + offset;
+  ReduceRows(len, dtype, op, dest);
+}
+
+void Collectives::ReduceRows(uint64_t len, dist_dtype_t dtype, dist_reduce_op_t op, void* dest) {
   if (len == 0) return;
   const size_t element = dist_dtype_size(dtype);
   if (dtype == DIST_FLOAT16 || dtype == DIST_BFLOAT16) {
@@ -117,10 +134,10 @@ void Collectives::ReduceSlots(int buffer, uint64_t offset, uint64_t len, dist_dt
     float in[kBlock];
     for (uint64_t done = 0; done < len; done += kBlock) {
       const uint64_t n = std::min(kBlock, len - done);
-      const uint64_t at = offset + done * element;
-      dist::WidenToFloat(dtype, segment_->slot(buffer, 0) + at, acc, n);
+      const uint64_t at = done * element;
+      dist::WidenToFloat(dtype, rows_[0] + at, acc, n);
       for (int q = 1; q < world_; ++q) {
-        dist::WidenToFloat(dtype, segment_->slot(buffer, q) + at, in, n);
+        dist::WidenToFloat(dtype, rows_[q] + at, in, n);
         dist::ReduceInto(DIST_FLOAT32, op, acc, in, n);
       }
       if (op == DIST_AVG) dist::FinishAverage(DIST_FLOAT32, acc, n, world_);
@@ -128,10 +145,8 @@ void Collectives::ReduceSlots(int buffer, uint64_t offset, uint64_t len, dist_dt
     }
     return;
   }
-  std::memcpy(dest, segment_->slot(buffer, 0) + offset, len * element);
-  for (int q = 1; q < world_; ++q) {
-    dist::ReduceInto(dtype, op, dest, segment_->slot(buffer, q) + offset, len);
-  }
+  std::memcpy(dest, rows_[0], len * element);
+  for (int q = 1; q < world_; ++q) dist::ReduceInto(dtype, op, dest, rows_[q], len);
   if (op == DIST_AVG) dist::FinishAverage(dtype, dest, len, world_);
 }
 
@@ -175,6 +190,7 @@ absl::Status Collectives::AllReduce(const dist_op_args_t& a, int reader, const O
   char* recv = reads ? Bytes(a.recv.data) : nullptr;
   const uint64_t bytes = n * element;
 
+  if (bytes <= kFlaggedBytes) return FlaggedAllReduce(a, reads, c);
   if (bytes <= kSmallReduceBytes && bytes <= segment_->slot_bytes()) {
     const int b = NextBuffer();
     std::memcpy(segment_->slot(b, rank_), send, bytes);
@@ -207,6 +223,110 @@ absl::Status Collectives::AllReduce(const dist_op_args_t& a, int reader, const O
       std::memcpy(recv + (off + begin) * element, segment_->slot(b, q) + begin * element,
                   len * element);
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Collectives::FlaggedAllReduce(const dist_op_args_t& a, bool reads,
+                                           const OpContext& c) {
+  const dist_dtype_t dtype = a.send.dtype;
+  const uint64_t n = a.send.count;
+  const uint64_t bytes = n * dist_dtype_size(dtype);
+  const int lines = FlaggedLinesFor(bytes);
+  const int b = NextBuffer();
+  const uint64_t seq = ++sequence_;
+  RankControl& own = segment_->rank(rank_);
+  const OpSignature& mine = own.signature[(collectives_ - 1) & 1u];
+  // Every line's bytes, then its number: a reader that sees the number has
+  // the bytes (release/acquire on the same line).
+  FlaggedLine* out = own.flagged[b];
+  std::memcpy(out[0].bytes, &mine, sizeof(mine));
+  std::memcpy(out[0].bytes + sizeof(mine), a.send.data, std::min(bytes, kFlaggedHeadBytes));
+  for (int k = 1; k < lines; ++k) {
+    const uint64_t at = kFlaggedHeadBytes + (k - 1) * sizeof(out[k].bytes);
+    std::memcpy(out[k].bytes, Bytes(a.send.data) + at, std::min(bytes - at, sizeof(out[k].bytes)));
+  }
+  for (int k = 0; k < lines; ++k) out[k].seq.store(seq, std::memory_order_release);
+  // A rank on another path (it issued another collective: a mismatch)
+  // waits for `arrived`, and failure reports name ranks by it.
+  own.arrived.store(seq, std::memory_order_release);
+  check_signature_ = false;  // compared below, from the lines
+
+  int first = 0;  // ranks before it are known to be ready
+  uint32_t polls = 0;
+  auto ready = [&]() {
+    for (; first < world_; ++first) {
+      const FlaggedLine* theirs = segment_->rank(first).flagged[b];
+      // All lines at once, so that their transfers overlap.
+      bool all = true;
+      for (int k = 0; k < lines; ++k) {
+        all &= theirs[k].seq.load(std::memory_order_acquire) == seq;
+      }
+      if (all) continue;
+      // It arrived, but its lines may never all come: it wrote fewer
+      // (another count) or none (another collective, seen by `arrived`,
+      // checked now and then so that its line stays out of the way). Once
+      // every rank arrived, CheckFlagged names the mismatch.
+      if (theirs[0].seq.load(std::memory_order_acquire) == seq) {
+        if (std::memcmp(theirs[0].bytes, &mine, sizeof(mine)) != 0) continue;
+      } else if ((++polls & 63u) == 0 &&
+                 segment_->rank(first).arrived.load(std::memory_order_acquire) >= seq) {
+        continue;
+      }
+      return false;
+    }
+    return true;
+  };
+  auto pending = [&](std::vector<int>* out_ranks) {
+    for (int q = 0; q < world_; ++q) {
+      if (segment_->rank(q).flagged[b][0].seq.load(std::memory_order_acquire) != seq &&
+          segment_->rank(q).arrived.load(std::memory_order_acquire) < seq) {
+        out_ranks->push_back(q);
+      }
+    }
+  };
+  const absl::Status waited = waiter_->Wait(ready, pending, c);
+  waiter_->NotifyOthers();  // after the wait, as in Step
+  DIST_RETURN_IF_ERROR(waited);
+  DIST_RETURN_IF_ERROR(CheckFlagged(b, seq, lines));
+  if (!reads) return absl::OkStatus();
+  // Line 0 alone holds a message of up to 32 bytes contiguously; longer
+  // ones are gathered. Own data from own lines: with send == recv (in
+  // place) the send buffer is overwritten while others are still reduced.
+  if (lines == 1) {
+    for (int q = 0; q < world_; ++q) {
+      rows_[q] = segment_->rank(q).flagged[b][0].bytes + sizeof(OpSignature);
+    }
+  } else {
+    if (scratch_.size() < world_ * bytes) scratch_.resize(world_ * bytes);
+    for (int q = 0; q < world_; ++q) {
+      const FlaggedLine* in = segment_->rank(q).flagged[b];
+      char* row = scratch_.data() + q * bytes;
+      std::memcpy(row, in[0].bytes + sizeof(OpSignature), kFlaggedHeadBytes);
+      for (int k = 1; k < lines; ++k) {
+        const uint64_t at = kFlaggedHeadBytes + (k - 1) * sizeof(in[k].bytes);
+        std::memcpy(row + at, in[k].bytes, std::min(bytes - at, sizeof(in[k].bytes)));
+      }
+      rows_[q] = row;
+    }
+  }
+  ReduceRows(n, dtype, a.op, a.recv.data);
+  return absl::OkStatus();
+}
+
+absl::Status Collectives::CheckFlagged(int buffer, uint64_t seq, int lines) const {
+  const OpSignature& mine = segment_->rank(rank_).signature[(collectives_ - 1) & 1u];
+  for (int q = 0; q < world_; ++q) {
+    const FlaggedLine* theirs = segment_->rank(q).flagged[buffer];
+    bool whole = std::memcmp(theirs[0].bytes, &mine, sizeof(mine)) == 0;
+    for (int k = 0; k < lines && whole; ++k) {
+      whole = theirs[k].seq.load(std::memory_order_acquire) == seq;
+    }
+    if (whole) continue;
+    // Every rank published its signature before arriving.
+    DIST_RETURN_IF_ERROR(CompareSignatures());
+    return absl::InternalError(absl::StrCat("shm: rank ", q, " reached unit ", seq,
+                                            " of the same collective without its data"));
   }
   return absl::OkStatus();
 }

@@ -8,6 +8,11 @@
 // rank must pass the barrier of the unit in between, which nobody reaches
 // before finishing its reads of half b. Large messages stream through in
 // slot-sized chunks, so the segment never needs to be as large as a message.
+//
+// All-reduce and reduce of up to 256 bytes skip the slots: each rank writes
+// its data into flagged cache lines (layout.h), so a peer's one transfer of
+// a line brings the data with the news that it is there, and the unit's
+// barrier is the arrival of every rank's lines.
 #ifndef DIST_PLUGINS_BACKENDS_SHM_COLLECTIVES_H_
 #define DIST_PLUGINS_BACKENDS_SHM_COLLECTIVES_H_
 
@@ -25,7 +30,11 @@ namespace dist_shm {
 class Collectives {
  public:
   Collectives(Segment* segment, Waiter* waiter, int rank)
-      : segment_(segment), waiter_(waiter), rank_(rank), world_(segment->world_size()) {}
+      : segment_(segment),
+        waiter_(waiter),
+        rank_(rank),
+        world_(segment->world_size()),
+        rows_(static_cast<size_t>(world_)) {}
 
   // `args` has been validated (shapes, dtypes, devices, root) by the caller.
   absl::Status Run(dist_collective_t collective, const dist_op_args_t& args,
@@ -33,6 +42,12 @@ class Collectives {
 
  private:
   absl::Status AllReduce(const dist_op_args_t& a, int reader, const OpContext& c);
+  // All-reduce or reduce of at most kFlaggedBytes, through flagged lines:
+  // one unit, whose barrier is the arrival of every rank's data.
+  absl::Status FlaggedAllReduce(const dist_op_args_t& a, bool reads, const OpContext& c);
+  // After FlaggedAllReduce's wait: OK when every rank wrote its lines for
+  // unit `seq` with this rank's signature, else the mismatch.
+  absl::Status CheckFlagged(int buffer, uint64_t seq, int lines) const;
   absl::Status Broadcast(const dist_op_args_t& a, const OpContext& c);
   absl::Status AllGather(const dist_op_args_t& a, int reader, const OpContext& c);
   absl::Status Scatter(const dist_op_args_t& a, const OpContext& c);
@@ -53,6 +68,8 @@ class Collectives {
   // compute bit-identical results) of slot(buffer, q) + offset.
   void ReduceSlots(int buffer, uint64_t offset_bytes, uint64_t len, dist_dtype_t dtype,
                    dist_reduce_op_t op, void* dest);
+  // The same over rows_[q] (len elements each).
+  void ReduceRows(uint64_t len, dist_dtype_t dtype, dist_reduce_op_t op, void* dest);
 
   Segment* segment_;
   Waiter* waiter_;
@@ -63,6 +80,7 @@ class Collectives {
   uint64_t collectives_ = 0;  // collectives begun (signature parity)
   bool check_signature_ = false;
   std::vector<char> scratch_;
+  std::vector<const char*> rows_;  // one per rank: ReduceRows' inputs
 };
 
 }  // namespace dist_shm

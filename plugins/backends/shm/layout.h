@@ -12,7 +12,8 @@
 namespace dist_shm {
 
 inline constexpr uint64_t kMagic = 0x316d687374736964ull;  // "distshm1"
-inline constexpr uint32_t kLayoutVersion = 2;              // 2: arrived and signatures on one line
+// 2: arrived and signatures on one line; 3: flagged lines for small reductions.
+inline constexpr uint32_t kLayoutVersion = 3;
 inline constexpr size_t kReasonBytes = 240;
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -47,6 +48,22 @@ struct alignas(64) Header {
   alignas(64) std::atomic<int32_t> attached;
 };
 
+// A cache line that carries the sequence number of the unit that wrote it,
+// so that a reader gets a small message's bytes in the same transfer that
+// tells it they are there (one cache miss instead of two: flag, then data).
+// The writer fills the bytes, then stores seq (release).
+struct alignas(64) FlaggedLine {
+  std::atomic<uint64_t> seq;
+  char bytes[56];
+};
+static_assert(sizeof(FlaggedLine) == 64);
+
+// Flagged lines per rank and buffer half. Line 0 holds the operation's
+// signature and the first 32 bytes of data; each further line 56 bytes.
+inline constexpr int kFlaggedLines = 5;
+inline constexpr uint64_t kFlaggedHeadBytes = 56 - sizeof(OpSignature);
+inline constexpr uint64_t kFlaggedBytes = kFlaggedHeadBytes + (kFlaggedLines - 1) * 56;  // 256
+
 // Per-rank control block. Fields written by the owner and fields written by
 // others live on separate cache lines, and so do the owner's rarely written
 // fields and the ones it writes every operation: a peer's check of
@@ -64,6 +81,8 @@ struct alignas(64) RankControl {
   alignas(64) std::atomic<uint64_t> arrived;  // last barrier sequence number reached
   OpSignature signature[2];                   // by collective count parity
   alignas(64) char reason[kReasonBytes];      // valid once state is kFailed/kAborted
+  // Written by the owner: small reductions' data, by buffer half.
+  FlaggedLine flagged[2][kFlaggedLines];
 };
 static_assert(offsetof(RankControl, signature) + 2 * sizeof(OpSignature) <=
                   offsetof(RankControl, arrived) + 64,

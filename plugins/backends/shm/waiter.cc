@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 #include <sched.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -26,20 +27,34 @@ std::string RankList(const std::vector<int>& ranks) { return absl::StrJoin(ranks
 
 }  // namespace
 
-void Waiter::Notify(int rank) {
+absl::Time CoarseNow() {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME_COARSE, &now);
+  return absl::TimeFromTimespec(now);
+}
+
+void Waiter::Ring(int rank) {
   RankControl& target = segment_->rank(rank);
-  // Pairs with the sleeper's fence: either it sees our update before it
-  // sleeps, or we see it sleeping and wake it.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  target.bell.fetch_add(1, std::memory_order_seq_cst);
+  // A sleeper that we see awake checks what it waits for after its own
+  // fence, and so sees our update; one we see asleep (or about to sleep)
+  // gets the bell changed under its futex word, and a wake-up.
   if (target.sleeping.load(std::memory_order_seq_cst) != 0) {
+    target.bell.fetch_add(1, std::memory_order_seq_cst);
     FutexWakeAll(&target.bell);
   }
 }
 
+void Waiter::Notify(int rank) {
+  // Pairs with the sleeper's fence: either it sees our update before it
+  // sleeps, or we see it sleeping and wake it.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  Ring(rank);
+}
+
 void Waiter::NotifyOthers() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   for (int r = 0; r < segment_->world_size(); ++r) {
-    if (r != rank_) Notify(r);
+    if (r != rank_) Ring(r);
   }
 }
 
@@ -95,7 +110,9 @@ absl::Status Waiter::Wait(absl::FunctionRef<bool()> ready,
   // sixteenth), one that succeeds doubles it back (up to spin_), so ranks
   // that keep missing each other stop burning the CPU.
   if (spin_now_ > absl::ZeroDuration()) {
-    const absl::Time spin_end = absl::Now() + spin_now_;
+    // The clock starts at the first check (turn 64, or the first yield):
+    // a peer a fraction of a microsecond behind costs no clock read.
+    absl::Time spin_end = absl::InfiniteFuture();
     for (int i = 1;; ++i) {
       // Mostly pause; yield every few microseconds, so a peer waiting for
       // this CPU on a busy host gets it. (Yielding every 16 pauses cost a
@@ -111,7 +128,11 @@ absl::Status Waiter::Wait(absl::FunctionRef<bool()> ready,
         return absl::OkStatus();
       }
       // A yield may hand the CPU away for a while: check the clock each time.
-      if ((spin_yields_ || (i & 63) == 0) && absl::Now() >= spin_end) break;
+      if (spin_yields_ || (i & 63) == 0) {
+        const absl::Time now = absl::Now();
+        if (spin_end == absl::InfiniteFuture()) spin_end = now + spin_now_;
+        if (now >= spin_end) break;
+      }
     }
     spin_now_ = std::max(spin_ / 16, spin_now_ / 2);
   }
