@@ -1,6 +1,6 @@
 #include "core/flight_recorder.h"
 
-#include <time.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,13 +20,7 @@ namespace dist {
 namespace {
 
 // Wall-clock microseconds, so that the dumps of different hosts line up.
-// Straight from the vDSO: absl::GetCurrentTimeNanos took 58 ns here against
-// 28, and every operation reads the clock twice.
-int64_t NowMicros() {
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME, &now);
-  return static_cast<int64_t>(now.tv_sec) * 1000000 + now.tv_nsec / 1000;
-}
+int64_t NowMicros() { return TraceClock::WallNanos() / 1000; }
 
 constexpr int kAlwaysDumped = 8;
 constexpr int64_t kDumpIntervalMicros = 1000000;
@@ -120,9 +114,9 @@ FlightRecorder::FlightRecorder(std::string group, int32_t global_rank, int32_t r
       world_size_(world_size),
       backend_(std::move(backend)),
       capacity_(capacity),
-      dir_(std::move(dir)) {
+      dir_(std::move(dir)),
+      ring_(capacity == 0 ? nullptr : new Entry[capacity]) {
   if (capacity_ == 0) return;
-  ring_.resize(capacity_);
   Registry& registry = TheRegistry();
   absl::MutexLock lock(&registry.mu);
   registry.recorders.push_back(this);
@@ -136,67 +130,92 @@ FlightRecorder::~FlightRecorder() {
   list.erase(std::remove(list.begin(), list.end(), this), list.end());
 }
 
+class FlightRecorder::EntryLock {
+ public:
+  explicit EntryLock(const Entry& entry) : locked_(const_cast<Entry&>(entry).locked) {
+    while (locked_.exchange(true, std::memory_order_acquire)) {
+      // Held for a few stores, or for a dump's copy of the entry: let the
+      // holder run (it may share this CPU).
+      while (locked_.load(std::memory_order_relaxed)) sched_yield();
+    }
+  }
+  ~EntryLock() { locked_.store(false, std::memory_order_release); }
+  EntryLock(const EntryLock&) = delete;
+  EntryLock& operator=(const EntryLock&) = delete;
+
+ private:
+  std::atomic<bool>& locked_;
+};
+
 uint64_t FlightRecorder::Issue(uint64_t seq, const OpFingerprint& fp, bool started) {
   if (capacity_ == 0) return 0;
-  const int64_t now = NowMicros();
-  absl::MutexLock lock(&mu_);
-  const uint64_t id = next_id_++;
+  const uint64_t now = clock_.Now();
+  const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
   Entry& entry = ring_[id % capacity_];
+  EntryLock lock(entry);
   entry.id = id;
   entry.seq = seq;
   entry.fp = fp;
-  entry.issued_us = now;
-  entry.started_us = started ? now : 0;
-  entry.ended_us = 0;
+  entry.issued = now;
+  entry.started = started ? now : 0;
+  entry.ended = 0;
   entry.state = started ? TraceState::kStarted : TraceState::kIssued;
   entry.error.clear();
   return id;
 }
 
-FlightRecorder::Entry* FlightRecorder::Find(uint64_t id) {
-  if (id == 0 || capacity_ == 0) return nullptr;
-  Entry& entry = ring_[id % capacity_];
-  return entry.id == id ? &entry : nullptr;
-}
-
 void FlightRecorder::Start(uint64_t id) {
-  if (id == 0) return;
-  const int64_t now = NowMicros();
-  absl::MutexLock lock(&mu_);
-  if (Entry* entry = Find(id)) {
-    entry->started_us = now;
-    entry->state = TraceState::kStarted;
-  }
+  if (id == 0 || capacity_ == 0) return;
+  const uint64_t now = clock_.Now();
+  Entry& entry = ring_[id % capacity_];
+  EntryLock lock(entry);
+  if (entry.id != id) return;  // overwritten since
+  entry.started = now;
+  entry.state = TraceState::kStarted;
 }
 
 void FlightRecorder::End(uint64_t id, const absl::Status& status) {
-  if (id == 0) return;
-  const int64_t now = NowMicros();
-  absl::MutexLock lock(&mu_);
-  Entry* entry = Find(id);
-  if (entry == nullptr || entry->ended_us != 0) return;
-  entry->ended_us = now;
+  if (id == 0 || capacity_ == 0) return;
+  const uint64_t now = clock_.Now();
+  Entry& entry = ring_[id % capacity_];
+  EntryLock lock(entry);
+  if (entry.id != id || entry.ended != 0) return;
+  entry.ended = now;
   if (status.ok()) {
-    entry->state = TraceState::kCompleted;
+    entry.state = TraceState::kCompleted;
   } else {
-    entry->state = status.code() == absl::StatusCode::kDeadlineExceeded ? TraceState::kTimedOut
-                                                                        : TraceState::kFailed;
-    entry->error = std::string(status.message());
+    entry.state = status.code() == absl::StatusCode::kDeadlineExceeded ? TraceState::kTimedOut
+                                                                       : TraceState::kFailed;
+    entry.error = std::string(status.message());
   }
 }
 
 void FlightRecorder::ToJson(nlohmann::json& out) const {
-  absl::MutexLock lock(&mu_);
+  const uint64_t next_id = next_id_.load(std::memory_order_acquire);
+  const TraceClock::ToWall to_wall = clock_.Converter();
   out["name"] = group_;
   out["rank"] = rank_;
   out["world_size"] = world_size_;
   out["backend"] = backend_;
   out["capacity"] = capacity_;
-  out["recorded"] = next_id_ - 1;
+  out["recorded"] = next_id - 1;
   nlohmann::json entries = nlohmann::json::array();
-  const uint64_t first = next_id_ > capacity_ ? next_id_ - capacity_ : 1;
-  for (uint64_t id = first; id < next_id_; ++id) {
-    const Entry& entry = ring_[id % capacity_];
+  const uint64_t first = next_id > capacity_ ? next_id - capacity_ : 1;
+  for (uint64_t id = first; id < next_id; ++id) {
+    Entry entry;
+    {
+      const Entry& live = ring_[id % capacity_];
+      EntryLock lock(live);
+      // Not written yet (its Issue is under way) or already reused.
+      if (live.id != id) continue;
+      entry.seq = live.seq;
+      entry.fp = live.fp;
+      entry.issued = live.issued;
+      entry.started = live.started;
+      entry.ended = live.ended;
+      entry.state = live.state;
+      entry.error = live.error;
+    }
     nlohmann::json e;
     e["seq"] = entry.seq;
     e["op"] = dist_collective_name(entry.fp.op);
@@ -212,9 +231,9 @@ void FlightRecorder::ToJson(nlohmann::json& out) const {
     }
     e["device"] = dist_device_type_name(entry.fp.device);
     e["call"] = DescribeOp(entry.fp);
-    e["issued_us"] = entry.issued_us;
-    if (entry.started_us != 0) e["started_us"] = entry.started_us;
-    if (entry.ended_us != 0) e["ended_us"] = entry.ended_us;
+    e["issued_us"] = to_wall.Micros(entry.issued);
+    if (entry.started != 0) e["started_us"] = to_wall.Micros(entry.started);
+    if (entry.ended != 0) e["ended_us"] = to_wall.Micros(entry.ended);
     e["state"] = TraceStateName(entry.state);
     if (!entry.error.empty()) e["error"] = entry.error;
     entries.push_back(std::move(e));

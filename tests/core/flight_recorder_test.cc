@@ -6,7 +6,9 @@
 #include <fstream>
 #include <string>
 
+#include "absl/time/clock.h"
 #include "core/collective_check.h"
+#include "core/trace_clock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -68,6 +70,38 @@ TEST(FlightRecorderTest, KeepsTheLastEntriesWithTheirStates) {
   EXPECT_EQ(entries[2]["error"], "boom");
   EXPECT_LE(entries[2]["issued_us"].get<int64_t>(), entries[2]["started_us"].get<int64_t>());
   EXPECT_LE(entries[2]["started_us"].get<int64_t>(), entries[2]["ended_us"].get<int64_t>());
+}
+
+// Timestamps are time-stamp counter readings where the counter is
+// invariant (core/trace_clock.h); the dump must still give wall-clock
+// microseconds, and the time between two operations.
+TEST(FlightRecorderTest, DumpsWallClockTimes) {
+  FlightRecorder recorder("default", 0, 0, 2, "shm", 8, "");
+  const int64_t before_us = TraceClock::WallNanos() / 1000;
+  const uint64_t first = recorder.Issue(1, AllReduce(1), /*started=*/true);
+  absl::SleepFor(absl::Milliseconds(50));
+  recorder.End(first, absl::OkStatus());
+  const uint64_t second = recorder.Issue(2, AllReduce(1), /*started=*/true);
+  absl::SleepFor(absl::Milliseconds(50));
+  const int64_t after_us = TraceClock::WallNanos() / 1000;
+  const std::string path = TempDir() + "/times.json";
+  ASSERT_TRUE(recorder.Dump(path, "test").ok());
+  recorder.End(second, absl::OkStatus());  // after the dump: not in it
+  const nlohmann::json dump = ReadJson(path);
+  const nlohmann::json& entries = dump["groups"][0]["entries"];
+  ASSERT_EQ(entries.size(), 2u);
+  const int64_t issued = entries[0]["issued_us"].get<int64_t>();
+  const int64_t ended = entries[0]["ended_us"].get<int64_t>();
+  const int64_t next = entries[1]["issued_us"].get<int64_t>();
+  // 1 ms of slack for the conversion at each end.
+  EXPECT_GE(issued, before_us - 1000);
+  EXPECT_LE(next, after_us + 1000);
+  EXPECT_EQ(entries[0]["started_us"].get<int64_t>(), issued);
+  // The sleep between them, measured by the recorder's own clock.
+  EXPECT_GE(ended - issued, 49000);
+  EXPECT_LT(ended - issued, 49000 + (after_us - before_us));
+  EXPECT_LE(ended, next);
+  EXPECT_FALSE(entries[1].contains("ended_us"));
 }
 
 TEST(FlightRecorderTest, OneFilePerRankWithAllItsGroups) {
