@@ -13,6 +13,7 @@
 #include "core/process_group.h"
 #include "core/rendezvous.h"
 #include "core/version.h"
+#include "dist/cpp/abi_struct.hpp"
 #include "dist/cpp/status.hpp"
 #include "dist/dist.h"
 #include "dist/registry.h"
@@ -366,6 +367,17 @@ DIST_EXPORT dist_error_t* dist_rendezvous(const char* url, const dist_rendezvous
   if (timeout_ms <= 0) {
     return dist_error_new(DIST_INVALID_ARGUMENT, "dist_rendezvous: timeout_ms must be positive");
   }
+  // Too small to receive `store` (a 1.0 field), the result would leak the
+  // store the join opened: refused before joining.
+  const size_t caller_size = result->struct_size;
+  if (caller_size != 0 && caller_size < dist::AbiStruct<dist_rendezvous_result_t>::kV1_0Size) {
+    return dist_error_new(DIST_INVALID_ARGUMENT,
+                          absl::StrCat("dist_rendezvous: result->struct_size is ", caller_size,
+                                       " but every 1.x caller passes at least ",
+                                       dist::AbiStruct<dist_rendezvous_result_t>::kV1_0Size,
+                                       "; set it to sizeof(dist_rendezvous_result_t)")
+                              .c_str());
+  }
   return Guarded("dist_rendezvous", [&]() -> dist_error_t* {
     dist_rendezvous_hints_t none{};
     none.struct_size = sizeof(none);
@@ -374,7 +386,6 @@ DIST_EXPORT dist_error_t* dist_rendezvous(const char* url, const dist_rendezvous
     absl::StatusOr<dist_rendezvous_result_t> joined =
         dist::Rendezvous(url, hints != nullptr ? *hints : none, absl::Milliseconds(timeout_ms));
     if (!joined.ok()) return ToError(joined.status());
-    const size_t caller_size = result->struct_size;
     std::memcpy(result, &*joined,
                 caller_size != 0 && caller_size < sizeof(*result) ? caller_size : sizeof(*result));
     result->struct_size = caller_size != 0 ? caller_size : sizeof(*result);

@@ -35,11 +35,12 @@ struct Outcome {
   dist_rendezvous_result_t result{};
 };
 
-Outcome Rendezvous(const std::string& scheme, const std::string& log, int world_size) {
+Outcome Rendezvous(const std::string& scheme, const std::string& log, int world_size,
+                   size_t result_size = sizeof(dist_rendezvous_result_t)) {
   setenv("DIST_PLUGIN_PATH", FixtureDir().c_str(), 1);
   const std::string url = absl::StrCat(scheme, "://", log, "?world_size=", world_size);
   Outcome out;
-  out.result.struct_size = sizeof(out.result);
+  out.result.struct_size = result_size;
   dist_error_t* error = dist_rendezvous(url.c_str(), nullptr, 300, &out.result);
   if (error != nullptr) {
     out.code = dist_error_code(error);
@@ -98,6 +99,18 @@ TEST(StoreRelease, ACurrentStoreOfAJoinThatSucceedsIsTheCallersToRelease) {
   out.result.store->release(out.result.store->ctx);
   EXPECT_EQ(ReadLog(log),
             absl::StrCat("created struct_size=", sizeof(dist_store_t), "\nrelease\n"));
+}
+
+// A result too small to hold `store` would leave the caller no way to
+// release the store the join opened: refused before any store exists.
+TEST(StoreRelease, AResultWithoutRoomForTheStoreIsRefusedBeforeJoining) {
+  const std::string log = LogPath("small_result");
+  const Outcome out = Rendezvous("currentstore", log, 1, offsetof(dist_rendezvous_result_t, store));
+  EXPECT_EQ(out.code, DIST_INVALID_ARGUMENT) << out.message;
+  EXPECT_NE(out.message.find("result->struct_size is"), std::string::npos) << out.message;
+  EXPECT_NE(out.message.find("sizeof(dist_rendezvous_result_t)"), std::string::npos) << out.message;
+  EXPECT_EQ(ReadLog(log), "");  // no store was created
+  EXPECT_EQ(out.result.store, nullptr);
 }
 
 }  // namespace
