@@ -1,6 +1,7 @@
 #include "plugins/backends/gloo/work.h"
 
 #include "absl/strings/str_cat.h"
+#include "dist/cpp/status.hpp"
 
 namespace dist_gloo {
 
@@ -23,13 +24,13 @@ absl::Status Work::Wait(absl::Duration timeout) const {
         absl::StrCat("Gloo work still pending after waiting ", absl::FormatDuration(timeout),
                      "; wait longer or check that every rank issues the same operations"));
   }
-  return status_;
+  return dist::UnsharedCopy(status_);  // this thread may outlive the worker's copy
 }
 
 absl::Status Work::Test(bool* done) const {
   absl::MutexLock lock(&mu_);
   *done = done_;
-  return done_ ? status_ : absl::OkStatus();
+  return done_ ? dist::UnsharedCopy(status_) : absl::OkStatus();
 }
 
 }  // namespace dist_gloo

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "dist/cpp/status.hpp"
 
 namespace dist_shm {
 
@@ -65,7 +66,7 @@ class Work {
                        absl::ToInt64Milliseconds(timeout),
                        " ms; it stays pending: wait again, or abort the communicator"));
     }
-    return status_;
+    return dist::UnsharedCopy(status_);  // this thread may outlive the worker's copy
   }
 
   bool Done() {
@@ -77,14 +78,14 @@ class Work {
     {
       absl::MutexLock lock(&mu_);
       if (done_) {
-        *status = status_;
+        *status = dist::UnsharedCopy(status_);
         return true;
       }
     }
     // Never runs it here (a zero wait bound), but starts a deferred one.
     if (gate_ != nullptr) gate_->TryRun(this, absl::ZeroDuration());
     absl::MutexLock lock(&mu_);
-    if (done_) *status = status_;
+    if (done_) *status = dist::UnsharedCopy(status_);
     return done_;
   }
 

@@ -31,6 +31,17 @@ inline absl::Status ErrorToStatus(const dist_error_t* error) {
   return absl::Status(static_cast<absl::StatusCode>(error->code), error->message);
 }
 
+// A copy of `status` that shares nothing with it (code and message; no
+// payloads). For a status one thread keeps and hands to another, such as a
+// work's result: copies of an absl::Status share its message through a
+// reference count, and where Abseil is not built for ThreadSanitizer (as
+// Debian's) TSan cannot see that count, so the keeper's last release looks
+// like a race with the other thread's reads.
+inline absl::Status UnsharedCopy(const absl::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(status.code(), status.message());
+}
+
 }  // namespace dist
 
 // Returns from the enclosing function with the status when it is not OK.
