@@ -28,10 +28,28 @@ std::string Describe(const OpSignature& s) {
   return text + ")";
 }
 
+// Where a message's bytes go in flagged lines (layout.h): line `line` holds
+// FlaggedRoom(line) bytes from FlaggedOffset(line) of the message, starting
+// FlaggedSkip(line) bytes into the line (line 0 begins with the signature).
+uint64_t FlaggedOffset(int line) {
+  return line == 0 ? 0 : kFlaggedHeadBytes + (line - 1) * kFlaggedLineBytes;
+}
+uint64_t FlaggedRoom(int line) { return line == 0 ? kFlaggedHeadBytes : kFlaggedLineBytes; }
+uint64_t FlaggedSkip(int line) { return line == 0 ? sizeof(OpSignature) : 0; }
+
 // Flagged lines a message of `bytes` takes (at most kFlaggedLines).
 int FlaggedLinesFor(uint64_t bytes) {
   if (bytes <= kFlaggedHeadBytes) return 1;
-  return 1 + static_cast<int>((bytes - kFlaggedHeadBytes + 55) / 56);
+  return 1 +
+         static_cast<int>((bytes - kFlaggedHeadBytes + kFlaggedLineBytes - 1) / kFlaggedLineBytes);
+}
+
+// Whether every one of the first `lines` lines carries `seq`. All are
+// loaded, none skipped, so that their transfers overlap.
+bool AllAt(const FlaggedLine* line, int lines, uint64_t seq) {
+  bool all = true;
+  for (int k = 0; k < lines; ++k) all &= line[k].seq.load(std::memory_order_acquire) == seq;
+  return all;
 }
 
 // Elements [begin, end) of a chunk of `count` elements that rank q reduces;
@@ -241,10 +259,9 @@ absl::Status Collectives::FlaggedAllReduce(const dist_op_args_t& a, bool reads,
   // the bytes (release/acquire on the same line).
   FlaggedLine* out = own.flagged[b];
   std::memcpy(out[0].bytes, &mine, sizeof(mine));
-  std::memcpy(out[0].bytes + sizeof(mine), a.send.data, std::min(bytes, kFlaggedHeadBytes));
-  for (int k = 1; k < lines; ++k) {
-    const uint64_t at = kFlaggedHeadBytes + (k - 1) * sizeof(out[k].bytes);
-    std::memcpy(out[k].bytes, Bytes(a.send.data) + at, std::min(bytes - at, sizeof(out[k].bytes)));
+  for (int k = 0; k < lines; ++k) {
+    std::memcpy(out[k].bytes + FlaggedSkip(k), Bytes(a.send.data) + FlaggedOffset(k),
+                std::min(bytes - FlaggedOffset(k), FlaggedRoom(k)));
   }
   for (int k = 0; k < lines; ++k) out[k].seq.store(seq, std::memory_order_release);
   // A rank on another path (it issued another collective: a mismatch)
@@ -257,12 +274,7 @@ absl::Status Collectives::FlaggedAllReduce(const dist_op_args_t& a, bool reads,
   auto ready = [&]() {
     for (; first < world_; ++first) {
       const FlaggedLine* theirs = segment_->rank(first).flagged[b];
-      // All lines at once, so that their transfers overlap.
-      bool all = true;
-      for (int k = 0; k < lines; ++k) {
-        all &= theirs[k].seq.load(std::memory_order_acquire) == seq;
-      }
-      if (all) continue;
+      if (AllAt(theirs, lines, seq)) continue;
       // It arrived, but its lines may never all come: it wrote fewer
       // (another count) or none (another collective, seen by `arrived`,
       // checked now and then so that its line stays out of the way). Once
@@ -294,18 +306,16 @@ absl::Status Collectives::FlaggedAllReduce(const dist_op_args_t& a, bool reads,
   // ones are gathered. Own data from own lines: with send == recv (in
   // place) the send buffer is overwritten while others are still reduced.
   if (lines == 1) {
-    for (int q = 0; q < world_; ++q) {
-      rows_[q] = segment_->rank(q).flagged[b][0].bytes + sizeof(OpSignature);
-    }
+    for (int q = 0; q < world_; ++q)
+      rows_[q] = segment_->rank(q).flagged[b][0].bytes + FlaggedSkip(0);
   } else {
     if (scratch_.size() < world_ * bytes) scratch_.resize(world_ * bytes);
     for (int q = 0; q < world_; ++q) {
       const FlaggedLine* in = segment_->rank(q).flagged[b];
       char* row = scratch_.data() + q * bytes;
-      std::memcpy(row, in[0].bytes + sizeof(OpSignature), kFlaggedHeadBytes);
-      for (int k = 1; k < lines; ++k) {
-        const uint64_t at = kFlaggedHeadBytes + (k - 1) * sizeof(in[k].bytes);
-        std::memcpy(row + at, in[k].bytes, std::min(bytes - at, sizeof(in[k].bytes)));
+      for (int k = 0; k < lines; ++k) {
+        std::memcpy(row + FlaggedOffset(k), in[k].bytes + FlaggedSkip(k),
+                    std::min(bytes - FlaggedOffset(k), FlaggedRoom(k)));
       }
       rows_[q] = row;
     }
@@ -318,11 +328,9 @@ absl::Status Collectives::CheckFlagged(int buffer, uint64_t seq, int lines) cons
   const OpSignature& mine = segment_->rank(rank_).signature[(collectives_ - 1) & 1u];
   for (int q = 0; q < world_; ++q) {
     const FlaggedLine* theirs = segment_->rank(q).flagged[buffer];
-    bool whole = std::memcmp(theirs[0].bytes, &mine, sizeof(mine)) == 0;
-    for (int k = 0; k < lines && whole; ++k) {
-      whole = theirs[k].seq.load(std::memory_order_acquire) == seq;
+    if (AllAt(theirs, lines, seq) && std::memcmp(theirs[0].bytes, &mine, sizeof(mine)) == 0) {
+      continue;
     }
-    if (whole) continue;
     // Every rank published its signature before arriving.
     DIST_RETURN_IF_ERROR(CompareSignatures());
     return absl::InternalError(absl::StrCat("shm: rank ", q, " reached unit ", seq,

@@ -61,8 +61,10 @@ static_assert(sizeof(FlaggedLine) == 64);
 // Flagged lines per rank and buffer half. Line 0 holds the operation's
 // signature and the first 32 bytes of data; each further line 56 bytes.
 inline constexpr int kFlaggedLines = 5;
-inline constexpr uint64_t kFlaggedHeadBytes = 56 - sizeof(OpSignature);
-inline constexpr uint64_t kFlaggedBytes = kFlaggedHeadBytes + (kFlaggedLines - 1) * 56;  // 256
+inline constexpr uint64_t kFlaggedLineBytes = sizeof(FlaggedLine::bytes);
+inline constexpr uint64_t kFlaggedHeadBytes = kFlaggedLineBytes - sizeof(OpSignature);
+inline constexpr uint64_t kFlaggedBytes =
+    kFlaggedHeadBytes + (kFlaggedLines - 1) * kFlaggedLineBytes;  // 256
 
 // Per-rank control block. Fields written by the owner and fields written by
 // others live on separate cache lines, and so do the owner's rarely written
