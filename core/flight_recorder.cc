@@ -132,7 +132,7 @@ FlightRecorder::~FlightRecorder() {
 
 class FlightRecorder::EntryLock {
  public:
-  explicit EntryLock(const Entry& entry) : locked_(const_cast<Entry&>(entry).locked) {
+  explicit EntryLock(const Entry& entry) : locked_(entry.locked) {
     while (locked_.exchange(true, std::memory_order_acquire)) {
       // Held for a few stores, or for a dump's copy of the entry: let the
       // holder run (it may share this CPU).
@@ -153,14 +153,15 @@ uint64_t FlightRecorder::Issue(uint64_t seq, const OpFingerprint& fp, bool start
   const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
   Entry& entry = ring_[id % capacity_];
   EntryLock lock(entry);
-  entry.id = id;
-  entry.seq = seq;
-  entry.fp = fp;
-  entry.issued = now;
-  entry.started = started ? now : 0;
-  entry.ended = 0;
-  entry.state = started ? TraceState::kStarted : TraceState::kIssued;
-  entry.error.clear();
+  Record& r = entry.record;
+  r.id = id;
+  r.seq = seq;
+  r.fp = fp;
+  r.issued = now;
+  r.started = started ? now : 0;
+  r.ended = 0;
+  r.state = started ? TraceState::kStarted : TraceState::kIssued;
+  r.error.clear();
   return id;
 }
 
@@ -169,9 +170,10 @@ void FlightRecorder::Start(uint64_t id) {
   const uint64_t now = clock_.Now();
   Entry& entry = ring_[id % capacity_];
   EntryLock lock(entry);
-  if (entry.id != id) return;  // overwritten since
-  entry.started = now;
-  entry.state = TraceState::kStarted;
+  Record& r = entry.record;
+  if (r.id != id) return;  // overwritten since
+  r.started = now;
+  r.state = TraceState::kStarted;
 }
 
 void FlightRecorder::End(uint64_t id, const absl::Status& status) {
@@ -179,14 +181,15 @@ void FlightRecorder::End(uint64_t id, const absl::Status& status) {
   const uint64_t now = clock_.Now();
   Entry& entry = ring_[id % capacity_];
   EntryLock lock(entry);
-  if (entry.id != id || entry.ended != 0) return;
-  entry.ended = now;
+  Record& r = entry.record;
+  if (r.id != id || r.ended != 0) return;
+  r.ended = now;
   if (status.ok()) {
-    entry.state = TraceState::kCompleted;
+    r.state = TraceState::kCompleted;
   } else {
-    entry.state = status.code() == absl::StatusCode::kDeadlineExceeded ? TraceState::kTimedOut
-                                                                       : TraceState::kFailed;
-    entry.error = std::string(status.message());
+    r.state = status.code() == absl::StatusCode::kDeadlineExceeded ? TraceState::kTimedOut
+                                                                   : TraceState::kFailed;
+    r.error = std::string(status.message());
   }
 }
 
@@ -202,20 +205,13 @@ void FlightRecorder::ToJson(nlohmann::json& out) const {
   nlohmann::json entries = nlohmann::json::array();
   const uint64_t first = next_id > capacity_ ? next_id - capacity_ : 1;
   for (uint64_t id = first; id < next_id; ++id) {
-    Entry entry;
+    Record entry;
     {
       const Entry& live = ring_[id % capacity_];
       EntryLock lock(live);
-      // Not written yet (its Issue is under way) or already reused.
-      if (live.id != id) continue;
-      entry.seq = live.seq;
-      entry.fp = live.fp;
-      entry.issued = live.issued;
-      entry.started = live.started;
-      entry.ended = live.ended;
-      entry.state = live.state;
-      entry.error = live.error;
+      entry = live.record;
     }
+    if (entry.id != id) continue;  // not written yet (its Issue is under way) or reused
     nlohmann::json e;
     e["seq"] = entry.seq;
     e["op"] = dist_collective_name(entry.fp.op);

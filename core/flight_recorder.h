@@ -90,14 +90,17 @@ class FlightRecorder {
   // ring wraps onto an operation still in flight, so each entry has its
   // own lock: one atomic exchange to take, a store to release (an
   // absl::Mutex costs a compare-exchange each way, 14 ns a pair here).
-  struct Entry {
-    std::atomic<bool> locked{false};
+  struct Record {
     uint64_t id = 0;
     uint64_t seq = 0;
     OpFingerprint fp;
     uint64_t issued = 0, started = 0, ended = 0;  // TraceClock stamps; 0: not yet
     TraceState state = TraceState::kIssued;
     std::string error;
+  };
+  struct Entry {
+    mutable std::atomic<bool> locked{false};  // taken by readers (dumps) too
+    Record record;
   };
   class EntryLock;
   void ToJson(nlohmann::json& out) const;  // the group's object in the dump
