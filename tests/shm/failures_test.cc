@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/shm/shm_suite.h"
@@ -129,21 +131,27 @@ TEST(ShmFailures, KilledSenderFailsThePendingRecv) {
   EXPECT_TRUE(results[0].ok()) << results[0].Describe();
 }
 
-TEST(ShmFailures, SilentPeerGivesDeadlineExceededNamingIt) {
-  const std::string store = TempDir("silent") + "/store";
-  auto results = RunRanks(3, absl::Seconds(60), [&](int rank) {
-    dist_store_t* s = OpenStore(store, rank, 3);
+// The last of `ranks` ranks stays alive but never joins an all_reduce with
+// a 1 s timeout; the others, running it through `all_reduce`, must get
+// DEADLINE_EXCEEDED naming it, at the timeout.
+void ExpectSilentPeerNamed(
+    const std::string& store, int ranks,
+    const std::function<dist_error_t*(dist_backend_comm_t*, const dist_op_args_t&)>& all_reduce) {
+  const int silent = ranks - 1;
+  const std::string named = absl::StrCat("waiting for rank ", silent, ",");
+  auto results = RunRanks(ranks, absl::Seconds(60), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, ranks);
     dist_backend_comm_t* comm = nullptr;
     CommOptions options;
     options.timeout_ms = 1000;
-    RANK_OK(rank, CreateComm(s, rank, 3, options, &comm));
-    if (rank == 2) {
+    RANK_OK(rank, CreateComm(s, rank, ranks, options, &comm));
+    if (rank == silent) {
       absl::SleepFor(absl::Seconds(2));  // alive, but never joins the all_reduce
     } else {
       float data[4] = {1, 2, 3, 4};
       const absl::Time start = absl::Now();
-      RANK_CHECK(rank, Is(rank, RunOp(Plugin()->all_reduce, comm, AllReduceArgs(data, 4)),
-                          DIST_DEADLINE_EXCEEDED, "waiting for rank 2,"));
+      RANK_CHECK(rank, Is(rank, all_reduce(comm, AllReduceArgs(data, 4)), DIST_DEADLINE_EXCEEDED,
+                          named.c_str()));
       const absl::Duration took = absl::Now() - start;
       RANK_CHECK(rank, took >= absl::Milliseconds(900) && took < absl::Seconds(10));
     }
@@ -151,6 +159,13 @@ TEST(ShmFailures, SilentPeerGivesDeadlineExceededNamingIt) {
     return 0;
   });
   ExpectAllOk(results);
+}
+
+TEST(ShmFailures, SilentPeerGivesDeadlineExceededNamingIt) {
+  ExpectSilentPeerNamed(TempDir("silent") + "/store", 3,
+                        [](dist_backend_comm_t* comm, const dist_op_args_t& a) {
+                          return RunOp(Plugin()->all_reduce, comm, a);
+                        });
 }
 
 // The same two failures through the table's `run` (ABI 1.2), which runs the
@@ -184,27 +199,10 @@ TEST(ShmFailures, BlockingRunNamesAKilledPeerAndASilentOne) {
   EXPECT_TRUE(results[1].ok()) << results[1].Describe();
   EXPECT_TRUE(WIFSIGNALED(results[2].status)) << results[2].Describe();
 
-  auto silent = RunRanks(2, absl::Seconds(60), [&](int rank) {
-    dist_store_t* s = OpenStore(dir + "/store_silent", rank, 2);
-    dist_backend_comm_t* comm = nullptr;
-    CommOptions options;
-    options.timeout_ms = 1000;
-    RANK_OK(rank, CreateComm(s, rank, 2, options, &comm));
-    if (rank == 1) {
-      absl::SleepFor(absl::Seconds(2));  // alive, but never joins the all_reduce
-    } else {
-      float data[4] = {1, 2, 3, 4};
-      const dist_op_args_t a = AllReduceArgs(data, 4);
-      const absl::Time start = absl::Now();
-      RANK_CHECK(rank, Is(rank, Plugin()->run(comm, DIST_COLL_ALL_REDUCE, &a, 1000),
-                          DIST_DEADLINE_EXCEEDED, "waiting for rank 1,"));
-      const absl::Duration took = absl::Now() - start;
-      RANK_CHECK(rank, took >= absl::Milliseconds(900) && took < absl::Seconds(10));
-    }
-    Plugin()->comm_destroy(comm);
-    return 0;
-  });
-  ExpectAllOk(silent);
+  ExpectSilentPeerNamed(dir + "/store_silent", 2,
+                        [](dist_backend_comm_t* comm, const dist_op_args_t& a) {
+                          return Plugin()->run(comm, DIST_COLL_ALL_REDUCE, &a, 1000);
+                        });
 }
 
 TEST(ShmFailures, UnmatchedRecvTimesOutAndWorkWaitTimeoutKeepsWorkPending) {
