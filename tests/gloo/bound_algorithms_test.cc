@@ -161,7 +161,10 @@ constexpr dist_dtype_t kDtypes[] = {DIST_INT8,    DIST_UINT8,    DIST_INT32,   D
                                     DIST_FLOAT16, DIST_BFLOAT16, DIST_FLOAT32, DIST_FLOAT64};
 constexpr dist_reduce_op_t kOps[] = {DIST_SUM, DIST_PRODUCT, DIST_MIN, DIST_MAX,
                                      DIST_AVG, DIST_BAND,    DIST_BOR, DIST_BXOR};
-constexpr size_t kCounts[] = {1, 7, 1000};
+// Up to 8 KiB the instances run on the synchronous pairs, at 20000
+// elements of 4 bytes or more on the communicator's own (the limit is 64 KiB
+// a message, plugins/backends/gloo/sync_mesh.h).
+constexpr size_t kCounts[] = {1, 7, 1000, 20000};
 
 void CheckAllReduces(int rank, int world, dist_backend_comm_t* comm, const std::string& what) {
   const dist_backend_plugin_t* p = Plugin();
@@ -217,7 +220,7 @@ void CheckBarriers(int rank, int world, dist_backend_comm_t* comm, const std::st
 
 void CheckDataOps(int rank, int world, dist_backend_comm_t* comm) {
   const dist_backend_plugin_t* p = Plugin();
-  for (size_t bytes : {size_t{1}, size_t{13}, size_t{5000}}) {
+  for (size_t bytes : {size_t{1}, size_t{13}, size_t{5000}, size_t{100000}}) {
     for (int root = 0; root < world; ++root) {
       for (bool in_place : {false, true}) {
         std::vector<uint8_t> send(bytes), recv(bytes, 0xee);
@@ -271,6 +274,17 @@ void RunWorld(int world, const std::string& dir_name) {
       }
       Plugin()->comm_destroy(comm);
     }
+    // Every instance on the communicator's own pairs, as before the
+    // synchronous ones existed (gloo.sync_pairs=0).
+    dist_store_t* store = OpenStore(absl::StrCat(dir, "/store_async"));
+    CommOptions options;
+    options.options = {{"gloo.sync_pairs", "0"}};
+    options.group = "async";
+    dist_backend_comm_t* comm = nullptr;
+    RANK_OK(rank, CreateComm(store, rank, world, options, &comm));
+    CheckAllReduces(rank, world, comm, "sync_pairs=0");
+    CheckDataOps(rank, world, comm);
+    Plugin()->comm_destroy(comm);
     return 0;
   });
   for (const RankResult& r : results) EXPECT_TRUE(r.ok()) << r.Describe();

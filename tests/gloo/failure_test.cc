@@ -193,6 +193,43 @@ namespace {
 // Ranks that disagree on the count fail with an error within the timeout
 // (Gloo itself would abort the process on a message larger than the posted
 // receive).
+// The same on the synchronous pairs (the communicator's timeout, a small
+// count): the first matching operation connects them, then the ranks
+// disagree. A rank that reads a message meant for another operation fails
+// at once instead of waiting out the timeout, and says why.
+TEST(GlooFailure, MismatchedCountsOnSynchronousPairsFail) {
+  const std::string dir = TempDir("mismatch_sync");
+  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
+    dist_store_t* store = OpenStore(dir + "/store");
+    dist_backend_comm_t* comm = nullptr;
+    CommOptions options;
+    options.timeout_ms = 3000;
+    RANK_OK(rank, CreateComm(store, rank, 2, options, &comm));
+    std::vector<float> buffer(64, 1.f);
+    dist_op_args_t a = Args();
+    a.send = a.recv = Buffer(buffer.data(), 8, DIST_FLOAT32);
+    a.op = DIST_SUM;
+    RANK_OK(rank, RunOp(Plugin()->all_reduce, comm, a));
+    RANK_CHECK(rank, buffer[0] == 2.f && buffer[7] == 2.f && buffer[8] == 1.f);
+    a.send = a.recv = Buffer(buffer.data(), rank == 0 ? 8 : 16, DIST_FLOAT32);
+    dist_backend_work_t* work = nullptr;
+    RANK_OK(rank, Plugin()->all_reduce(comm, &a, &work));
+    const absl::Time start = absl::Now();
+    dist_error_t* e = Plugin()->work_wait(work, 10000);
+    const absl::Duration took = absl::Now() - start;
+    std::fprintf(stderr, "rank %d after %s: %s\n", rank, absl::FormatDuration(took).c_str(),
+                 dist_error_message(e));
+    RANK_CHECK(rank, dist_error_code(e) == DIST_UNAVAILABLE);
+    RANK_CHECK(rank, took <= absl::Milliseconds(3100));
+    RANK_CHECK(rank, absl::StrContains(dist_error_message(e), "same count"));
+    dist_error_destroy(e);
+    Plugin()->work_destroy(work);
+    Plugin()->comm_destroy(comm);
+    return 0;
+  });
+  for (const RankResult& r : results) EXPECT_TRUE(r.ok()) << r.Describe();
+}
+
 TEST(GlooFailure, MismatchedCountsFailWithinTheTimeout) {
   const std::string dir = TempDir("mismatch");
   auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gloo/algorithm.h"
@@ -135,29 +136,51 @@ const gloo::ReductionFunction<T>* LegacyFunction(dist_reduce_op_t op) {
 // is split on blanks). The unbound-buffer entry points (gloo::allreduce,
 // ...) come first; the legacy bound-buffer classes register their buffers
 // when constructed, so they are built once per case and then run repeatedly,
-// as their users do.
+// as their users do. Each legacy class runs again on synchronous pairs
+// ("_sync": Gloo's Pair::setSync, the waiting thread reads the socket
+// itself) where every message fits the limit the plugin uses for them
+// (plugins/backends/gloo/sync_mesh.h: larger synchronous writes can block
+// each other).
+constexpr char kSyncSuffix[] = "_sync";
+constexpr uint64_t kSyncMaxMessageBytes = uint64_t{64} << 10;
+
 std::vector<std::string> VariantsOf(const Case& c) {
   const int w = c.world_size;
+  std::vector<std::string> names;
+  size_t first_legacy = 0;
   switch (c.op->op) {
-    case Op::kAllReduce: {
-      std::vector<std::string> names = {"allreduce_ring", "allreduce_bcube", "AllreduceRing",
-                                        "AllreduceRingChunked", "AllreduceHalvingDoubling"};
+    case Op::kAllReduce:
+      names = {"allreduce_ring", "allreduce_bcube", "AllreduceRing", "AllreduceRingChunked",
+               "AllreduceHalvingDoubling"};
+      first_legacy = 2;
       // The legacy bcube class assumes W is a power of its base (2) and at
       // least one element per rank.
       if ((w & (w - 1)) == 0 && c.block >= static_cast<uint64_t>(w)) {
         names.push_back("AllreduceBcube");
       }
-      return names;
-    }
+      break;
     case Op::kBroadcast:
-      return {"broadcast", "BroadcastOneToAll"};
+      names = {"broadcast", "BroadcastOneToAll"};
+      first_legacy = 1;
+      break;
     case Op::kAllGather:
-      return {"allgather", "AllgatherRing"};
+      names = {"allgather", "AllgatherRing"};
+      first_legacy = 1;
+      break;
     case Op::kBarrier:
-      return {"barrier", "BarrierAllToAll", "BarrierAllToOne"};
+      names = {"barrier", "BarrierAllToAll", "BarrierAllToOne"};
+      first_legacy = 1;
+      break;
     default:
       return {"default"};
   }
+  // The largest message one rank writes to one peer: the whole buffer (an
+  // all_gather's: one rank's block).
+  if (c.block * c.element_size() <= kSyncMaxMessageBytes) {
+    const size_t legacy_end = names.size();
+    for (size_t i = first_legacy; i < legacy_end; ++i) names.push_back(names[i] + kSyncSuffix);
+  }
+  return names;
 }
 
 template <typename T>
@@ -174,8 +197,12 @@ void Divide(void* data, size_t n, int ranks) {
 
 class GlooBaseline : public Baseline {
  public:
-  GlooBaseline(std::shared_ptr<gloo::Context> context, std::string address, int64_t timeout_ms)
-      : context_(std::move(context)), address_(std::move(address)), timeout_(timeout_ms) {}
+  GlooBaseline(std::shared_ptr<gloo::Context> context, std::shared_ptr<gloo::Context> sync_context,
+               std::string address, int64_t timeout_ms)
+      : context_(std::move(context)),
+        sync_context_(std::move(sync_context)),
+        address_(std::move(address)),
+        timeout_(timeout_ms) {}
 
   std::string name() const override { return "gloo"; }
   std::string description() const override {
@@ -330,29 +357,32 @@ class GlooBaseline : public Baseline {
   template <typename T>
   std::unique_ptr<gloo::Algorithm> MakeLegacy(const Case& c, int variant, T* send, T* recv, int n) {
     const std::vector<T*> ptrs = {recv};
-    const std::string name = VariantsOf(c)[variant];
+    std::string name = VariantsOf(c)[variant];
+    const bool sync = absl::EndsWith(name, kSyncSuffix);
+    if (sync) name.resize(name.size() - std::strlen(kSyncSuffix));
+    const std::shared_ptr<gloo::Context>& context = sync ? sync_context_ : context_;
     const gloo::ReductionFunction<T>* fn = LegacyFunction<T>(c.redop);
     if (name == "AllreduceRing") {
-      return std::make_unique<gloo::AllreduceRing<T>>(context_, ptrs, n, fn);
+      return std::make_unique<gloo::AllreduceRing<T>>(context, ptrs, n, fn);
     }
     if (name == "AllreduceRingChunked") {
-      return std::make_unique<gloo::AllreduceRingChunked<T>>(context_, ptrs, n, fn);
+      return std::make_unique<gloo::AllreduceRingChunked<T>>(context, ptrs, n, fn);
     }
     if (name == "AllreduceHalvingDoubling") {
-      return std::make_unique<gloo::AllreduceHalvingDoubling<T>>(context_, ptrs, n, fn);
+      return std::make_unique<gloo::AllreduceHalvingDoubling<T>>(context, ptrs, n, fn);
     }
     if (name == "AllreduceBcube") {
-      return std::make_unique<gloo::AllreduceBcube<T>>(context_, ptrs, n, fn);
+      return std::make_unique<gloo::AllreduceBcube<T>>(context, ptrs, n, fn);
     }
     if (name == "BroadcastOneToAll") {
-      return std::make_unique<gloo::BroadcastOneToAll<T>>(context_, ptrs, n, c.root);
+      return std::make_unique<gloo::BroadcastOneToAll<T>>(context, ptrs, n, c.root);
     }
     if (name == "AllgatherRing") {
       const std::vector<const T*> in = {send};
-      return std::make_unique<gloo::AllgatherRing<T>>(context_, in, recv, n);
+      return std::make_unique<gloo::AllgatherRing<T>>(context, in, recv, n);
     }
-    if (name == "BarrierAllToAll") return std::make_unique<gloo::BarrierAllToAll>(context_);
-    if (name == "BarrierAllToOne") return std::make_unique<gloo::BarrierAllToOne>(context_, 0);
+    if (name == "BarrierAllToAll") return std::make_unique<gloo::BarrierAllToAll>(context);
+    if (name == "BarrierAllToOne") return std::make_unique<gloo::BarrierAllToOne>(context, 0);
     throw std::runtime_error("no legacy Gloo algorithm named " + name);
   }
 
@@ -468,6 +498,7 @@ class GlooBaseline : public Baseline {
   }
 
   std::shared_ptr<gloo::Context> context_;
+  std::shared_ptr<gloo::Context> sync_context_;  // the same ranks on synchronous pairs
   std::string address_;
   std::chrono::milliseconds timeout_;
   std::vector<char> scratch_;
@@ -511,7 +542,19 @@ absl::StatusOr<std::unique_ptr<Baseline>> MakeGlooBaseline(const BaselineSetup& 
     dist_gloo::GlooStore adapter((*store)->get(), absl::Milliseconds(setup.timeout_ms),
                                  "distbench/gloo/");
     context->connectFullMesh(adapter, device);
-    auto baseline = std::make_unique<GlooBaseline>(context, address, setup.timeout_ms);
+    // The legacy classes' "_sync" variants run on a second context: a
+    // synchronous pair is no longer read by the device's loop thread, which
+    // the unbound-buffer entry points need.
+    auto sync_context = std::make_shared<gloo::rendezvous::Context>(setup.rank, setup.world_size);
+    sync_context->setTimeout(std::chrono::milliseconds(setup.timeout_ms));
+    dist_gloo::GlooStore sync_adapter((*store)->get(), absl::Milliseconds(setup.timeout_ms),
+                                      "distbench/gloo_sync/");
+    sync_context->connectFullMesh(sync_adapter, device);
+    for (int peer = 0; peer < setup.world_size; ++peer) {
+      if (peer != setup.rank) sync_context->getPair(peer)->setSync(true, /*busyPoll=*/false);
+    }
+    auto baseline =
+        std::make_unique<GlooBaseline>(context, sync_context, address, setup.timeout_ms);
     // Everyone is connected: after this nobody reads the store again, so
     // rank 0 may close it.
     absl::Status status = baseline->Barrier();

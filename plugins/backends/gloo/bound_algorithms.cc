@@ -1,6 +1,8 @@
 #include "plugins/backends/gloo/bound_algorithms.h"
 
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -114,8 +116,8 @@ int Log2Ceil(size_t value) {
 
 }  // namespace
 
-BoundAlgorithms::BoundAlgorithms(std::shared_ptr<gloo::Context> context)
-    : context_(std::move(context)) {
+BoundAlgorithms::BoundAlgorithms(std::shared_ptr<gloo::Context> context, SyncMesh* sync)
+    : context_(std::move(context)), sync_(sync) {
   const size_t w = static_cast<size_t>(context_->size);
   // AllreduceHalvingDoubling and AllreduceBcube reserve 2*W*(W-1) slots.
   slot_bits_ = Log2Ceil(2 * w * (w - 1) + 2);
@@ -160,11 +162,19 @@ BoundAlgorithms::Entry& BoundAlgorithms::Find(const Key& key, uint32_t tag, size
   while (taken[entry->index]) ++entry->index;
   entry->in.resize(in_words == 0 ? 1 : in_words);
   if (out_words > 0) entry->out.resize(out_words);
+  if (key.sync && sync_context_ == nullptr) {
+    absl::StatusOr<std::shared_ptr<gloo::Context>> connected = sync_->Get();
+    // Thrown like Gloo's own errors: the communicator turns it into the
+    // operation's error and aborts.
+    if (!connected.ok()) throw std::runtime_error(std::string(connected.status().message()));
+    sync_context_ = *std::move(connected);
+  }
+  entry->context = key.sync ? sync_context_ : context_;
   const uint32_t hash = tag & ((1u << hash_bits_) - 1);
   const int slot = static_cast<int>((hash << (slot_bits_ + kIndexBits)) |
                                     (static_cast<uint32_t>(entry->index) << slot_bits_));
-  SetNextSlot(*context_, slot);
-  entry->algorithm = make(*entry);
+  SetNextSlot(*entry->context, slot);
+  entry->algorithm = make(*entry, entry->context);
   cached_bytes_ += (entry->in.size() + entry->out.size()) * 8;
   entries_.push_back(std::move(entry));
   return *entries_.back();
@@ -177,9 +187,11 @@ void BoundAlgorithms::AllReduce(AllReduceAlgorithm algorithm, uint32_t tag, cons
   WithReduceType(dtype, [&](auto type) {
     using T = decltype(type);
     const size_t bytes = count * sizeof(T);
-    const Key key{DIST_COLL_ALL_REDUCE, static_cast<int>(algorithm), dtype, op, 0, count};
-    Entry& entry = Find(key, tag, bytes, 0, [&](Entry& e) {
-      return MakeAllReduce<T>(context_, algorithm, reinterpret_cast<T*>(e.in.data()),
+    // No algorithm sends more than the whole buffer to one peer at once.
+    const Key key{UseSync(bytes), DIST_COLL_ALL_REDUCE, static_cast<int>(algorithm), dtype, op, 0,
+                  count};
+    Entry& entry = Find(key, tag, bytes, 0, [&](Entry& e, const auto& context) {
+      return MakeAllReduce<T>(context, algorithm, reinterpret_cast<T*>(e.in.data()),
                               static_cast<int>(count), op);
     });
     T* data = reinterpret_cast<T*>(entry.in.data());
@@ -201,10 +213,10 @@ void BoundAlgorithms::AllReduce(AllReduceAlgorithm algorithm, uint32_t tag, cons
 
 void BoundAlgorithms::Broadcast(uint32_t tag, const void* send, void* recv, size_t bytes,
                                 int root) {
-  const Key key{DIST_COLL_BROADCAST, 0, 0, 0, root, bytes};
-  Entry& entry = Find(key, tag, bytes, 0, [&](Entry& e) {
+  const Key key{UseSync(bytes), DIST_COLL_BROADCAST, 0, 0, 0, root, bytes};
+  Entry& entry = Find(key, tag, bytes, 0, [&](Entry& e, const auto& context) {
     const std::vector<uint8_t*> ptrs = {reinterpret_cast<uint8_t*>(e.in.data())};
-    return std::make_unique<gloo::BroadcastOneToAll<uint8_t>>(context_, ptrs, bytes, root);
+    return std::make_unique<gloo::BroadcastOneToAll<uint8_t>>(context, ptrs, bytes, root);
   });
   char* data = reinterpret_cast<char*>(entry.in.data());
   if (context_->rank == root) {
@@ -225,12 +237,13 @@ void BoundAlgorithms::AllGather(uint32_t tag, const void* send, void* recv, size
   // rank has copied run k's result out. It cannot get further ahead (its
   // next write needs this rank's data of run k+1), so two instances used in
   // turn keep every result intact.
-  auto make = [&](Entry& e) {
+  auto make = [&](Entry& e, const std::shared_ptr<gloo::Context>& context) {
     const std::vector<const uint8_t*> in = {reinterpret_cast<const uint8_t*>(e.in.data())};
     return std::make_unique<gloo::AllgatherRing<uint8_t>>(
-        context_, in, reinterpret_cast<uint8_t*>(e.out.data()), static_cast<int>(block));
+        context, in, reinterpret_cast<uint8_t*>(e.out.data()), static_cast<int>(block));
   };
-  Key key{DIST_COLL_ALL_GATHER, 0, 0, 0, 0, block};
+  // Each message is one rank's block.
+  Key key{UseSync(block), DIST_COLL_ALL_GATHER, 0, 0, 0, 0, block};
   Entry& even = Find(key, tag, block, block * w, make);
   // `even` was just used, so finding the odd one never evicts it.
   key.phase = 1;
@@ -241,11 +254,14 @@ void BoundAlgorithms::AllGather(uint32_t tag, const void* send, void* recv, size
 }
 
 void BoundAlgorithms::Barrier(uint32_t tag, bool all_to_all) {
-  const Key key{DIST_COLL_BARRIER, all_to_all ? 1 : 0, 0, 0, 0, 0};
-  Entry& entry = Find(key, tag, 0, 0, [&](Entry&) -> std::unique_ptr<gloo::Algorithm> {
-    if (all_to_all) return std::make_unique<gloo::BarrierAllToAll>(context_);
-    return std::make_unique<gloo::BarrierAllToOne>(context_, 0);
-  });
+  const Key key{UseSync(0), DIST_COLL_BARRIER, all_to_all ? 1 : 0, 0, 0, 0, 0};
+  Entry& entry =
+      Find(key, tag, 0, 0,
+           [&](Entry&,
+               const std::shared_ptr<gloo::Context>& context) -> std::unique_ptr<gloo::Algorithm> {
+             if (all_to_all) return std::make_unique<gloo::BarrierAllToAll>(context);
+             return std::make_unique<gloo::BarrierAllToOne>(context, 0);
+           });
   entry.algorithm->run();
 }
 

@@ -24,6 +24,10 @@
 // Timeouts: bound buffers wait with the pair's timeout, fixed when the
 // connections were made (the communicator's Gloo timeout); the
 // communicator uses this path only for operations with that timeout.
+//
+// Two contexts: instances whose messages are small run on the synchronous
+// pairs of a SyncMesh (one thread wake-up per message instead of two; see
+// sync_mesh.h), larger ones on the communicator's context.
 #ifndef DIST_PLUGINS_BACKENDS_GLOO_BOUND_ALGORITHMS_H_
 #define DIST_PLUGINS_BACKENDS_GLOO_BOUND_ALGORITHMS_H_
 
@@ -36,12 +40,15 @@
 #include "gloo/algorithm.h"
 #include "gloo/context.h"
 #include "plugins/backends/gloo/algorithm.h"
+#include "plugins/backends/gloo/sync_mesh.h"
 
 namespace dist_gloo {
 
 class BoundAlgorithms {
  public:
-  explicit BoundAlgorithms(std::shared_ptr<gloo::Context> context);
+  // `sync` (may be null: everything then runs on `context`) is borrowed and
+  // outlives this object.
+  BoundAlgorithms(std::shared_ptr<gloo::Context> context, SyncMesh* sync);
 
   // False where the slot space is too small for this world size (the
   // classes reserve 2*W*(W-1) slots each); callers then use the unbound
@@ -67,7 +74,8 @@ class BoundAlgorithms {
 
  private:
   struct Key {
-    int kind;  // dist_collective_t
+    bool sync;  // on the SyncMesh's context
+    int kind;   // dist_collective_t
     int algorithm;
     int dtype;
     int op;
@@ -75,8 +83,9 @@ class BoundAlgorithms {
     size_t count;
     int phase = 0;  // all_gather alternates between two instances (see AllGather)
     bool operator==(const Key& other) const {
-      return kind == other.kind && algorithm == other.algorithm && dtype == other.dtype &&
-             op == other.op && root == other.root && count == other.count && phase == other.phase;
+      return sync == other.sync && kind == other.kind && algorithm == other.algorithm &&
+             dtype == other.dtype && op == other.op && root == other.root && count == other.count &&
+             phase == other.phase;
     }
   };
   struct Entry {
@@ -84,18 +93,29 @@ class BoundAlgorithms {
     int index = 0;  // distinct among live entries; part of the slot
     uint64_t last_use = 0;
     uint64_t runs = 0;
-    std::vector<uint64_t> in;   // 8-byte aligned for every dtype
-    std::vector<uint64_t> out;  // all_gather's result; unused otherwise
+    std::vector<uint64_t> in;                // 8-byte aligned for every dtype
+    std::vector<uint64_t> out;               // all_gather's result; unused otherwise
+    std::shared_ptr<gloo::Context> context;  // the one the instance runs on
     std::unique_ptr<gloo::Algorithm> algorithm;
   };
 
-  // The entry for `key`, building it with `make` (after reserving
-  // `in_bytes`/`out_bytes` of buffer and setting the slot counter) if new.
+  // Whether an instance whose largest message is `message_bytes` runs on
+  // the synchronous pairs.
+  bool UseSync(size_t message_bytes) const {
+    return sync_ != nullptr && message_bytes <= SyncMesh::kMaxMessageBytes;
+  }
+
+  // The entry for `key`, building it with `make(entry, context)` (after
+  // reserving `in_bytes`/`out_bytes` of buffer and setting the slot counter
+  // of the context `key.sync` names, connecting the SyncMesh if needed) if
+  // new.
   template <typename Make>
   Entry& Find(const Key& key, uint32_t tag, size_t in_bytes, size_t out_bytes, Make&& make);
   void EvictFor(size_t bytes);
 
   std::shared_ptr<gloo::Context> context_;
+  SyncMesh* const sync_;
+  std::shared_ptr<gloo::Context> sync_context_;  // once connected
   bool usable_ = false;
   int slot_bits_ = 0;  // log2 of the slots reserved per instance
   int hash_bits_ = 0;  // bits of the match tag in the slot

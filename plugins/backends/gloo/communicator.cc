@@ -101,6 +101,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
       Setting(config, "gloo.allreduce_algorithm", "DIST_GLOO_ALLREDUCE_ALGORITHM"));
   if (!policy.ok()) return policy.status();
   const bool inline_wait = Setting(config, "gloo.inline_wait", "DIST_GLOO_INLINE_WAIT") != "0";
+  const bool sync_pairs = Setting(config, "gloo.sync_pairs", "DIST_GLOO_SYNC_PAIRS") != "0";
 
   const absl::Time start = absl::Now();
   if (device == nullptr) {
@@ -156,14 +157,14 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
                            absl::FormatDuration(absl::Now() - connect_start), " (device ",
                            absl::FormatDuration(connect_start - start), ")"));
   }
-  return std::shared_ptr<Communicator>(
-      new Communicator(config, std::move(device), std::move(context), *policy, inline_wait));
+  return std::shared_ptr<Communicator>(new Communicator(
+      config, std::move(device), std::move(context), *policy, inline_wait, sync_pairs));
 }
 
 Communicator::Communicator(const dist_comm_config_t& config,
                            std::shared_ptr<gloo::transport::Device> device,
                            std::shared_ptr<gloo::Context> context, AlgorithmPolicy policy,
-                           bool inline_wait)
+                           bool inline_wait, bool sync_pairs)
     : rank_(config.rank),
       size_(config.world_size),
       group_(config.group_name ? config.group_name : ""),
@@ -174,7 +175,10 @@ Communicator::Communicator(const dist_comm_config_t& config,
       policy_(policy),
       inline_wait_(inline_wait),
       pair_timeout_(GlooWaitOf(timeout_)),
-      bound_(std::make_unique<BoundAlgorithms>(context_)) {
+      sync_(sync_pairs && size_ > 1
+                ? std::make_unique<SyncMesh>(rank_, size_, store_, device_, pair_timeout_)
+                : nullptr),
+      bound_(std::make_unique<BoundAlgorithms>(context_, sync_.get())) {
   peer_addresses_.resize(size_);
   for (int r = 0; r < size_; ++r) peer_addresses_[r] = PeerAddress(*context_, r);
   worker_ = std::thread([this] { WorkerLoop(); });
@@ -205,9 +209,7 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t kind
         absl::StrCat("gloo backend: group '", group_,
                      "' is being destroyed; issue operations before comm_destroy"));
   }
-  Task task{Op{kind, args, ++next_seq_,
-               std::chrono::milliseconds(args.timeout_ms > 0 ? args.timeout_ms : timeout_.count())},
-            work};
+  Task task{Op{kind, args, ++next_seq_, OpTimeout(args)}, work};
   queue_.push_back(std::move(task));
   last_issue_ = absl::Now();
   return work;
@@ -286,8 +288,76 @@ void Communicator::Poke() {
   if (worker_polling_ && !queue_.empty() && !running_) poked_ = true;
 }
 
+absl::Status Communicator::Run(dist_collective_t kind, const dist_op_args_t& args,
+                               absl::Duration wait_timeout) {
+  const bool p2p = kind == DIST_COLL_SEND || kind == DIST_COLL_RECV;
+  Op op{kind, args, 0, OpTimeout(args)};
+  bool here = false;
+  if (inline_wait_ && !p2p && wait_timeout >= absl::FromChrono(op.timeout)) {
+    absl::Status valid = ValidateOp(kind, args, rank_);
+    if (!valid.ok()) return valid;
+    absl::MutexLock lock(&mu_);
+    if (!abort_reason_.empty()) return AbortedStatus();
+    // In order with what was issued before: only when nothing is waiting.
+    here = !stopping_ && !running_ && queue_.empty();
+    if (here) {
+      op.seq = ++next_seq_;
+      running_ = true;
+      callers_run_ops_ = true;
+    }
+  }
+  if (!here) {  // the queue's way, as work_wait would
+    absl::StatusOr<std::shared_ptr<Work>> work = Issue(kind, args);
+    if (!work.ok()) return work.status();
+    if (!TryRunInline(*work, wait_timeout)) Poke();
+    return (*work)->Wait(wait_timeout);
+  }
+  absl::Status status;
+  {
+    dist::ScopedSigpipeBlock no_sigpipe;  // Gloo writes on the caller's thread here
+    status = RunCollectiveOp(op);
+  }
+  absl::MutexLock lock(&mu_);
+  running_ = false;
+  // Operations issued meanwhile (by other threads) go to the worker now.
+  if (!queue_.empty() && worker_polling_) poked_ = true;
+  return status;
+}
+
+absl::Status Communicator::RunCollectiveOp(const Op& op) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!abort_reason_.empty()) return AbortedStatus();
+  }
+  if (op.kind != DIST_COLL_BARRIER && OpCount(op.kind, op.args, size_) == 0) {
+    return absl::OkStatus();  // nothing to move, on every rank alike
+  }
+  OpEnv env = EnvFor(op);
+  try {
+    return RunCollective(op, env);
+  } catch (const std::exception& e) {
+    return Fail(op, e.what());
+  } catch (...) {
+    return Fail(op, "unknown exception from Gloo");
+  }
+}
+
+OpEnv Communicator::EnvFor(const Op& op) {
+  OpEnv env{context_, GlooTimeout(op), &policy_, MatchTag(op, size_)};
+  if (env.timeout == pair_timeout_ && bound_->usable()) env.bound = bound_.get();
+  // Some of Gloo 0.5's algorithms wait with the transport's timeout instead
+  // of the one in their options; operations run one at a time, so setting
+  // it per operation is safe.
+  if (context_->getTimeout() != env.timeout) SetTransportTimeout(*context_, env.timeout);
+  return env;
+}
+
 void Communicator::Execute(Task task) {
   const Op& op = task.op;
+  if (op.kind != DIST_COLL_SEND && op.kind != DIST_COLL_RECV) {
+    task.work->Complete(RunCollectiveOp(op));
+    return;
+  }
   {
     absl::MutexLock lock(&mu_);
     if (!abort_reason_.empty()) {
@@ -295,32 +365,21 @@ void Communicator::Execute(Task task) {
       return;
     }
   }
-  if (op.kind != DIST_COLL_BARRIER && OpCount(op.kind, op.args, size_) == 0) {
-    task.work->Complete(absl::OkStatus());  // nothing to move, on every rank alike
+  if (OpCount(op.kind, op.args, size_) == 0) {
+    task.work->Complete(absl::OkStatus());
     return;
   }
-  OpEnv env{context_, GlooTimeout(op), &policy_, MatchTag(op, size_)};
-  if (env.timeout == pair_timeout_ && bound_->usable()) env.bound = bound_.get();
-  // Some of Gloo 0.5's algorithms wait with the transport's timeout instead
-  // of the one in their options; operations run one at a time, so setting
-  // it per operation is safe.
-  if (context_->getTimeout() != env.timeout) SetTransportTimeout(*context_, env.timeout);
-  absl::Status status;
+  OpEnv env = EnvFor(op);
   try {
-    if (op.kind == DIST_COLL_SEND || op.kind == DIST_COLL_RECV) {
-      PendingP2p pending{PostP2p(op, env), op, task.work,
-                         std::chrono::steady_clock::now() + env.timeout};
-      absl::MutexLock lock(&mu_);
-      p2p_.push_back(std::move(pending));
-      return;
-    }
-    status = RunCollective(op, env);
+    PendingP2p pending{PostP2p(op, env), op, task.work,
+                       std::chrono::steady_clock::now() + env.timeout};
+    absl::MutexLock lock(&mu_);
+    p2p_.push_back(std::move(pending));
   } catch (const std::exception& e) {
-    status = Fail(op, e.what());
+    task.work->Complete(Fail(op, e.what()));
   } catch (...) {
-    status = Fail(op, "unknown exception from Gloo");
+    task.work->Complete(Fail(op, "unknown exception from Gloo"));
   }
-  task.work->Complete(std::move(status));
 }
 
 void Communicator::P2pLoop() {
@@ -364,7 +423,10 @@ absl::Status Communicator::Fail(const Op& op, const std::string& what) {
     absl::MutexLock lock(&mu_);
     if (!abort_reason_.empty()) return AbortedStatus();  // an abort caused this
   }
-  const GlooFailure failure = ClassifyGlooError(what, peer_addresses_);
+  GlooFailure failure = ClassifyGlooError(what, peer_addresses_);
+  if (failure.peer < 0 && !failure.timed_out && sync_ != nullptr) {
+    failure = ClassifyGlooError(what, sync_->PeerAddresses());  // a synchronous pair's
+  }
   const std::string where = absl::StrCat(dist_collective_name(op.kind), " #", op.seq, " on group '",
                                          group_, "' (rank ", rank_, " of ", size_, ")");
   const std::string report = absl::StrCat("rank ", rank_, " ", where, ": ", failure.Describe());
@@ -393,6 +455,7 @@ void Communicator::Abort(const std::string& reason) {
   // to this rank close).
   dist::ScopedSigpipeBlock no_sigpipe;
   FailAllPairs(*context_, abort_reason_);
+  if (sync_ != nullptr) sync_->Abort(abort_reason_);
   const absl::Status aborted = absl::AbortedError(abort_reason_);
   for (Task& task : dropped) task.work->Complete(aborted);
 }

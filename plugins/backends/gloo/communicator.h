@@ -27,6 +27,7 @@
 #include "plugins/backends/gloo/algorithm.h"
 #include "plugins/backends/gloo/bound_algorithms.h"
 #include "plugins/backends/gloo/op.h"
+#include "plugins/backends/gloo/sync_mesh.h"
 #include "plugins/backends/gloo/work.h"
 
 namespace dist_gloo {
@@ -43,6 +44,12 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // Checks and queues one operation. Errors visible at once (bad
   // arguments, an aborted communicator) are returned here.
   absl::StatusOr<std::shared_ptr<Work>> Issue(dist_collective_t kind, const dist_op_args_t& args);
+
+  // A blocking call (the table's `run`): runs the collective on the calling
+  // thread when nothing is queued or running and the caller waits at least
+  // as long as the operation may take; otherwise issues it and waits up to
+  // `wait_timeout`. No work handle, no queue, no worker wake-up.
+  absl::Status Run(dist_collective_t kind, const dist_op_args_t& args, absl::Duration wait_timeout);
 
   // Runs `work` on the calling thread if it is next in line, nobody is
   // running an operation, and the caller is willing to wait as long as the
@@ -78,11 +85,20 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   };
 
   Communicator(const dist_comm_config_t& config, std::shared_ptr<gloo::transport::Device> device,
-               std::shared_ptr<gloo::Context> context, AlgorithmPolicy policy, bool inline_wait);
+               std::shared_ptr<gloo::Context> context, AlgorithmPolicy policy, bool inline_wait,
+               bool sync_pairs);
 
   void WorkerLoop();
   void P2pLoop();
   void Execute(Task task);
+  // Runs one collective (not send/recv) on this thread; the operation's
+  // status. Only the thread that set running_ calls it.
+  absl::Status RunCollectiveOp(const Op& op);
+  // What the operation runs with (and the transport's timeout set for it).
+  OpEnv EnvFor(const Op& op);
+  std::chrono::milliseconds OpTimeout(const dist_op_args_t& args) const {
+    return std::chrono::milliseconds(args.timeout_ms > 0 ? args.timeout_ms : timeout_.count());
+  }
   // Turns a Gloo exception into the operation's error and aborts.
   absl::Status Fail(const Op& op, const std::string& what);
   absl::Status AbortedStatus() const;
@@ -102,6 +118,9 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // The timeout every connection waits with (set when they were made): the
   // Gloo timeout of an operation with the communicator's timeout.
   const std::chrono::milliseconds pair_timeout_;
+  // The synchronous pairs for small messages (sync_mesh.h); null when
+  // turned off (gloo.sync_pairs=0).
+  std::unique_ptr<SyncMesh> sync_;
   // Only the thread running an operation (one at a time) touches it.
   std::unique_ptr<BoundAlgorithms> bound_;
 

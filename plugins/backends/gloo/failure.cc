@@ -25,6 +25,11 @@ bool EndsAddress(const std::string& text, size_t end) {
 }  // namespace
 
 std::string GlooFailure::Describe() const {
+  if (mismatched) {
+    return absl::StrCat(
+        "received data for an operation this rank is not running; check that all ranks issue "
+        "the same operations in the same order with the same count, dtype, op and root");
+  }
   if (peer >= 0) return absl::StrCat("lost the connection to rank ", peer, " (", what, ")");
   if (timed_out) return absl::StrCat("timed out (", what, ")");
   return what;
@@ -47,6 +52,10 @@ GlooFailure ClassifyGlooError(const std::string& what,
     }
     if (failure.peer >= 0) break;
   }
+  // A synchronous pair (sync_mesh.h) that reads a message for a slot no
+  // buffer of this rank has: the peer is in another operation (the slots
+  // come from what must agree, bound_algorithms.h). Gloo's words for it:
+  failure.mismatched = absl::StrContains(failure.what, "read() returned false in sync mode");
   const std::string lower = absl::AsciiStrToLower(failure.what);
   failure.timed_out = absl::StrContains(lower, "timed out") || absl::StrContains(lower, "timeout");
   // A bound buffer's wait that runs out says "Read timeout [peer]": the

@@ -23,6 +23,8 @@ struct GlooFailure {
   std::string what;  // Gloo's message without its "[file.cc:123] " prefix
   int peer = -1;     // the rank whose connection failed, -1 if unknown
   bool timed_out = false;
+  // A message arrived for an operation this rank is not running.
+  bool mismatched = false;
   std::string Describe() const;  // one phrase: "lost the connection to rank 2 (...)"
 };
 

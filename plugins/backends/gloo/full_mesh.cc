@@ -1,5 +1,6 @@
 #include "plugins/backends/gloo/full_mesh.h"
 
+#include <algorithm>
 #include <exception>
 #include <string>
 #include <thread>
@@ -8,14 +9,35 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "gloo/transport/context.h"
 #include "plugins/backends/gloo/pair_access.h"
 
 namespace dist_gloo {
+namespace {
+
+// How often a wait that can be cancelled checks.
+constexpr absl::Duration kCancelPoll = absl::Milliseconds(50);
+
+// The store's get, in slices of kCancelPoll when it can be cancelled.
+absl::StatusOr<std::string> GetAddresses(const dist::StoreView& store, const std::string& key,
+                                         absl::Time deadline,
+                                         const std::function<bool()>& cancelled) {
+  for (;;) {
+    const absl::Duration left = std::max(deadline - absl::Now(), absl::Milliseconds(1));
+    if (cancelled == nullptr) return store.Get(key, left);
+    absl::StatusOr<std::string> got = store.Get(key, std::min(left, kCancelPoll));
+    if (got.ok() || !absl::IsDeadlineExceeded(got.status())) return got;
+    if (cancelled()) return absl::AbortedError("cancelled while waiting for the other ranks");
+    if (absl::Now() >= deadline) return got;
+  }
+}
+
+}  // namespace
 
 absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& store,
                              const std::shared_ptr<gloo::transport::Device>& device,
-                             absl::Duration timeout) {
+                             absl::Duration timeout, const MeshOptions& options) {
   const int rank = context.rank;
   const int size = context.size;
   std::shared_ptr<gloo::transport::Context> transport = device->createContext(rank, size);
@@ -31,8 +53,10 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
     address_bytes = bytes.size();
     mine.append(bytes.begin(), bytes.end());
   }
-  if (absl::Status set = store.Set(absl::StrCat(rank), mine); !set.ok()) return set;
+  if (absl::Status set = store.Set(absl::StrCat(options.key_prefix, rank), mine); !set.ok())
+    return set;
 
+  const absl::Time deadline = absl::Now() + timeout;
   absl::Mutex mu;
   std::vector<int> failed;
   std::string first_error;
@@ -41,14 +65,15 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
   absl::Status status;
   for (int peer = 0; peer < size && status.ok(); ++peer) {
     if (peer == rank) continue;
-    absl::StatusOr<std::string> theirs = store.Get(absl::StrCat(peer), timeout);
+    absl::StatusOr<std::string> theirs =
+        GetAddresses(store, absl::StrCat(options.key_prefix, peer), deadline, options.cancelled);
     if (!theirs.ok()) {
       status = theirs.status();
       if (absl::IsDeadlineExceeded(status)) {
-        status = absl::DeadlineExceededError(absl::StrCat(
-            "Gloo rendezvous timed out after ", absl::FormatDuration(timeout),
-            " waiting for the address of rank(s) ", peer,
-            "; check that every rank creates this communicator (", status.message(), ")"));
+        status = absl::DeadlineExceededError(
+            absl::StrCat("Gloo rendezvous timed out after ", absl::FormatDuration(timeout),
+                         " waiting for the address of rank(s) ", peer, "; ", options.hint, " (",
+                         status.message(), ")"));
       }
       break;
     }

@@ -14,9 +14,11 @@
 #define DIST_PLUGINS_BACKENDS_GLOO_FULL_MESH_H_
 
 #include <chrono>
+#include <functional>
 #include <memory>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dist/cpp/store.hpp"
 #include "gloo/context.h"
@@ -24,13 +26,23 @@
 
 namespace dist_gloo {
 
+struct MeshOptions {
+  // Each rank's addresses go under key_prefix + its rank.
+  absl::string_view key_prefix;
+  // What to check when a rank never publishes its address.
+  absl::string_view hint = "check that every rank creates this communicator";
+  // Polled while waiting for the other ranks; true stops the wait with
+  // ABORTED. Null: wait up to the timeout.
+  std::function<bool()> cancelled;
+};
+
 // Connects all pairs of `context` (rank and size set, not yet connected)
 // over `device`, meeting through `store` within `timeout`; the connections
 // keep the context's timeout. Errors name the ranks that never published
 // their address or could not be connected.
 absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& store,
                              const std::shared_ptr<gloo::transport::Device>& device,
-                             absl::Duration timeout);
+                             absl::Duration timeout, const MeshOptions& options = {});
 
 }  // namespace dist_gloo
 

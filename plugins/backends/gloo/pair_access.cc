@@ -1,5 +1,7 @@
 #include "plugins/backends/gloo/pair_access.h"
 
+#include <fcntl.h>
+
 #include "gloo/config.h"
 #include "gloo/transport/context.h"
 #include "gloo/transport/tcp/pair.h"
@@ -18,6 +20,7 @@ class PairAccess : public tcp::Pair {
   static void Fail(tcp::Pair& pair, const std::string& reason) {
     (pair.*(&PairAccess::signalExceptionExternal))(reason);
   }
+  static int Socket(tcp::Pair& pair) { return pair.*(&PairAccess::fd_); }
 };
 
 class ContextAccess : public gloo::Context {
@@ -74,6 +77,17 @@ void AdoptTransport(gloo::Context& context, std::shared_ptr<gloo::transport::Con
                     std::shared_ptr<gloo::transport::Device> device) {
   ContextAccess::Device(context) = std::move(device);
   ContextAccess::Transport(context) = std::move(transport);
+}
+
+int DuplicatePairSocket(gloo::Context& context, int rank) {
+  try {
+    tcp::Pair* pair = TcpPair(context, rank);
+    if (pair == nullptr) return -1;
+    const int fd = PairAccess::Socket(*pair);
+    return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  } catch (...) {
+    return -1;
+  }
 }
 
 void SetNextSlot(gloo::Context& context, int slot) { ContextAccess::Slot(context) = slot; }

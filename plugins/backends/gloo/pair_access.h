@@ -48,6 +48,14 @@ void FailTransportPairs(gloo::transport::Context& transport, int rank, int size,
 void AdoptTransport(gloo::Context& context, std::shared_ptr<gloo::transport::Context> transport,
                     std::shared_ptr<gloo::transport::Device> device);
 
+// A descriptor of its own (close-on-exec) for the socket of `rank`'s pair,
+// or -1. Shutting it down wakes a thread blocked reading the pair in Gloo's
+// synchronous mode, which holds the pair's lock while it reads, so
+// FailAllPairs alone would wait for that read to time out (sync_mesh.h).
+// The duplicate stays valid after Gloo closes its own descriptor, so it can
+// never reach a socket that later reuses Gloo's number.
+int DuplicatePairSocket(gloo::Context& context, int rank);
+
 // Sets the timeout the transport uses for waits that pass none (Gloo's
 // ring allreduce, among others). Never throws.
 void SetTransportTimeout(gloo::Context& context, std::chrono::milliseconds timeout);

@@ -50,6 +50,11 @@ class GlooComm : public dist::BackendComm {
     if (!work.ok()) return work.status();
     return std::make_unique<GlooWork>(*std::move(work), comm_);
   }
+  // Blocking calls run on the caller's thread without a work handle.
+  absl::Status Run(dist_collective_t kind, const dist_op_args_t& args,
+                   absl::Duration timeout) override {
+    return comm_->Run(kind, args, timeout);
+  }
   void Abort(const std::string& reason) override {
     comm_->Abort("gloo backend: communicator aborted: " + reason);
   }
