@@ -32,6 +32,10 @@ constexpr absl::Duration kSlowPollInterval = absl::Milliseconds(2);
 constexpr uint32_t kShutdownTag = 0x80000001u;
 constexpr std::chrono::milliseconds kShutdownFlushBound{5000};
 
+// Every pair's socket send buffer (EnlargeSendBuffers; the kernel caps it
+// at 2 x net.core.wmem_max, 416 KiB on a default Linux).
+constexpr int kSendBufferBytes = 4 << 20;
+
 // Time left to compare notes after a Gloo timeout (see Fail): a tenth of
 // the operation's timeout, from 1 ms to 1 s.
 absl::Duration GraceOf(std::chrono::milliseconds timeout) {
@@ -150,6 +154,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
     }
     return absl::Status(connected.code(), creating(connected.message()));
   }
+  EnlargeSendBuffers(*context, kSendBufferBytes);
   if (dist::LogEnabled(DIST_LOG_DEBUG)) {
     // Where start-up time goes (README.md, "Start-up").
     dist::Log(DIST_LOG_DEBUG,
@@ -175,9 +180,9 @@ Communicator::Communicator(const dist_comm_config_t& config,
       policy_(policy),
       inline_wait_(inline_wait),
       pair_timeout_(GlooWaitOf(timeout_)),
-      sync_(sync_pairs && size_ > 1
-                ? std::make_unique<SyncMesh>(rank_, size_, store_, device_, pair_timeout_)
-                : nullptr),
+      sync_(sync_pairs && size_ > 1 ? std::make_unique<SyncMesh>(rank_, size_, store_, device_,
+                                                                 pair_timeout_, kSendBufferBytes)
+                                    : nullptr),
       bound_(std::make_unique<BoundAlgorithms>(context_, sync_.get())) {
   peer_addresses_.resize(size_);
   for (int r = 0; r < size_; ++r) peer_addresses_[r] = PeerAddress(*context_, r);

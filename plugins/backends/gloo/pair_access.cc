@@ -1,6 +1,7 @@
 #include "plugins/backends/gloo/pair_access.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
 
 #include "gloo/config.h"
 #include "gloo/transport/context.h"
@@ -21,6 +22,7 @@ class PairAccess : public tcp::Pair {
     (pair.*(&PairAccess::signalExceptionExternal))(reason);
   }
   static int Socket(tcp::Pair& pair) { return pair.*(&PairAccess::fd_); }
+  static size_t& SendBufferSize(tcp::Pair& pair) { return pair.*(&PairAccess::sendBufferSize_); }
 };
 
 class ContextAccess : public gloo::Context {
@@ -87,6 +89,24 @@ int DuplicatePairSocket(gloo::Context& context, int rank) {
     return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
   } catch (...) {
     return -1;
+  }
+}
+
+void EnlargeSendBuffers(gloo::Context& context, int bytes) {
+  for (int rank = 0; rank < context.size; ++rank) {
+    try {
+      tcp::Pair* pair = TcpPair(context, rank);
+      if (pair == nullptr) continue;
+      const int fd = PairAccess::Socket(*pair);
+      if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes)) != 0) continue;
+      int granted = 0;
+      socklen_t length = sizeof(granted);
+      if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &granted, &length) != 0) continue;
+      // What Gloo's own Pair::send records after it sets the size (the
+      // kernel's doubled figure); it only ever grows the buffer from here.
+      PairAccess::SendBufferSize(*pair) = static_cast<size_t>(granted);
+    } catch (...) {
+    }
   }
 }
 

@@ -56,6 +56,18 @@ void AdoptTransport(gloo::Context& context, std::shared_ptr<gloo::transport::Con
 // never reach a socket that later reuses Gloo's number.
 int DuplicatePairSocket(gloo::Context& context, int rank);
 
+// Gives every pair's socket a send buffer of `bytes` (SO_SNDBUF; the
+// kernel caps it at 2 x net.core.wmem_max) and tells the pair, so that Gloo
+// does not size it down to its first message. Why: Gloo sizes the buffer
+// to the message it sends, so a message waits in the kernel for the
+// peer's acknowledgement of the one before, which the peer delays by up to
+// 40 ms once the connection looks interactive (Linux's delayed ACK after
+// small request-reply traffic). 64 KiB broadcasts and all_gathers on 4
+// ranks took 40-135 ms a call here after smaller ones (README.md, "Send
+// buffers"). Call right after connecting, before any operation. Best
+// effort; never throws.
+void EnlargeSendBuffers(gloo::Context& context, int bytes);
+
 // Sets the timeout the transport uses for waits that pass none (Gloo's
 // ring allreduce, among others). Never throws.
 void SetTransportTimeout(gloo::Context& context, std::chrono::milliseconds timeout);

@@ -26,12 +26,13 @@ constexpr absl::string_view kHint =
 
 SyncMesh::SyncMesh(int rank, int size, const dist_store_t* store,
                    std::shared_ptr<gloo::transport::Device> device,
-                   std::chrono::milliseconds pair_timeout)
+                   std::chrono::milliseconds pair_timeout, int send_buffer_bytes)
     : rank_(rank),
       size_(size),
       store_(store),
       device_(std::move(device)),
-      pair_timeout_(pair_timeout) {}
+      pair_timeout_(pair_timeout),
+      send_buffer_bytes_(send_buffer_bytes) {}
 
 SyncMesh::~SyncMesh() {
   absl::MutexLock lock(&mu_);
@@ -72,6 +73,7 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> SyncMesh::Get() {
         sockets[peer] = DuplicatePairSocket(*context, peer);
         addresses[peer] = PeerAddress(*context, peer);
       }
+      EnlargeSendBuffers(*context, send_buffer_bytes_);
     } catch (const std::exception& e) {
       status = absl::UnavailableError(e.what());
     }
@@ -83,8 +85,8 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> SyncMesh::Get() {
       if (fd >= 0) close(fd);
     }
     if (connected) FailAllPairs(*context, std::string(status.message()));
-    error_ = absl::Status(status.code(),
-                          absl::StrCat("connecting the pairs for small messages: ", status.message()));
+    error_ = absl::Status(
+        status.code(), absl::StrCat("connecting the pairs for small messages: ", status.message()));
     return error_;
   }
   context_ = context;

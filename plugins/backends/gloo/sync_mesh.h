@@ -56,8 +56,10 @@ class SyncMesh {
   // Borrows `store` (the communicator's; it outlives the communicator).
   // `pair_timeout` bounds every read and write on the pairs, and the wait
   // for the other ranks when connecting.
+  // `send_buffer_bytes`: as the communicator's pairs (EnlargeSendBuffers).
   SyncMesh(int rank, int size, const dist_store_t* store,
-           std::shared_ptr<gloo::transport::Device> device, std::chrono::milliseconds pair_timeout);
+           std::shared_ptr<gloo::transport::Device> device, std::chrono::milliseconds pair_timeout,
+           int send_buffer_bytes);
   ~SyncMesh();
 
   SyncMesh(const SyncMesh&) = delete;
@@ -82,6 +84,7 @@ class SyncMesh {
   const dist_store_t* const store_;
   const std::shared_ptr<gloo::transport::Device> device_;
   const std::chrono::milliseconds pair_timeout_;
+  const int send_buffer_bytes_;
 
   mutable absl::Mutex mu_;
   std::shared_ptr<gloo::Context> context_ ABSL_GUARDED_BY(mu_);
