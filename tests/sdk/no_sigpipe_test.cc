@@ -64,6 +64,34 @@ TEST(NoSigpipe, ASignalTheHostHadPendingIsLeftAlone) {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
+volatile sig_atomic_t delivered = 0;
+
+// A scope told that none of its writes failed restores the mask without
+// collecting: a SIGPIPE pending then is not a write's (the host raised it
+// at this thread) and reaches the host's handler. Without the word, the
+// scope collects it, as it would a failed write's.
+TEST(NoSigpipe, NoWriteFailedSkipsTheCollectingAndLeavesTheHostsSignal) {
+  struct sigaction counting {};
+  counting.sa_handler = [](int) { delivered = delivered + 1; };
+  struct sigaction before {};
+  ASSERT_EQ(sigaction(SIGPIPE, &counting, &before), 0);
+  {
+    dist::ScopedSigpipeBlock block;
+    ASSERT_EQ(pthread_kill(pthread_self(), SIGPIPE), 0);
+    EXPECT_EQ(delivered, 0);  // blocked while inside
+    block.NoWriteFailed();
+  }
+  EXPECT_EQ(delivered, 1);
+  EXPECT_FALSE(Blocked());
+  {
+    dist::ScopedSigpipeBlock block;
+    ASSERT_EQ(pthread_kill(pthread_self(), SIGPIPE), 0);
+  }
+  EXPECT_EQ(delivered, 1);
+  EXPECT_FALSE(dist::SigpipePending());
+  ASSERT_EQ(sigaction(SIGPIPE, &before, nullptr), 0);
+}
+
 TEST(NoSigpipe, AnInnerScopeLeavesTheWorkToTheOuterOne) {
   ASSERT_FALSE(Blocked());
   {

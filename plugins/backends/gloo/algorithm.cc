@@ -11,12 +11,11 @@ namespace {
 // gloo::allreduce works on the caller's buffers directly. README.md,
 // "Algorithm choice", has the figures.
 constexpr size_t kBoundMaxBytes = 1 << 20;
-// On 3 and 4 ranks AllreduceRing's W-1 full-size steps lose to
-// AllreduceHalvingDoubling's log2(W) halving steps above this size; on 8
-// ranks they lost at every size (2-7x), so from 5 ranks on it is never
-// chosen.
-constexpr size_t kRingMaxBytesAbove2 = 32 << 10;
-constexpr int kRingMaxRanks = 4;
+// From 3 ranks on AllreduceHalvingDoubling's log2(W) halving steps beat
+// AllreduceRing's W-1 full-size steps: on synchronous pairs at every size
+// measured (3 and 4 ranks, 8 B-32 KiB, 2026-12-02), on the asynchronous
+// ones above 32 KiB, and on 8 ranks at every size (2-7x). README.md,
+// "Algorithm choice".
 // Above kBoundMaxBytes on more than two ranks: gloo::allreduce's bcube
 // below this, its ring from it (measured before the bound classes came).
 constexpr size_t kGlooBcubeBelowBytes = 4 << 20;
@@ -93,10 +92,7 @@ AllReduceAlgorithm AlgorithmPolicy::ForAllReduce(size_t bytes, size_t count, int
     return world_size > 2 && bytes < kGlooBcubeBelowBytes ? AllReduceAlgorithm::kGlooBcube
                                                           : AllReduceAlgorithm::kGlooRing;
   }
-  if (world_size <= 2 || (world_size <= kRingMaxRanks && bytes <= kRingMaxBytesAbove2)) {
-    return AllReduceAlgorithm::kRing;
-  }
-  return AllReduceAlgorithm::kHalvingDoubling;
+  return world_size <= 2 ? AllReduceAlgorithm::kRing : AllReduceAlgorithm::kHalvingDoubling;
 }
 
 bool AlgorithmPolicy::BoundBroadcast(size_t bytes, int /*world_size*/) const {

@@ -147,6 +147,7 @@ BoundAlgorithms::Entry& BoundAlgorithms::Find(const Key& key, uint32_t tag, size
   for (const std::unique_ptr<Entry>& entry : entries_) {
     if (entry->key == key) {
       entry->last_use = uses_;
+      if (key.sync) ++sync_runs_;
       return *entry;
     }
   }
@@ -177,6 +178,7 @@ BoundAlgorithms::Entry& BoundAlgorithms::Find(const Key& key, uint32_t tag, size
   entry->algorithm = make(*entry, entry->context);
   cached_bytes_ += (entry->in.size() + entry->out.size()) * 8;
   entries_.push_back(std::move(entry));
+  if (key.sync) ++sync_runs_;
   return *entries_.back();
 }
 

@@ -68,6 +68,12 @@ class BoundAlgorithms {
   // all_to_all: BarrierAllToAll, else BarrierAllToOne (AlgorithmPolicy).
   void Barrier(uint32_t tag, bool all_to_all);
 
+  // How many operations ran on the synchronous pairs so far. Gloo reports
+  // every failed write on them (synchronous mode throws), so a caller that
+  // sees this grow over an operation that succeeded knows none of its
+  // writes raised SIGPIPE (dist::ScopedSigpipeBlock::NoWriteFailed).
+  uint64_t sync_runs() const { return sync_runs_; }
+
   // Whether any instance ever ran (the communicator then settles their
   // last messages before closing the connections).
   bool used() const { return uses_ > 0; }
@@ -120,6 +126,7 @@ class BoundAlgorithms {
   int slot_bits_ = 0;  // log2 of the slots reserved per instance
   int hash_bits_ = 0;  // bits of the match tag in the slot
   uint64_t uses_ = 0;
+  uint64_t sync_runs_ = 0;
   size_t cached_bytes_ = 0;
   std::vector<std::unique_ptr<Entry>> entries_;
 };

@@ -320,7 +320,11 @@ absl::Status Communicator::Run(dist_collective_t kind, const dist_op_args_t& arg
   absl::Status status;
   {
     dist::ScopedSigpipeBlock no_sigpipe;  // Gloo writes on the caller's thread here
+    const uint64_t sync_runs = bound_->sync_runs();
     status = RunCollectiveOp(op);
+    // It ran on synchronous pairs only, where every failed write fails the
+    // operation: none of its writes raised SIGPIPE.
+    if (status.ok() && bound_->sync_runs() != sync_runs) no_sigpipe.NoWriteFailed();
   }
   absl::MutexLock lock(&mu_);
   running_ = false;
