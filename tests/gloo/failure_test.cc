@@ -193,6 +193,25 @@ namespace {
 // Ranks that disagree on the count fail with an error within the timeout
 // (Gloo itself would abort the process on a message larger than the posted
 // receive).
+// Issues all_reduce `a` (whose count this rank disagrees on) and expects
+// it to fail within `limit`, saying what to check.
+void ExpectMismatchFailsWithin(int rank, dist_backend_comm_t* comm, const dist_op_args_t& a,
+                               absl::Duration limit) {
+  dist_backend_work_t* work = nullptr;
+  RANK_OK(rank, Plugin()->all_reduce(comm, &a, &work));
+  const absl::Time start = absl::Now();
+  dist_error_t* e = Plugin()->work_wait(work, 10000);
+  const absl::Duration took = absl::Now() - start;
+  std::fprintf(stderr, "rank %d after %s: %s\n", rank, absl::FormatDuration(took).c_str(),
+               dist_error_message(e));
+  // Not DEADLINE_EXCEEDED, which work_wait keeps for "still pending".
+  RANK_CHECK(rank, dist_error_code(e) == DIST_UNAVAILABLE);
+  RANK_CHECK(rank, took <= limit);
+  RANK_CHECK(rank, absl::StrContains(dist_error_message(e), "same count"));
+  dist_error_destroy(e);
+  Plugin()->work_destroy(work);
+}
+
 // The same on the synchronous pairs (the communicator's timeout, a small
 // count): the first matching operation connects them, then the ranks
 // disagree. A rank that reads a message meant for another operation fails
@@ -212,18 +231,7 @@ TEST(GlooFailure, MismatchedCountsOnSynchronousPairsFail) {
     RANK_OK(rank, RunOp(Plugin()->all_reduce, comm, a));
     RANK_CHECK(rank, buffer[0] == 2.f && buffer[7] == 2.f && buffer[8] == 1.f);
     a.send = a.recv = Buffer(buffer.data(), rank == 0 ? 8 : 16, DIST_FLOAT32);
-    dist_backend_work_t* work = nullptr;
-    RANK_OK(rank, Plugin()->all_reduce(comm, &a, &work));
-    const absl::Time start = absl::Now();
-    dist_error_t* e = Plugin()->work_wait(work, 10000);
-    const absl::Duration took = absl::Now() - start;
-    std::fprintf(stderr, "rank %d after %s: %s\n", rank, absl::FormatDuration(took).c_str(),
-                 dist_error_message(e));
-    RANK_CHECK(rank, dist_error_code(e) == DIST_UNAVAILABLE);
-    RANK_CHECK(rank, took <= absl::Milliseconds(3100));
-    RANK_CHECK(rank, absl::StrContains(dist_error_message(e), "same count"));
-    dist_error_destroy(e);
-    Plugin()->work_destroy(work);
+    ExpectMismatchFailsWithin(rank, comm, a, absl::Milliseconds(3100));
     Plugin()->comm_destroy(comm);
     return 0;
   });
@@ -242,19 +250,7 @@ TEST(GlooFailure, MismatchedCountsFailWithinTheTimeout) {
     a.send = a.recv = Buffer(buffer.data(), n, DIST_FLOAT32);
     a.op = DIST_SUM;
     a.timeout_ms = 2000;
-    dist_backend_work_t* work = nullptr;
-    RANK_OK(rank, Plugin()->all_reduce(comm, &a, &work));
-    const absl::Time start = absl::Now();
-    dist_error_t* e = Plugin()->work_wait(work, 7000);
-    const absl::Duration took = absl::Now() - start;
-    std::fprintf(stderr, "rank %d after %s: %s\n", rank, absl::FormatDuration(took).c_str(),
-                 dist_error_message(e));
-    // Not DEADLINE_EXCEEDED, which work_wait keeps for "still pending".
-    RANK_CHECK(rank, dist_error_code(e) == DIST_UNAVAILABLE);
-    RANK_CHECK(rank, took <= absl::Milliseconds(2100));
-    RANK_CHECK(rank, absl::StrContains(dist_error_message(e), "same count"));
-    dist_error_destroy(e);
-    Plugin()->work_destroy(work);
+    ExpectMismatchFailsWithin(rank, comm, a, absl::Milliseconds(2100));
     Plugin()->comm_destroy(comm);
     return 0;
   });
