@@ -32,6 +32,9 @@ constexpr absl::Duration kSlowPollInterval = absl::Milliseconds(2);
 constexpr uint32_t kShutdownTag = 0x80000001u;
 constexpr std::chrono::milliseconds kShutdownFlushBound{5000};
 
+// Up to this many ranks synchronous pairs are on unless turned off.
+constexpr int kMaxAutoSyncRanks = 64;
+
 // Every pair's socket send buffer (EnlargeSendBuffers; the kernel caps it
 // at 2 x net.core.wmem_max, 416 KiB on a default Linux).
 constexpr int kSendBufferBytes = 4 << 20;
@@ -105,7 +108,13 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
       Setting(config, "gloo.allreduce_algorithm", "DIST_GLOO_ALLREDUCE_ALGORITHM"));
   if (!policy.ok()) return policy.status();
   const bool inline_wait = Setting(config, "gloo.inline_wait", "DIST_GLOO_INLINE_WAIT") != "0";
-  const bool sync_pairs = Setting(config, "gloo.sync_pairs", "DIST_GLOO_SYNC_PAIRS") != "0";
+  // Synchronous pairs cost each rank two more descriptors per peer (the
+  // socket and its duplicate, sync_mesh.h): on by default up to
+  // kMaxAutoSyncRanks ranks, where that stays far below a default limit of
+  // 1024 open files; "1" turns them on at any size, "0" off.
+  const std::string sync_setting = Setting(config, "gloo.sync_pairs", "DIST_GLOO_SYNC_PAIRS");
+  const bool sync_pairs =
+      sync_setting == "1" || (sync_setting.empty() && config.world_size <= kMaxAutoSyncRanks);
 
   const absl::Time start = absl::Now();
   if (device == nullptr) {
