@@ -144,10 +144,10 @@ template <typename Make>
 BoundAlgorithms::Entry& BoundAlgorithms::Find(const Key& key, uint32_t tag, size_t in_bytes,
                                               size_t out_bytes, Make&& make) {
   ++uses_;
+  if (key.sync) ++sync_runs_;
   for (const std::unique_ptr<Entry>& entry : entries_) {
     if (entry->key == key) {
       entry->last_use = uses_;
-      if (key.sync) ++sync_runs_;
       return *entry;
     }
   }
@@ -178,7 +178,6 @@ BoundAlgorithms::Entry& BoundAlgorithms::Find(const Key& key, uint32_t tag, size
   entry->algorithm = make(*entry, entry->context);
   cached_bytes_ += (entry->in.size() + entry->out.size()) * 8;
   entries_.push_back(std::move(entry));
-  if (key.sync) ++sync_runs_;
   return *entries_.back();
 }
 

@@ -68,10 +68,11 @@ class BoundAlgorithms {
   // all_to_all: BarrierAllToAll, else BarrierAllToOne (AlgorithmPolicy).
   void Barrier(uint32_t tag, bool all_to_all);
 
-  // How many operations ran on the synchronous pairs so far. Gloo reports
-  // every failed write on them (synchronous mode throws), so a caller that
-  // sees this grow over an operation that succeeded knows none of its
-  // writes raised SIGPIPE (dist::ScopedSigpipeBlock::NoWriteFailed).
+  // How many operations were given to the synchronous pairs so far
+  // (counted before they run). Gloo reports every failed write on them
+  // (synchronous mode throws), so a caller that sees this grow over an
+  // operation that succeeded knows none of its writes raised SIGPIPE
+  // (dist::ScopedSigpipeBlock::NoWriteFailed).
   uint64_t sync_runs() const { return sync_runs_; }
 
   // Whether any instance ever ran (the communicator then settles their

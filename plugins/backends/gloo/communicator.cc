@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -289,12 +290,16 @@ bool Communicator::TryRunInline(const std::shared_ptr<Work>& work, absl::Duratio
     dist::ScopedSigpipeBlock no_sigpipe;  // Gloo writes on the caller's thread here
     Execute(std::move(task));
   }
+  EndCallerRun();
+  return true;
+}
+
+void Communicator::EndCallerRun() {
   absl::MutexLock lock(&mu_);
   running_ = false;
   // Operations queued behind this one (perhaps waited for by other
   // threads) go to the worker now rather than at its next poll.
   if (!queue_.empty() && worker_polling_) poked_ = true;
-  return true;
 }
 
 void Communicator::Poke() {
@@ -335,14 +340,11 @@ absl::Status Communicator::Run(dist_collective_t kind, const dist_op_args_t& arg
     // operation: none of its writes raised SIGPIPE.
     if (status.ok() && bound_->sync_runs() != sync_runs) no_sigpipe.NoWriteFailed();
   }
-  absl::MutexLock lock(&mu_);
-  running_ = false;
-  // Operations issued meanwhile (by other threads) go to the worker now.
-  if (!queue_.empty() && worker_polling_) poked_ = true;
+  EndCallerRun();
   return status;
 }
 
-absl::Status Communicator::RunCollectiveOp(const Op& op) {
+std::optional<absl::Status> Communicator::SettledWithoutGloo(const Op& op) const {
   {
     absl::MutexLock lock(&mu_);
     if (!abort_reason_.empty()) return AbortedStatus();
@@ -350,6 +352,11 @@ absl::Status Communicator::RunCollectiveOp(const Op& op) {
   if (op.kind != DIST_COLL_BARRIER && OpCount(op.kind, op.args, size_) == 0) {
     return absl::OkStatus();  // nothing to move, on every rank alike
   }
+  return std::nullopt;
+}
+
+absl::Status Communicator::RunCollectiveOp(const Op& op) {
+  if (std::optional<absl::Status> settled = SettledWithoutGloo(op)) return *std::move(settled);
   OpEnv env = EnvFor(op);
   try {
     return RunCollective(op, env);
@@ -376,15 +383,8 @@ void Communicator::Execute(Task task) {
     task.work->Complete(RunCollectiveOp(op));
     return;
   }
-  {
-    absl::MutexLock lock(&mu_);
-    if (!abort_reason_.empty()) {
-      task.work->Complete(AbortedStatus());
-      return;
-    }
-  }
-  if (OpCount(op.kind, op.args, size_) == 0) {
-    task.work->Complete(absl::OkStatus());
+  if (std::optional<absl::Status> settled = SettledWithoutGloo(op)) {
+    task.work->Complete(*std::move(settled));
     return;
   }
   OpEnv env = EnvFor(op);

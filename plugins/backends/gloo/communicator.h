@@ -13,6 +13,7 @@
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -94,6 +95,12 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // Runs one collective (not send/recv) on this thread; the operation's
   // status. Only the thread that set running_ calls it.
   absl::Status RunCollectiveOp(const Op& op);
+  // The status of an operation that needs no Gloo call (the communicator
+  // is aborted, or there is nothing to move), else nullopt.
+  std::optional<absl::Status> SettledWithoutGloo(const Op& op) const;
+  // Ends an operation the caller ran on its own thread (TryRunInline, Run):
+  // clears running_ and hands what was queued meanwhile to the worker.
+  void EndCallerRun();
   // What the operation runs with (and the transport's timeout set for it).
   OpEnv EnvFor(const Op& op);
   std::chrono::milliseconds OpTimeout(const dist_op_args_t& args) const {
