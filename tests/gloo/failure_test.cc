@@ -184,6 +184,44 @@ TEST(GlooFailure, MissingRankAtCreationIsNamed) {
   for (const RankResult& r : results) EXPECT_TRUE(r.ok()) << r.Describe();
 }
 
+// The synchronous pairs are connected by the first small operation, not at
+// creation. A rank that never issues it (here: it issues nothing) is named
+// by the ranks that wait for it, within the timeout, with what to check.
+TEST(GlooFailure, MissingRankAtSynchronousConnectIsNamed) {
+  const std::string dir = TempDir("missing_sync");
+  constexpr int64_t kTimeoutMs = 1500;
+  auto results = RunRanks(3, absl::Seconds(60), [&](int rank) {
+    dist_store_t* store = OpenStore(dir + "/store");
+    dist_backend_comm_t* comm = nullptr;
+    CommOptions options;
+    options.timeout_ms = kTimeoutMs;
+    RANK_OK(rank, CreateComm(store, rank, 3, options, &comm));
+    if (rank == 2) {  // connected, alive, but never runs a collective
+      absl::SleepFor(absl::Milliseconds(kTimeoutMs + 1500));
+      Plugin()->comm_destroy(comm);
+      return 0;
+    }
+    std::vector<float> in(8, 1.f), out(8);
+    dist_op_args_t a = SumArgs(&in, &out);
+    const absl::Time start = absl::Now();
+    dist_error_t* e = RunOp(Plugin()->all_reduce, comm, a);
+    const absl::Duration took = absl::Now() - start;
+    std::fprintf(stderr, "rank %d after %s: %s: %s\n", rank, absl::FormatDuration(took).c_str(),
+                 dist_error_code_name(dist_error_code(e)), dist_error_message(e));
+    RANK_CHECK(rank, dist_error_code(e) == DIST_UNAVAILABLE);
+    const std::string message = dist_error_message(e);
+    RANK_CHECK(rank, absl::StrContains(message, "waiting for the address of rank(s) 2"));
+    RANK_CHECK(rank, absl::StrContains(message, "same collectives"));
+    RANK_CHECK(rank, took >= absl::Milliseconds(kTimeoutMs / 2));  // it did wait
+    RANK_CHECK(rank, took <= absl::Milliseconds(kTimeoutMs + 1000));
+    dist_error_destroy(e);
+    CheckLaterCallsFail(rank, comm, message);
+    Plugin()->comm_destroy(comm);
+    return 0;
+  });
+  for (const RankResult& r : results) EXPECT_TRUE(r.ok()) << r.Describe();
+}
+
 }  // namespace
 }  // namespace dist_test
 

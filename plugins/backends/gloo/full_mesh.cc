@@ -23,13 +23,19 @@ constexpr absl::Duration kCancelPoll = absl::Milliseconds(50);
 absl::StatusOr<std::string> GetAddresses(const dist::StoreView& store, const std::string& key,
                                          absl::Time deadline,
                                          const std::function<bool()>& cancelled) {
+  const absl::Time start = absl::Now();
   for (;;) {
     const absl::Duration left = std::max(deadline - absl::Now(), absl::Milliseconds(1));
     if (cancelled == nullptr) return store.Get(key, left);
     absl::StatusOr<std::string> got = store.Get(key, std::min(left, kCancelPoll));
     if (got.ok() || !absl::IsDeadlineExceeded(got.status())) return got;
     if (cancelled()) return absl::AbortedError("cancelled while waiting for the other ranks");
-    if (absl::Now() >= deadline) return got;
+    if (absl::Now() >= deadline) {
+      // The last slice's own message would say "timed out after 1 ms".
+      return absl::DeadlineExceededError(absl::StrCat(
+          "store key '", key, "' not set within ",
+          absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1)))));
+    }
   }
 }
 
