@@ -161,45 +161,60 @@ constexpr dist_dtype_t kDtypes[] = {DIST_INT8,    DIST_UINT8,    DIST_INT32,   D
                                     DIST_FLOAT16, DIST_BFLOAT16, DIST_FLOAT32, DIST_FLOAT64};
 constexpr dist_reduce_op_t kOps[] = {DIST_SUM, DIST_PRODUCT, DIST_MIN, DIST_MAX,
                                      DIST_AVG, DIST_BAND,    DIST_BOR, DIST_BXOR};
-// Up to 8 KiB the instances run on the synchronous pairs, at 20000
-// elements of 4 bytes or more on the communicator's own (the limit is 64 KiB
-// a message, plugins/backends/gloo/sync_mesh.h).
+// Where the ranks agree on a limit of 8 KiB a message for the synchronous
+// pairs (the "auto" communicator below, plugins/backends/gloo/sync_limit.h),
+// up to 1000 elements run on them and 20000 on the communicator's own pairs;
+// elsewhere (a limit of 64 KiB to 1 MiB, by the host's send buffers) 20000
+// elements of 4 bytes or less run on them too.
 constexpr size_t kCounts[] = {1, 7, 1000, 20000};
 
+// One all_reduce of `n` elements, checked against plain arithmetic.
+void CheckAllReduce(int rank, int world, dist_backend_comm_t* comm, const std::string& what,
+                    dist_dtype_t t, dist_reduce_op_t op, size_t n, bool in_place) {
+  const size_t e = dist_dtype_size(t);
+  std::vector<char> send(n * e), recv(n * e, 0x5a);
+  for (size_t k = 0; k < n; ++k) Store(t, send.data(), k, Value(rank, k, op));
+  dist_op_args_t a = Args();
+  a.send = Buffer(send.data(), n, t);
+  a.recv = in_place ? a.send : Buffer(recv.data(), n, t);
+  a.op = op;
+  RANK_OK(rank, RunOp(Plugin()->all_reduce, comm, a));
+  const void* out = in_place ? send.data() : recv.data();
+  for (size_t k = 0; k < n; ++k) {
+    const double got = Load(t, out, k);
+    const double want = Expected(t, op, world, k);
+    if (!Matches(t, got, want)) {
+      std::fprintf(stderr, "rank %d: %s %s %s n=%zu %s: element %zu is %g, want %g\n", rank,
+                   what.c_str(), dist_dtype_name(t), dist_reduce_op_name(op), n,
+                   in_place ? "in place" : "out of place", k, got, want);
+      std::_Exit(1);
+    }
+  }
+  if (!in_place) {  // the input is left alone
+    for (size_t k = 0; k < n; ++k) {
+      RANK_CHECK(rank, Load(t, send.data(), k) == static_cast<double>(Value(rank, k, op)));
+    }
+  }
+}
+
 void CheckAllReduces(int rank, int world, dist_backend_comm_t* comm, const std::string& what) {
-  const dist_backend_plugin_t* p = Plugin();
   for (dist_dtype_t t : kDtypes) {
-    const size_t e = dist_dtype_size(t);
     for (dist_reduce_op_t op : kOps) {
       const bool bitwise = op == DIST_BAND || op == DIST_BOR || op == DIST_BXOR;
       if (bitwise && IsFloat(t)) continue;
       for (size_t n : kCounts) {
-        for (bool in_place : {false, true}) {
-          std::vector<char> send(n * e), recv(n * e, 0x5a);
-          for (size_t k = 0; k < n; ++k) Store(t, send.data(), k, Value(rank, k, op));
-          dist_op_args_t a = Args();
-          a.send = Buffer(send.data(), n, t);
-          a.recv = in_place ? a.send : Buffer(recv.data(), n, t);
-          a.op = op;
-          RANK_OK(rank, RunOp(p->all_reduce, comm, a));
-          const void* out = in_place ? send.data() : recv.data();
-          for (size_t k = 0; k < n; ++k) {
-            const double got = Load(t, out, k);
-            const double want = Expected(t, op, world, k);
-            if (!Matches(t, got, want)) {
-              std::fprintf(stderr, "rank %d: %s %s %s n=%zu %s: element %zu is %g, want %g\n", rank,
-                           what.c_str(), dist_dtype_name(t), dist_reduce_op_name(op), n,
-                           in_place ? "in place" : "out of place", k, got, want);
-              std::_Exit(1);
-            }
-          }
-          if (!in_place) {  // the input is left alone
-            for (size_t k = 0; k < n; ++k) {
-              RANK_CHECK(rank, Load(t, send.data(), k) == static_cast<double>(Value(rank, k, op)));
-            }
-          }
-        }
+        for (bool in_place : {false, true})
+          CheckAllReduce(rank, world, comm, what, t, op, n, in_place);
       }
+    }
+  }
+  // The largest messages the synchronous pairs take where the host allows
+  // 1 MiB (512 KiB and 1 MiB, the most the bound classes take), several in
+  // a row: ranks that write that much to each other at once must not block
+  // each other (sync_limit.h).
+  for (dist_dtype_t t : {DIST_FLOAT32, DIST_INT64}) {
+    for (int repeat = 0; repeat < 3; ++repeat) {
+      CheckAllReduce(rank, world, comm, what, t, DIST_SUM, 131072, repeat == 1);
     }
   }
 }
@@ -265,10 +280,15 @@ void RunWorld(int world, const std::string& dir_name) {
       CommOptions options;
       options.options = {{"gloo.allreduce_algorithm", algorithm}};
       options.group = algorithm;
+      // Rank 0 allows the synchronous pairs 8 KiB, the others what their
+      // buffers allow: every rank must use 8 KiB, or operations between
+      // 8 KiB and that limit run on different pairs and time out.
+      const bool mixed = std::string(algorithm) == "auto";
+      if (mixed && rank == 0) options.options.push_back({"gloo.sync_max_bytes", "8192"});
       dist_backend_comm_t* comm = nullptr;
       RANK_OK(rank, CreateComm(store, rank, world, options, &comm));
       CheckAllReduces(rank, world, comm, algorithm);
-      if (std::string(algorithm) == "auto") {
+      if (mixed) {
         CheckDataOps(rank, world, comm);
         CheckBarriers(rank, world, comm, dir);
       }
@@ -301,6 +321,22 @@ TEST(GlooBoundAlgorithms, BcubeClassIsRefusedWithTheReason) {
   EXPECT_EQ(dist_error_code(e), DIST_INVALID_ARGUMENT);
   EXPECT_NE(std::string(dist_error_message(e)).find("wrong results"), std::string::npos)
       << dist_error_message(e);
+  dist_error_destroy(e);
+  store->release(store->ctx);  // comm_create failed: the store is still ours
+}
+
+TEST(GlooBoundAlgorithms, SyncMaxBytesMustBeANumber) {
+  const std::string dir = TempDir("sync_max");
+  dist_store_t* store = OpenStore(dir + "/store");
+  CommOptions options;
+  options.options = {{"gloo.sync_max_bytes", "64k"}};
+  dist_backend_comm_t* comm = nullptr;
+  dist_error_t* e = CreateComm(store, 0, 1, options, &comm);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(dist_error_code(e), DIST_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(dist_error_message(e)),
+            "gloo backend: gloo.sync_max_bytes (or DIST_GLOO_SYNC_MAX_BYTES) is '64k'; give a "
+            "number of bytes, e.g. 65536");
   dist_error_destroy(e);
   store->release(store->ctx);  // comm_create failed: the store is still ours
 }

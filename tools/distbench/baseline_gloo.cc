@@ -36,6 +36,8 @@
 #include "gloo/transport/tcp/device.h"
 #include "gloo/types.h"
 #include "plugins/backends/gloo/gloo_store.h"
+#include "plugins/backends/gloo/pair_access.h"
+#include "plugins/backends/gloo/sync_limit.h"
 #include "tools/distbench/baseline.h"
 #include "tools/distbench/baseline_store.h"
 
@@ -138,13 +140,13 @@ const gloo::ReductionFunction<T>* LegacyFunction(dist_reduce_op_t op) {
 // when constructed, so they are built once per case and then run repeatedly,
 // as their users do. Each legacy class runs again on synchronous pairs
 // ("_sync": Gloo's Pair::setSync, the waiting thread reads the socket
-// itself) where every message fits the limit the plugin uses for them
-// (plugins/backends/gloo/sync_mesh.h: larger synchronous writes can block
+// itself) where every message fits `sync_limit`: the limit the plugin
+// agrees on for them, agreed the same way over the same send buffers
+// (plugins/backends/gloo/sync_limit.h: larger synchronous writes can block
 // each other).
 constexpr char kSyncSuffix[] = "_sync";
-constexpr uint64_t kSyncMaxMessageBytes = uint64_t{64} << 10;
 
-std::vector<std::string> VariantsOf(const Case& c) {
+std::vector<std::string> VariantsOf(const Case& c, size_t sync_limit) {
   const int w = c.world_size;
   std::vector<std::string> names;
   size_t first_legacy = 0;
@@ -176,7 +178,7 @@ std::vector<std::string> VariantsOf(const Case& c) {
   }
   // The largest message one rank writes to one peer: the whole buffer (an
   // all_gather's: one rank's block).
-  if (c.block * c.element_size() <= kSyncMaxMessageBytes) {
+  if (c.block * c.element_size() <= sync_limit) {
     const size_t legacy_end = names.size();
     for (size_t i = first_legacy; i < legacy_end; ++i) names.push_back(names[i] + kSyncSuffix);
   }
@@ -198,9 +200,10 @@ void Divide(void* data, size_t n, int ranks) {
 class GlooBaseline : public Baseline {
  public:
   GlooBaseline(std::shared_ptr<gloo::Context> context, std::shared_ptr<gloo::Context> sync_context,
-               std::string address, int64_t timeout_ms)
+               size_t sync_limit, std::string address, int64_t timeout_ms)
       : context_(std::move(context)),
         sync_context_(std::move(sync_context)),
+        sync_limit_(sync_limit),
         address_(std::move(address)),
         timeout_(timeout_ms) {}
 
@@ -241,7 +244,9 @@ class GlooBaseline : public Baseline {
     }
   }
 
-  std::vector<std::string> Variants(const Case& c) const override { return VariantsOf(c); }
+  std::vector<std::string> Variants(const Case& c) const override {
+    return VariantsOf(c, sync_limit_);
+  }
 
   absl::Status RunVariant(const Case& c, int variant, void* send, void* recv) override {
     if (variant == 0) return Run(c, send, recv);
@@ -257,7 +262,7 @@ class GlooBaseline : public Baseline {
                       [&](auto tag) { return RunLegacy<decltype(tag)>(c, variant, send, recv); });
     } catch (const std::exception& e) {
       return absl::UnavailableError(
-          absl::StrCat("raw Gloo ", VariantsOf(c)[variant], ": ", e.what()));
+          absl::StrCat("raw Gloo ", VariantsOf(c, sync_limit_)[variant], ": ", e.what()));
     }
   }
 
@@ -357,7 +362,7 @@ class GlooBaseline : public Baseline {
   template <typename T>
   std::unique_ptr<gloo::Algorithm> MakeLegacy(const Case& c, int variant, T* send, T* recv, int n) {
     const std::vector<T*> ptrs = {recv};
-    std::string name = VariantsOf(c)[variant];
+    std::string name = VariantsOf(c, sync_limit_)[variant];
     const bool sync = absl::EndsWith(name, kSyncSuffix);
     if (sync) name.resize(name.size() - std::strlen(kSyncSuffix));
     const std::shared_ptr<gloo::Context>& context = sync ? sync_context_ : context_;
@@ -499,6 +504,7 @@ class GlooBaseline : public Baseline {
 
   std::shared_ptr<gloo::Context> context_;
   std::shared_ptr<gloo::Context> sync_context_;  // the same ranks on synchronous pairs
+  size_t sync_limit_;                            // the largest message on them
   std::string address_;
   std::chrono::milliseconds timeout_;
   std::vector<char> scratch_;
@@ -553,8 +559,10 @@ absl::StatusOr<std::unique_ptr<Baseline>> MakeGlooBaseline(const BaselineSetup& 
     for (int peer = 0; peer < setup.world_size; ++peer) {
       if (peer != setup.rank) sync_context->getPair(peer)->setSync(true, /*busyPoll=*/false);
     }
-    auto baseline =
-        std::make_unique<GlooBaseline>(context, sync_context, address, setup.timeout_ms);
+    const size_t sync_limit =
+        dist_gloo::AgreeSyncMessageLimit(sync_context, dist_gloo::kPairSendBufferBytes);
+    auto baseline = std::make_unique<GlooBaseline>(context, sync_context, sync_limit, address,
+                                                   setup.timeout_ms);
     // Everyone is connected: after this nobody reads the store again, so
     // rank 0 may close it.
     absl::Status status = baseline->Barrier();

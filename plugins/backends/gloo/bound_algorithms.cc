@@ -18,6 +18,7 @@
 #include "gloo/math.h"
 #include "plugins/backends/gloo/pair_access.h"
 #include "plugins/backends/gloo/reduction.h"
+#include "plugins/backends/gloo/sync_limit.h"
 
 namespace dist_gloo {
 namespace {
@@ -140,6 +141,19 @@ void BoundAlgorithms::EvictFor(size_t bytes) {
   }
 }
 
+bool BoundAlgorithms::UseSync(size_t message_bytes) {
+  if (sync_ == nullptr || message_bytes > kMaxSyncMessageBytes) return false;
+  if (sync_context_ == nullptr) {
+    absl::StatusOr<std::shared_ptr<gloo::Context>> connected = sync_->Get();
+    // Thrown like Gloo's own errors: the communicator turns it into the
+    // operation's error and aborts.
+    if (!connected.ok()) throw std::runtime_error(std::string(connected.status().message()));
+    sync_context_ = *std::move(connected);
+    sync_limit_ = sync_->message_limit();
+  }
+  return message_bytes <= sync_limit_;
+}
+
 template <typename Make>
 BoundAlgorithms::Entry& BoundAlgorithms::Find(const Key& key, uint32_t tag, size_t in_bytes,
                                               size_t out_bytes, Make&& make) {
@@ -163,13 +177,6 @@ BoundAlgorithms::Entry& BoundAlgorithms::Find(const Key& key, uint32_t tag, size
   while (taken[entry->index]) ++entry->index;
   entry->in.resize(in_words == 0 ? 1 : in_words);
   if (out_words > 0) entry->out.resize(out_words);
-  if (key.sync && sync_context_ == nullptr) {
-    absl::StatusOr<std::shared_ptr<gloo::Context>> connected = sync_->Get();
-    // Thrown like Gloo's own errors: the communicator turns it into the
-    // operation's error and aborts.
-    if (!connected.ok()) throw std::runtime_error(std::string(connected.status().message()));
-    sync_context_ = *std::move(connected);
-  }
   entry->context = key.sync ? sync_context_ : context_;
   const uint32_t hash = tag & ((1u << hash_bits_) - 1);
   const int slot = static_cast<int>((hash << (slot_bits_ + kIndexBits)) |

@@ -107,15 +107,15 @@ class BoundAlgorithms {
   };
 
   // Whether an instance whose largest message is `message_bytes` runs on
-  // the synchronous pairs.
-  bool UseSync(size_t message_bytes) const {
-    return sync_ != nullptr && message_bytes <= SyncMesh::kMaxMessageBytes;
-  }
+  // the synchronous pairs: up to the limit the ranks agreed on. The first
+  // operation that could (at most kMaxSyncMessageBytes) connects them, so
+  // every rank connects in the same operation; a failure to connect is
+  // thrown like Gloo's own errors.
+  bool UseSync(size_t message_bytes);
 
   // The entry for `key`, building it with `make(entry, context)` (after
   // reserving `in_bytes`/`out_bytes` of buffer and setting the slot counter
-  // of the context `key.sync` names, connecting the SyncMesh if needed) if
-  // new.
+  // of the context `key.sync` names) if new.
   template <typename Make>
   Entry& Find(const Key& key, uint32_t tag, size_t in_bytes, size_t out_bytes, Make&& make);
   void EvictFor(size_t bytes);
@@ -123,6 +123,7 @@ class BoundAlgorithms {
   std::shared_ptr<gloo::Context> context_;
   SyncMesh* const sync_;
   std::shared_ptr<gloo::Context> sync_context_;  // once connected
+  size_t sync_limit_ = 0;                        // sync_->message_limit(), once connected
   bool usable_ = false;
   int slot_bits_ = 0;  // log2 of the slots reserved per instance
   int hash_bits_ = 0;  // bits of the match tag in the slot

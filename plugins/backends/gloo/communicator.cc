@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "dist/cpp/host_log.hpp"
@@ -18,6 +19,7 @@
 #include "plugins/backends/gloo/full_mesh.h"
 #include "plugins/backends/gloo/gloo_store.h"
 #include "plugins/backends/gloo/pair_access.h"
+#include "plugins/backends/gloo/sync_limit.h"
 
 namespace dist_gloo {
 namespace {
@@ -35,10 +37,6 @@ constexpr std::chrono::milliseconds kShutdownFlushBound{5000};
 
 // Up to this many ranks synchronous pairs are on unless turned off.
 constexpr int kMaxAutoSyncRanks = 64;
-
-// Every pair's socket send buffer (EnlargeSendBuffers; the kernel caps it
-// at 2 x net.core.wmem_max, 416 KiB on a default Linux).
-constexpr int kSendBufferBytes = 4 << 20;
 
 // Time left to compare notes after a Gloo timeout (see Fail): a tenth of
 // the operation's timeout, from 1 ms to 1 s.
@@ -116,6 +114,16 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
   const std::string sync_setting = Setting(config, "gloo.sync_pairs", "DIST_GLOO_SYNC_PAIRS");
   const bool sync_pairs =
       sync_setting == "1" || (sync_setting.empty() && config.world_size <= kMaxAutoSyncRanks);
+  // The largest message this rank lets travel on them; the ranks use the
+  // smallest that any of them allows (sync_limit.h).
+  uint64_t sync_max_bytes = kMaxSyncMessageBytes;
+  const std::string sync_max_setting =
+      Setting(config, "gloo.sync_max_bytes", "DIST_GLOO_SYNC_MAX_BYTES");
+  if (!sync_max_setting.empty() && !absl::SimpleAtoi(sync_max_setting, &sync_max_bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gloo backend: gloo.sync_max_bytes (or DIST_GLOO_SYNC_MAX_BYTES) is '",
+                     sync_max_setting, "'; give a number of bytes, e.g. 65536"));
+  }
 
   const absl::Time start = absl::Now();
   if (device == nullptr) {
@@ -164,7 +172,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
     }
     return absl::Status(connected.code(), creating(connected.message()));
   }
-  EnlargeSendBuffers(*context, kSendBufferBytes);
+  EnlargeSendBuffers(*context, kPairSendBufferBytes);
   if (dist::LogEnabled(DIST_LOG_DEBUG)) {
     // Where start-up time goes (README.md, "Start-up").
     dist::Log(DIST_LOG_DEBUG,
@@ -172,14 +180,15 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
                            absl::FormatDuration(absl::Now() - connect_start), " (device ",
                            absl::FormatDuration(connect_start - start), ")"));
   }
-  return std::shared_ptr<Communicator>(new Communicator(
-      config, std::move(device), std::move(context), *policy, inline_wait, sync_pairs));
+  return std::shared_ptr<Communicator>(
+      new Communicator(config, std::move(device), std::move(context), *policy, inline_wait,
+                       sync_pairs, static_cast<size_t>(sync_max_bytes)));
 }
 
 Communicator::Communicator(const dist_comm_config_t& config,
                            std::shared_ptr<gloo::transport::Device> device,
                            std::shared_ptr<gloo::Context> context, AlgorithmPolicy policy,
-                           bool inline_wait, bool sync_pairs)
+                           bool inline_wait, bool sync_pairs, size_t sync_max_bytes)
     : rank_(config.rank),
       size_(config.world_size),
       group_(config.group_name ? config.group_name : ""),
@@ -190,9 +199,10 @@ Communicator::Communicator(const dist_comm_config_t& config,
       policy_(policy),
       inline_wait_(inline_wait),
       pair_timeout_(GlooWaitOf(timeout_)),
-      sync_(sync_pairs && size_ > 1 ? std::make_unique<SyncMesh>(rank_, size_, store_, device_,
-                                                                 pair_timeout_, kSendBufferBytes)
-                                    : nullptr),
+      sync_(sync_pairs && size_ > 1
+                ? std::make_unique<SyncMesh>(rank_, size_, store_, device_, pair_timeout_,
+                                             kPairSendBufferBytes, sync_max_bytes)
+                : nullptr),
       bound_(std::make_unique<BoundAlgorithms>(context_, sync_.get())) {
   peer_addresses_.resize(size_);
   for (int r = 0; r < size_; ++r) peer_addresses_[r] = PeerAddress(*context_, r);

@@ -92,22 +92,29 @@ int DuplicatePairSocket(gloo::Context& context, int rank) {
   }
 }
 
-void EnlargeSendBuffers(gloo::Context& context, int bytes) {
+int EnlargeSendBuffers(gloo::Context& context, int bytes) {
+  int smallest = -1;
   for (int rank = 0; rank < context.size; ++rank) {
+    int granted = 0;
     try {
       tcp::Pair* pair = TcpPair(context, rank);
       if (pair == nullptr) continue;
       const int fd = PairAccess::Socket(*pair);
-      if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes)) != 0) continue;
-      int granted = 0;
       socklen_t length = sizeof(granted);
-      if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &granted, &length) != 0) continue;
-      // What Gloo's own Pair::send records after it sets the size (the
-      // kernel's doubled figure); it only ever grows the buffer from here.
-      PairAccess::SendBufferSize(*pair) = static_cast<size_t>(granted);
+      if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes)) == 0 &&
+          getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &granted, &length) == 0) {
+        // What Gloo's own Pair::send records after it sets the size (the
+        // kernel's doubled figure); it only ever grows the buffer from here.
+        PairAccess::SendBufferSize(*pair) = static_cast<size_t>(granted);
+      } else {
+        granted = 0;
+      }
     } catch (...) {
+      granted = 0;
     }
+    if (smallest < 0 || granted < smallest) smallest = granted;
   }
+  return smallest < 0 ? 0 : smallest;
 }
 
 void SetNextSlot(gloo::Context& context, int slot) { ContextAccess::Slot(context) = slot; }

@@ -65,8 +65,14 @@ int DuplicatePairSocket(gloo::Context& context, int rank);
 // small request-reply traffic). 64 KiB broadcasts and all_gathers on 4
 // ranks took 40-135 ms a call here after smaller ones (README.md, "Send
 // buffers"). Call right after connecting, before any operation. Best
-// effort; never throws.
-void EnlargeSendBuffers(gloo::Context& context, int bytes);
+// effort; never throws. Returns the smallest buffer a pair got, as the
+// kernel reports it (SO_SNDBUF: twice what it granted, for its own
+// bookkeeping), or 0 where a pair's could not be set or read.
+int EnlargeSendBuffers(gloo::Context& context, int bytes);
+
+// What the plugin asks for every pair (the kernel caps it at
+// net.core.wmem_max: 208 KiB on a default Linux).
+constexpr int kPairSendBufferBytes = 4 << 20;
 
 // Sets the timeout the transport uses for waits that pass none (Gloo's
 // ring allreduce, among others). Never throws.

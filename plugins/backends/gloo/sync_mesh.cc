@@ -11,6 +11,7 @@
 #include "dist/cpp/store.hpp"
 #include "plugins/backends/gloo/full_mesh.h"
 #include "plugins/backends/gloo/pair_access.h"
+#include "plugins/backends/gloo/sync_limit.h"
 
 namespace dist_gloo {
 namespace {
@@ -26,13 +27,15 @@ constexpr absl::string_view kHint =
 
 SyncMesh::SyncMesh(int rank, int size, const dist_store_t* store,
                    std::shared_ptr<gloo::transport::Device> device,
-                   std::chrono::milliseconds pair_timeout, int send_buffer_bytes)
+                   std::chrono::milliseconds pair_timeout, int send_buffer_bytes,
+                   size_t max_message_bytes)
     : rank_(rank),
       size_(size),
       store_(store),
       device_(std::move(device)),
       pair_timeout_(pair_timeout),
-      send_buffer_bytes_(send_buffer_bytes) {}
+      send_buffer_bytes_(send_buffer_bytes),
+      max_message_bytes_(max_message_bytes) {}
 
 SyncMesh::~SyncMesh() {
   absl::MutexLock lock(&mu_);
@@ -65,6 +68,7 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> SyncMesh::Get() {
   const bool connected = status.ok();
   std::vector<int> sockets(size_, -1);
   std::vector<std::string> addresses(size_);
+  size_t limit = 0;
   if (connected) {
     try {
       for (int peer = 0; peer < size_; ++peer) {
@@ -73,7 +77,24 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> SyncMesh::Get() {
         sockets[peer] = DuplicatePairSocket(*context, peer);
         addresses[peer] = PeerAddress(*context, peer);
       }
-      EnlargeSendBuffers(*context, send_buffer_bytes_);
+    } catch (const std::exception& e) {
+      status = absl::UnavailableError(e.what());
+    }
+  }
+  if (status.ok()) {
+    // The duplicates first, so that an abort wakes the agreement below,
+    // and the addresses, so that its errors name the peer's rank.
+    absl::MutexLock lock(&mu_);
+    if (!abort_reason_.empty()) {
+      status = absl::AbortedError(abort_reason_);
+    } else {
+      sockets_ = sockets;
+      peer_addresses_ = std::move(addresses);
+    }
+  }
+  if (status.ok()) {
+    try {
+      limit = AgreeSyncMessageLimit(context, send_buffer_bytes_, max_message_bytes_);
     } catch (const std::exception& e) {
       status = absl::UnavailableError(e.what());
     }
@@ -81,6 +102,7 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> SyncMesh::Get() {
   absl::MutexLock lock(&mu_);
   if (status.ok() && !abort_reason_.empty()) status = absl::AbortedError(abort_reason_);
   if (!status.ok()) {
+    sockets_.clear();
     for (int fd : sockets) {
       if (fd >= 0) close(fd);
     }
@@ -90,9 +112,13 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> SyncMesh::Get() {
     return error_;
   }
   context_ = context;
-  sockets_ = std::move(sockets);
-  peer_addresses_ = std::move(addresses);
+  message_limit_ = limit;
   return context;
+}
+
+size_t SyncMesh::message_limit() const {
+  absl::MutexLock lock(&mu_);
+  return message_limit_;
 }
 
 void SyncMesh::Abort(const std::string& reason) {

@@ -14,13 +14,10 @@
 // ...) complete only through that thread. The communicator keeps its
 // asynchronous context for those.
 //
-// Why small messages only (kMaxMessageBytes): a synchronous write returns
-// once the kernel has taken all of it. Two ranks that write to each other
-// at once (AllreduceRing on two ranks does) both block when the socket
-// buffers are full, and neither reads: stuck until the write timeout.
-// 64 KiB fits with room to spare in the buffers of any Linux default (Gloo
-// sizes the send buffer to the message, up to 2 x wmem_max = 416 KiB, and
-// the peer's receive buffer starts at 128 KiB).
+// Why not every message: a synchronous write returns once the kernel has
+// taken all of it, so large ones could block each other; the ranks agree on
+// a limit when they connect (sync_limit.h: 64 KiB on a default Linux, up to
+// 1 MiB where the send buffers allow).
 //
 // Connected on first use, by the first operation that needs it, so a job
 // that never runs one pays nothing at start-up. Every rank reaches that
@@ -49,17 +46,15 @@ namespace dist_gloo {
 
 class SyncMesh {
  public:
-  // The largest message (bytes one rank writes to one peer before it
-  // reads) that may travel on synchronous pairs.
-  static constexpr size_t kMaxMessageBytes = size_t{64} << 10;
-
   // Borrows `store` (the communicator's; it outlives the communicator).
   // `pair_timeout` bounds every read and write on the pairs, and the wait
   // for the other ranks when connecting.
   // `send_buffer_bytes`: as the communicator's pairs (EnlargeSendBuffers).
+  // `max_message_bytes`: the most this rank lets the pairs carry (the ranks
+  // use the smallest any of them allows, see message_limit).
   SyncMesh(int rank, int size, const dist_store_t* store,
            std::shared_ptr<gloo::transport::Device> device, std::chrono::milliseconds pair_timeout,
-           int send_buffer_bytes);
+           int send_buffer_bytes, size_t max_message_bytes);
   ~SyncMesh();
 
   SyncMesh(const SyncMesh&) = delete;
@@ -68,6 +63,11 @@ class SyncMesh {
   // The context, connected on the first call. An error (a rank that never
   // came, an abort) stays: later calls return it again.
   absl::StatusOr<std::shared_ptr<gloo::Context>> Get();
+
+  // The largest message (bytes one rank writes to one peer before it
+  // reads) that may travel on the pairs, the same on every rank
+  // (sync_limit.h); 0 until Get has connected them.
+  size_t message_limit() const;
 
   // Wakes a thread blocked reading a pair and fails every pair with
   // `reason` (the peers see their connections close). Idempotent; never
@@ -85,6 +85,7 @@ class SyncMesh {
   const std::shared_ptr<gloo::transport::Device> device_;
   const std::chrono::milliseconds pair_timeout_;
   const int send_buffer_bytes_;
+  const size_t max_message_bytes_;
 
   mutable absl::Mutex mu_;
   std::shared_ptr<gloo::Context> context_ ABSL_GUARDED_BY(mu_);
@@ -93,6 +94,7 @@ class SyncMesh {
   // Duplicates of the pairs' sockets (DuplicatePairSocket), by rank.
   std::vector<int> sockets_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> peer_addresses_ ABSL_GUARDED_BY(mu_);
+  size_t message_limit_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace dist_gloo
