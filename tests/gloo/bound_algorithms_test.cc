@@ -235,7 +235,9 @@ void CheckBarriers(int rank, int world, dist_backend_comm_t* comm, const std::st
 
 void CheckDataOps(int rank, int world, dist_backend_comm_t* comm) {
   const dist_backend_plugin_t* p = Plugin();
-  for (size_t bytes : {size_t{1}, size_t{13}, size_t{5000}, size_t{100000}}) {
+  // 1000000: a broadcast of 1 MB and all_gathers of 2-4 MB, on the legacy
+  // classes (up to 4 MiB) with 1 MB messages.
+  for (size_t bytes : {size_t{1}, size_t{13}, size_t{5000}, size_t{100000}, size_t{1000000}}) {
     for (int root = 0; root < world; ++root) {
       for (bool in_place : {false, true}) {
         std::vector<uint8_t> send(bytes), recv(bytes, 0xee);

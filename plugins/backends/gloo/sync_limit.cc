@@ -3,14 +3,15 @@
 #include <algorithm>
 #include <vector>
 
-#include "gloo/allreduce_ring.h"
 #include "gloo/algorithm.h"
+#include "gloo/allreduce_ring.h"
 #include "plugins/backends/gloo/pair_access.h"
 
 namespace dist_gloo {
 
 size_t SyncMessageLimit(int64_t smallest_send_buffer) {
-  const size_t quarter = smallest_send_buffer > 0 ? static_cast<size_t>(smallest_send_buffer) / 4 : 0;
+  const size_t quarter =
+      smallest_send_buffer > 0 ? static_cast<size_t>(smallest_send_buffer) / 4 : 0;
   if (quarter == 0) return 0;
   size_t limit = 1;
   while (limit * 2 <= quarter && limit < kMaxSyncMessageBytes) limit *= 2;
