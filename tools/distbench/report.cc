@@ -34,8 +34,12 @@ void TablePrinter::PrintHeader() {
   absl::FPrintF(out_, "\n# world size %d, host %s, device %s, init %s\n", info_.world_size,
                 info_.host, info_.device, info_.init_method);
   if (info_.init_ms_max >= 0) {
-    absl::FPrintF(out_, "# dist_init %.1f ms (slowest rank), %.1f ms (fastest)\n",
-                  info_.init_ms_max, info_.init_ms_min);
+    absl::FPrintF(out_, "# dist_init %.1f ms (slowest rank), %.1f ms (fastest)", info_.init_ms_max,
+                  info_.init_ms_min);
+    if (info_.init_ms_after_last_call >= 0) {
+      absl::FPrintF(out_, ", %.1f ms after the last rank called it", info_.init_ms_after_last_call);
+    }
+    absl::FPrintF(out_, "\n");
   }
   absl::FPrintF(out_, "# warmup %d, iters %d x %d rounds (median round, slowest rank), check %s\n",
                 info_.warmup, info_.iters, info_.rounds, info_.check ? "on" : "off");
@@ -167,6 +171,7 @@ nlohmann::json ToJson(const RunInfo& info, const std::vector<Row>& rows) {
       {"baseline", baseline},
       {"date", info.date},
       {"init_ms", info.init_ms_max},
+      {"init_ms_after_last_call", info.init_ms_after_last_call},
       {"results", results},
   };
 }

@@ -34,6 +34,11 @@ struct RunInfo {
   std::string date;              // ISO 8601, UTC
   double init_ms_max = -1;       // dist_init, slowest rank (-1: unknown)
   double init_ms_min = -1;       // dist_init, fastest rank
+  // From the moment the last rank called dist_init until the last rank
+  // returned (wall clocks: exact on one host, off by the clocks' skew
+  // across hosts). The slowest rank's own figure also counts its wait for
+  // ranks that were started later; this one does not.
+  double init_ms_after_last_call = -1;
 };
 
 // Streams the table: the header once, a column header per operation, a line

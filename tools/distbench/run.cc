@@ -158,6 +158,16 @@ int RunRank(const RunConfig& config) {
       info.init_ms_max = *slowest;
       info.init_ms_min = *fastest;
     }
+    // And from the last rank's call on (report.h): milliseconds since the
+    // epoch fit a double to well under a microsecond.
+    const double called_ms = absl::ToDoubleMilliseconds(init_start - absl::UnixEpoch());
+    absl::StatusOr<double> last_call =
+        AllReduceDouble(pg, config.bench.device, called_ms, DIST_MAX);
+    absl::StatusOr<double> last_return =
+        AllReduceDouble(pg, config.bench.device, called_ms + init_ms, DIST_MAX);
+    if (last_call.ok() && last_return.ok()) {
+      info.init_ms_after_last_call = *last_return - *last_call;
+    }
   }
   // After the start-up figures are in (the all-reduces above wait for every
   // rank's dist_init): listing the plugins loads every one (NCCL with the
