@@ -40,26 +40,43 @@ void CheckLaterCallsFail(int rank, dist_backend_comm_t* comm, const std::string&
   dist_error_destroy(e);
 }
 
+// This rank's communicator of `world` over the file store in `dir`, whose
+// Gloo operations time out after `timeout_ms`.
+dist_backend_comm_t* ConnectWithTimeout(int rank, int world, const std::string& dir,
+                                        int64_t timeout_ms) {
+  dist_store_t* store = OpenStore(dir + "/store");
+  dist_backend_comm_t* comm = nullptr;
+  CommOptions options;
+  options.timeout_ms = timeout_ms;
+  RANK_OK(rank, CreateComm(store, rank, world, options, &comm));
+  return comm;
+}
+
+// Runs all_reduce `a` to its end and says how it ended and after how long
+// (on stderr, and `took`).
+dist_error_t* TimedAllReduce(int rank, dist_backend_comm_t* comm, const dist_op_args_t& a,
+                             absl::Duration* took) {
+  const absl::Time start = absl::Now();
+  dist_error_t* e = RunOp(Plugin()->all_reduce, comm, a);
+  *took = absl::Now() - start;
+  std::fprintf(stderr, "rank %d after %s: %s: %s\n", rank, absl::FormatDuration(*took).c_str(),
+               dist_error_code_name(dist_error_code(e)), dist_error_message(e));
+  return e;
+}
+
 TEST(GlooFailure, KilledPeerIsNamedOnEverySurvivor) {
   const std::string dir = TempDir("killed");
   constexpr int64_t kTimeoutMs = 8000;
   auto results = RunRanks(3, absl::Seconds(60), [&](int rank) {
-    dist_store_t* store = OpenStore(dir + "/store");
-    dist_backend_comm_t* comm = nullptr;
-    CommOptions options;
-    options.timeout_ms = kTimeoutMs;
-    RANK_OK(rank, CreateComm(store, rank, 3, options, &comm));
+    dist_backend_comm_t* comm = ConnectWithTimeout(rank, 3, dir, kTimeoutMs);
     std::vector<float> in(100000, 1.f), out(100000);
     dist_op_args_t a = SumArgs(&in, &out);
     RANK_OK(rank, RunOp(Plugin()->all_reduce, comm, a));
     RANK_CHECK(rank, out[0] == 3.f);
     if (rank == 2) raise(SIGKILL);  // dies between two collectives
     absl::SleepFor(absl::Milliseconds(200));
-    const absl::Time start = absl::Now();
-    dist_error_t* e = RunOp(Plugin()->all_reduce, comm, a);
-    const absl::Duration took = absl::Now() - start;
-    std::fprintf(stderr, "rank %d after %s: %s: %s\n", rank, absl::FormatDuration(took).c_str(),
-                 dist_error_code_name(dist_error_code(e)), dist_error_message(e));
+    absl::Duration took;
+    dist_error_t* e = TimedAllReduce(rank, comm, a, &took);
     RANK_CHECK(rank, e != nullptr);
     RANK_CHECK(rank, took < absl::Milliseconds(kTimeoutMs));
     RANK_CHECK(rank, absl::StrContains(dist_error_message(e), "rank 2"));
@@ -85,11 +102,7 @@ TEST(GlooFailure, SilentPeerTimesOutAndIsNamed) {
   // gives 800 ms.
   constexpr int64_t kTimeoutMs = 10000;
   auto results = RunRanks(3, absl::Seconds(60), [&](int rank) {
-    dist_store_t* store = OpenStore(dir + "/store");
-    dist_backend_comm_t* comm = nullptr;
-    CommOptions options;
-    options.timeout_ms = kTimeoutMs;
-    RANK_OK(rank, CreateComm(store, rank, 3, options, &comm));
+    dist_backend_comm_t* comm = ConnectWithTimeout(rank, 3, dir, kTimeoutMs);
     std::vector<float> in(1000, 1.f), out(1000);
     dist_op_args_t a = SumArgs(&in, &out);
     RANK_OK(rank, RunOp(Plugin()->all_reduce, comm, a));
@@ -97,11 +110,8 @@ TEST(GlooFailure, SilentPeerTimesOutAndIsNamed) {
       absl::SleepFor(absl::Milliseconds(kTimeoutMs + 3000));
       std::_Exit(0);
     }
-    const absl::Time start = absl::Now();
-    dist_error_t* e = RunOp(Plugin()->all_reduce, comm, a);
-    const absl::Duration took = absl::Now() - start;
-    std::fprintf(stderr, "rank %d after %s: %s: %s\n", rank, absl::FormatDuration(took).c_str(),
-                 dist_error_code_name(dist_error_code(e)), dist_error_message(e));
+    absl::Duration took;
+    dist_error_t* e = TimedAllReduce(rank, comm, a, &took);
     RANK_CHECK(rank, dist_error_code(e) == DIST_UNAVAILABLE);
     RANK_CHECK(rank, took >= absl::Milliseconds(kTimeoutMs / 2));  // it did wait
     // Within the timeout, plus scheduling slack: on a loaded 2-core machine
@@ -191,11 +201,7 @@ TEST(GlooFailure, MissingRankAtSynchronousConnectIsNamed) {
   const std::string dir = TempDir("missing_sync");
   constexpr int64_t kTimeoutMs = 1500;
   auto results = RunRanks(3, absl::Seconds(60), [&](int rank) {
-    dist_store_t* store = OpenStore(dir + "/store");
-    dist_backend_comm_t* comm = nullptr;
-    CommOptions options;
-    options.timeout_ms = kTimeoutMs;
-    RANK_OK(rank, CreateComm(store, rank, 3, options, &comm));
+    dist_backend_comm_t* comm = ConnectWithTimeout(rank, 3, dir, kTimeoutMs);
     if (rank == 2) {  // connected, alive, but never runs a collective
       absl::SleepFor(absl::Milliseconds(kTimeoutMs + 1500));
       Plugin()->comm_destroy(comm);
@@ -203,11 +209,8 @@ TEST(GlooFailure, MissingRankAtSynchronousConnectIsNamed) {
     }
     std::vector<float> in(8, 1.f), out(8);
     dist_op_args_t a = SumArgs(&in, &out);
-    const absl::Time start = absl::Now();
-    dist_error_t* e = RunOp(Plugin()->all_reduce, comm, a);
-    const absl::Duration took = absl::Now() - start;
-    std::fprintf(stderr, "rank %d after %s: %s: %s\n", rank, absl::FormatDuration(took).c_str(),
-                 dist_error_code_name(dist_error_code(e)), dist_error_message(e));
+    absl::Duration took;
+    dist_error_t* e = TimedAllReduce(rank, comm, a, &took);
     RANK_CHECK(rank, dist_error_code(e) == DIST_UNAVAILABLE);
     const std::string message = dist_error_message(e);
     RANK_CHECK(rank, absl::StrContains(message, "waiting for the address of rank(s) 2"));
@@ -257,11 +260,7 @@ void ExpectMismatchFailsWithin(int rank, dist_backend_comm_t* comm, const dist_o
 TEST(GlooFailure, MismatchedCountsOnSynchronousPairsFail) {
   const std::string dir = TempDir("mismatch_sync");
   auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
-    dist_store_t* store = OpenStore(dir + "/store");
-    dist_backend_comm_t* comm = nullptr;
-    CommOptions options;
-    options.timeout_ms = 3000;
-    RANK_OK(rank, CreateComm(store, rank, 2, options, &comm));
+    dist_backend_comm_t* comm = ConnectWithTimeout(rank, 2, dir, 3000);
     std::vector<float> buffer(64, 1.f);
     dist_op_args_t a = Args();
     a.send = a.recv = Buffer(buffer.data(), 8, DIST_FLOAT32);
