@@ -31,6 +31,8 @@ done
 [ "$(grep -c '^# distbench:' "$TMP/all.out")" = 1 ] || fail "the header is not printed exactly once (only rank 0 prints)"
 grep -q '^# world size 2' "$TMP/all.out" || fail "header lacks the world size"
 grep -q 'backend gloo' "$TMP/all.out" || fail "header lacks the backend"
+grep -Eq '^# dist_init [0-9.]+ ms \(slowest rank\), [0-9.]+ ms \(fastest\), [0-9.]+ ms after the last rank called it$' \
+  "$TMP/all.out" || fail "header lacks dist_init's three figures"
 for op in all_reduce broadcast reduce all_gather gather scatter reduce_scatter all_to_all barrier sendrecv; do
   grep -q "^# $op\$" "$TMP/all.out" || fail "no table for $op"
 done

@@ -63,6 +63,13 @@ int CheckAll(const std::string& json_path, const std::string& csv_path, int tabl
   Expect(doc["backend"] == "gloo", "backend is not gloo");
   Expect(doc["world_size"] == 2, "world_size is not 2");
   Expect(static_cast<int>(results.size()) == table_rows, "JSON rows differ from the table's");
+  // dist_init counted from the last rank's call can be no longer than the
+  // slowest rank's whole dist_init, and no shorter than nothing.
+  const double init_ms = doc["init_ms"];
+  const double after_last = doc["init_ms_after_last_call"];
+  Expect(init_ms > 0 && after_last >= 0 && after_last <= init_ms + 1e-6,
+         "init_ms_after_last_call " + std::to_string(after_last) + " is not within 0.." +
+             std::to_string(init_ms));
 
   // all_reduce of float32 from 8 B to 64 KiB by 2: 14 sizes, 2 elements up.
   const std::vector<nlohmann::json> ar = OfOp(doc, "all_reduce");
