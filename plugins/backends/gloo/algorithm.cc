@@ -16,6 +16,10 @@ constexpr size_t kBoundMaxBytes = 1 << 20;
 // measured (3 and 4 ranks, 8 B-32 KiB, 2026-12-02), on the asynchronous
 // ones above 32 KiB, and on 8 ranks at every size (2-7x). README.md,
 // "Algorithm choice".
+// On 2 ranks AllreduceRing wins up to this size and AllreduceHalvingDoubling
+// above it, both on synchronous pairs (1 MiB: 396-407 against 697-735 us;
+// 512 KiB: 216-221 against 251-264 us; 3 runs each, alternating).
+constexpr size_t kTwoRankRingMaxBytes = 512 << 10;
 // Above kBoundMaxBytes on more than two ranks: gloo::allreduce's bcube
 // below this, its ring from it (measured before the bound classes came).
 constexpr size_t kGlooBcubeBelowBytes = 4 << 20;
@@ -96,7 +100,8 @@ AllReduceAlgorithm AlgorithmPolicy::ForAllReduce(size_t bytes, size_t count, int
     return world_size > 2 && bytes < kGlooBcubeBelowBytes ? AllReduceAlgorithm::kGlooBcube
                                                           : AllReduceAlgorithm::kGlooRing;
   }
-  return world_size <= 2 ? AllReduceAlgorithm::kRing : AllReduceAlgorithm::kHalvingDoubling;
+  return world_size <= 2 && bytes <= kTwoRankRingMaxBytes ? AllReduceAlgorithm::kRing
+                                                          : AllReduceAlgorithm::kHalvingDoubling;
 }
 
 bool AlgorithmPolicy::BoundBroadcast(size_t bytes, int /*world_size*/) const {
