@@ -17,8 +17,9 @@
 // What that gives (the pairs ask for 4 MiB, EnlargeSendBuffers): 64 KiB on
 // a default Linux (net.core.wmem_max 208 KiB, so the buffer is 416 KiB);
 // the cap, kMaxSyncMessageBytes, where wmem_max is 4 MiB or more (this VM).
-// Above the cap the bound classes give way to Gloo's unbound entry points
-// anyway (algorithm.cc), which need the asynchronous pairs.
+// Above the cap all_reduce leaves the bound classes anyway (algorithm.cc),
+// and the few larger broadcasts and all_gathers they run (up to 4 MiB) go
+// on the asynchronous pairs.
 //
 // Why agreed: each rank puts an operation on the synchronous pairs or not
 // by its size, so all must use the same limit, and hosts differ in
