@@ -151,22 +151,17 @@ int RunRank(const RunConfig& config) {
   info.date = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
   {
     // Start-up cost: dist_init on the slowest rank, and the fastest rank's
-    // (the difference is mostly when each process started).
-    absl::StatusOr<double> slowest = AllReduceDouble(pg, config.bench.device, init_ms, DIST_MAX);
-    absl::StatusOr<double> fastest = AllReduceDouble(pg, config.bench.device, init_ms, DIST_MIN);
-    if (slowest.ok() && fastest.ok()) {
-      info.init_ms_max = *slowest;
-      info.init_ms_min = *fastest;
-    }
-    // And from the last rank's call on (report.h): milliseconds since the
+    // (the difference is mostly when each process started); and from the
+    // last rank's call on (report.h). One all-reduce of maxima: the
+    // fastest is minus the largest negation, and milliseconds since the
     // epoch fit a double to well under a microsecond.
     const double called_ms = absl::ToDoubleMilliseconds(init_start - absl::UnixEpoch());
-    absl::StatusOr<double> last_call =
-        AllReduceDouble(pg, config.bench.device, called_ms, DIST_MAX);
-    absl::StatusOr<double> last_return =
-        AllReduceDouble(pg, config.bench.device, called_ms + init_ms, DIST_MAX);
-    if (last_call.ok() && last_return.ok()) {
-      info.init_ms_after_last_call = *last_return - *last_call;
+    absl::StatusOr<std::vector<double>> maxima = AllReduceDoubles(
+        pg, config.bench.device, {init_ms, -init_ms, called_ms, called_ms + init_ms}, DIST_MAX);
+    if (maxima.ok()) {
+      info.init_ms_max = (*maxima)[0];
+      info.init_ms_min = -(*maxima)[1];
+      info.init_ms_after_last_call = (*maxima)[3] - (*maxima)[2];
     }
   }
   // After the start-up figures are in (the all-reduces above wait for every
