@@ -28,7 +28,8 @@ size_t AgreeSyncMessageLimit(const std::shared_ptr<gloo::Context>& context, int 
     gloo::AllreduceRing<int64_t> agree(context, data, 1, gloo::ReductionFunction<int64_t>::min);
     agree.run();
   }
-  return static_cast<size_t>(limit);
+  // A peer's number is input: a negative one allows nothing, not 2^64.
+  return limit < 0 ? 0 : static_cast<size_t>(limit);
 }
 
 }  // namespace dist_gloo
