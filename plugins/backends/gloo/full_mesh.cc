@@ -1,7 +1,13 @@
 #include "plugins/backends/gloo/full_mesh.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cstring>
+#include <deque>
 #include <exception>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -11,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gloo/transport/context.h"
+#include "gloo/transport/tcp/address.h"
 #include "plugins/backends/gloo/pair_access.h"
 
 namespace dist_gloo {
@@ -39,6 +46,148 @@ absl::StatusOr<std::string> GetAddresses(const dist::StoreView& store, const std
   }
 }
 
+// Whether this rank's end of a pair makes the connection in connect()
+// (true) or waits there for the peer's (false). Gloo 0.5's tcp::Pair::connect decides it so: the
+// end whose listening address is larger (address bytes, then the port as stored, in network order)
+// connects; the other end's listening socket accepts in the device thread, whether or not its
+// connect() has been called yet. So a rank that makes all its own connects before waiting on any
+// accept can connect every pair from one thread, and no rank waits on another's wait. Takes both
+// ends' addresses as published: the pair's own copy changes in the device thread once the peer
+// connects.
+bool WeConnect(const std::vector<char>& self_bytes, const std::vector<char>& peer_bytes) {
+  const gloo::transport::tcp::Address self(self_bytes);
+  const gloo::transport::tcp::Address peer(peer_bytes);
+  const sockaddr_storage& a = self.getSockaddr();
+  const sockaddr_storage& b = peer.getSockaddr();
+  int order = 0;
+  if (a.ss_family == AF_INET && b.ss_family == AF_INET) {
+    const auto& sa = reinterpret_cast<const sockaddr_in&>(a);
+    const auto& sb = reinterpret_cast<const sockaddr_in&>(b);
+    order = std::memcmp(&sa.sin_addr, &sb.sin_addr, sizeof(in_addr));
+    if (order == 0) order = static_cast<int>(sa.sin_port) - static_cast<int>(sb.sin_port);
+  } else if (a.ss_family == AF_INET6 && b.ss_family == AF_INET6) {
+    const auto& sa = reinterpret_cast<const sockaddr_in6&>(a);
+    const auto& sb = reinterpret_cast<const sockaddr_in6&>(b);
+    order = std::memcmp(&sa.sin6_addr, &sb.sin6_addr, sizeof(in6_addr));
+    if (order == 0) order = static_cast<int>(sa.sin6_port) - static_cast<int>(sb.sin6_port);
+  } else {
+    return true;  // connect() reports the mismatch itself
+  }
+  return order > 0;
+}
+
+// Connects the pairs of one transport context on a few threads. A few, not
+// one per pair: at 64 ranks on 2 cores, creating and tearing down 63
+// threads a rank was most of dist_init (README.md, "Start-up"). More than
+// one, because Gloo's connect() on the connecting end unregisters the
+// pair's listening socket and then waits for the device thread to finish
+// its current turn, up to 10 ms when no other event wakes it; in parallel
+// those waits overlap. Pairs are connected in the order they are started,
+// so the connects this rank makes all come before its waits for peers'.
+class Connector {
+ public:
+  Connector(gloo::transport::Context& transport, int rank, int size)
+      : transport_(transport), rank_(rank), size_(size) {}
+  ~Connector() { (void)Finish(); }
+
+  // Queues `peer`'s pair to be connected to `address`.
+  void Start(int peer, std::vector<char> address) {
+    absl::MutexLock lock(&mu_);
+    if (!status_.ok()) return;
+    queue_.emplace_back(peer, std::move(address));
+    pending_.insert(peer);
+    if (threads_.size() < kThreads && threads_.size() < pending_.size()) {
+      threads_.emplace_back([this] { Work(); });
+    }
+  }
+
+  // Fails every pair with `status` (the first failure wins), which wakes
+  // every connect still waiting.
+  void Fail(const absl::Status& status) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!status_.ok()) return;
+      status_ = status;
+      queue_.clear();
+    }
+    FailTransportPairs(transport_, rank_, size_, std::string(status.message()));
+  }
+
+  bool ok() {
+    absl::MutexLock lock(&mu_);
+    return status_.ok();
+  }
+
+  // Waits until every pair started is connected or one failed. At
+  // `deadline` it fails the pairs still connecting, naming their peers:
+  // Gloo itself gives a connect five times the pair's timeout.
+  void Await(absl::Time deadline, absl::Duration timeout, absl::string_view hint) {
+    std::string late;
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithDeadline(absl::Condition(this, &Connector::Settled), deadline)) return;
+      late = absl::StrJoin(pending_, ", ");
+    }
+    Fail(absl::DeadlineExceededError(absl::StrCat("Gloo rendezvous timed out after ",
+                                                  absl::FormatDuration(timeout),
+                                                  " connecting to rank(s) ", late, "; ", hint)));
+  }
+
+  // Waits for the connecting threads; the first failure, if any.
+  absl::Status Finish() {
+    std::vector<std::thread> threads;
+    {
+      absl::MutexLock lock(&mu_);
+      done_ = true;
+      threads.swap(threads_);
+    }
+    for (std::thread& thread : threads) thread.join();
+    absl::MutexLock lock(&mu_);
+    return status_;
+  }
+
+ private:
+  static constexpr size_t kThreads = 4;
+
+  bool Settled() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return pending_.empty() || !status_.ok();
+  }
+  bool WorkOrDone() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || done_; }
+
+  void Work() {
+    for (;;) {
+      std::pair<int, std::vector<char>> next;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(this, &Connector::WorkOrDone));
+        if (queue_.empty()) return;
+        next = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      const int peer = next.first;
+      try {
+        transport_.getPair(peer)->connect(next.second);
+      } catch (const std::exception& e) {
+        Fail(absl::UnavailableError(
+            absl::StrCat("could not connect to rank ", peer, ": ", e.what())));
+      }
+      absl::MutexLock lock(&mu_);
+      pending_.erase(peer);
+    }
+  }
+
+  gloo::transport::Context& transport_;
+  const int rank_;
+  const int size_;
+  absl::Mutex mu_;
+  std::deque<std::pair<int, std::vector<char>>> queue_ ABSL_GUARDED_BY(mu_);
+  // Started and not yet connected, in rank order for the error message.
+  std::set<int> pending_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
 }  // namespace
 
 absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& store,
@@ -63,13 +212,13 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
     return set;
 
   const absl::Time deadline = absl::Now() + timeout;
-  absl::Mutex mu;
-  std::vector<int> failed;
-  std::string first_error;
-  std::vector<std::thread> connecting;
-  connecting.reserve(size);
+  Connector connector(*transport, rank, size);
+  // The pairs whose peer connects, started after every connect this rank
+  // makes (see WeConnect).
+  std::vector<std::pair<int, std::vector<char>>> accepting;
+  accepting.reserve(size);
   absl::Status status;
-  for (int peer = 0; peer < size && status.ok(); ++peer) {
+  for (int peer = 0; peer < size && status.ok() && connector.ok(); ++peer) {
     if (peer == rank) continue;
     absl::StatusOr<std::string> theirs =
         GetAddresses(store, absl::StrCat(options.key_prefix, peer), deadline, options.cancelled);
@@ -94,26 +243,21 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
     }
     std::vector<char> address(theirs->begin() + slot * address_bytes,
                               theirs->begin() + (slot + 1) * address_bytes);
-    gloo::transport::Pair* pair = transport->getPair(peer).get();
-    connecting.emplace_back([pair, peer, address = std::move(address), &mu, &failed, &first_error] {
-      try {
-        pair->connect(address);
-      } catch (const std::exception& e) {
-        absl::MutexLock lock(&mu);
-        failed.push_back(peer);
-        if (first_error.empty()) first_error = e.what();
-      }
-    });
+    const size_t own_slot = static_cast<size_t>(peer < rank ? peer : peer - 1);
+    const std::vector<char> own(mine.begin() + own_slot * address_bytes,
+                                mine.begin() + (own_slot + 1) * address_bytes);
+    if (WeConnect(own, address)) {
+      connector.Start(peer, std::move(address));
+    } else {
+      accepting.emplace_back(peer, std::move(address));
+    }
   }
   // A peer that never published its address will not connect either: wake
-  // the threads still connecting instead of waiting out their timeouts.
-  if (!status.ok()) FailTransportPairs(*transport, rank, size, std::string(status.message()));
-  for (std::thread& thread : connecting) thread.join();
-  if (!status.ok()) return status;
-  if (!failed.empty()) {
-    return absl::UnavailableError(absl::StrCat("could not connect to rank(s) ",
-                                               absl::StrJoin(failed, ", "), ": ", first_error));
-  }
+  // whatever is still connecting instead of waiting out its timeout.
+  if (!status.ok()) connector.Fail(status);
+  for (auto& [peer, address] : accepting) connector.Start(peer, std::move(address));
+  connector.Await(deadline, timeout, options.hint);
+  if (absl::Status connected = connector.Finish(); !connected.ok()) return connected;
   AdoptTransport(context, std::move(transport), device);
   return absl::OkStatus();
 }

@@ -6,10 +6,12 @@
 // block until that peer has reached the same pair in its own loop. The
 // waits chain across ranks, so on a loaded host start-up grew with the
 // world size times a scheduling delay (README.md, "Start-up"). Here each
-// rank publishes its addresses (one key, as Gloo does), fetches each peer's
-// with one get (the store's get waits for the key), and connects every pair
-// on its own thread as soon as the address is in, so no pair waits for
-// another.
+// rank publishes its addresses (one key, as Gloo does) and fetches each
+// peer's with one get (the store's get waits for the key). Of each pair,
+// Gloo makes one end connect and the other accept; this rank hands the
+// connects it makes to a few threads as the addresses come in, and waits
+// for the peers' connects only after that, so no rank ever waits on
+// another's wait.
 #ifndef DIST_PLUGINS_BACKENDS_GLOO_FULL_MESH_H_
 #define DIST_PLUGINS_BACKENDS_GLOO_FULL_MESH_H_
 
@@ -38,8 +40,9 @@ struct MeshOptions {
 
 // Connects all pairs of `context` (rank and size set, not yet connected)
 // over `device`, meeting through `store` within `timeout`; the connections
-// keep the context's timeout. Errors name the ranks that never published
-// their address or could not be connected.
+// keep the context's timeout. An error names the rank that never published
+// its address or could not be connected (the first failure; it fails every
+// other pair at once, so no connect waits out its timeout after it).
 absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& store,
                              const std::shared_ptr<gloo::transport::Device>& device,
                              absl::Duration timeout, const MeshOptions& options = {});

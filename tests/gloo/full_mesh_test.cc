@@ -1,0 +1,132 @@
+// ConnectFullMesh with real Gloo TCP pairs on loopback, ranks as threads of
+// one process meeting through an in-memory store: every pair connects and
+// carries data, and a peer that vanishes after publishing its addresses
+// fails every rank within the timeout instead of hanging one.
+#include "plugins/backends/gloo/full_mesh.h"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "dist/cpp/store.hpp"
+#include "gloo/alltoall.h"
+#include "gloo/context.h"
+#include "gloo/transport/tcp/device.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tools/common/memory_store.h"
+
+namespace dist_gloo {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kPrefix[] = "mesh/";
+
+MeshOptions Options() {
+  MeshOptions options;
+  options.key_prefix = kPrefix;
+  return options;
+}
+
+std::shared_ptr<gloo::transport::Device> LoopbackDevice() {
+  gloo::transport::tcp::attr attr;
+  attr.hostname = "127.0.0.1";
+  return gloo::transport::tcp::CreateDevice(attr);
+}
+
+struct StoreHolder {
+  dist_store_t* table = dist::NewMemoryStore();
+  ~StoreHolder() { table->release(table->ctx); }
+  dist::StoreView view() const { return dist::StoreView(table); }
+};
+
+// Twelve ranks: each rank makes the connections of the pairs where Gloo
+// puts it on the connecting side and waits for the others, so a wrong side
+// (or a connect that waits on a peer's wait) would stall ranks into the
+// timeout. Then an all-to-all, which uses every pair, checks that each
+// pair reaches the right peer.
+TEST(ConnectFullMesh, EveryPairConnectsAndCarriesData) {
+  constexpr int kRanks = 12;
+  StoreHolder store;
+  std::vector<absl::Status> connected(kRanks);
+  std::vector<std::vector<int64_t>> received(kRanks);
+  auto rank_main = [&](int rank) {
+    auto context = std::make_shared<gloo::Context>(rank, kRanks);
+    context->setTimeout(std::chrono::seconds(30));
+    connected[rank] =
+        ConnectFullMesh(*context, store.view(), LoopbackDevice(), absl::Seconds(30), Options());
+    if (!connected[rank].ok()) return;
+    // Rank r sends r * 1000 + p to rank p.
+    std::vector<int64_t> send(kRanks);
+    for (int peer = 0; peer < kRanks; ++peer) send[peer] = rank * 1000 + peer;
+    received[rank].assign(kRanks, -1);
+    gloo::AlltoallOptions options(context);
+    options.setInput(send.data(), send.size());
+    options.setOutput(received[rank].data(), received[rank].size());
+    gloo::alltoall(options);
+  };
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < kRanks; ++rank) ranks.emplace_back(rank_main, rank);
+  for (std::thread& thread : ranks) thread.join();
+  for (int rank = 0; rank < kRanks; ++rank) {
+    ASSERT_TRUE(connected[rank].ok()) << "rank " << rank << ": " << connected[rank];
+    for (int peer = 0; peer < kRanks; ++peer) {
+      EXPECT_EQ(received[rank][peer], peer * 1000 + rank) << "rank " << rank << " from " << peer;
+    }
+  }
+}
+
+// Rank 3 publishes the addresses of its pairs and then closes them, as a
+// process that dies right after publishing would. Every other rank must
+// fail within the timeout, and rank 3 must be named.
+TEST(ConnectFullMesh, APeerGoneAfterPublishingFailsEveryRankInTime) {
+  constexpr int kRanks = 4;
+  constexpr int kGone = 3;
+  const absl::Duration timeout = absl::Seconds(2);
+  StoreHolder store;
+  {
+    auto device = LoopbackDevice();
+    auto transport = device->createContext(kGone, kRanks);
+    std::string addresses;
+    for (int peer = 0; peer < kGone; ++peer) {
+      const std::vector<char> bytes = transport->createPair(peer)->address().bytes();
+      addresses.append(bytes.begin(), bytes.end());
+    }
+    ASSERT_TRUE(store.view().Set(absl::StrCat(kPrefix, kGone), addresses).ok());
+  }  // the listening sockets close here
+  std::vector<absl::Status> connected(kGone);
+  std::vector<absl::Duration> took(kGone);
+  auto rank_main = [&](int rank) {
+    auto context = std::make_shared<gloo::Context>(rank, kRanks);
+    context->setTimeout(std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+    const absl::Time start = absl::Now();
+    connected[rank] = ConnectFullMesh(*context, store.view(), LoopbackDevice(), timeout, Options());
+    took[rank] = absl::Now() - start;
+  };
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < kGone; ++rank) ranks.emplace_back(rank_main, rank);
+  for (std::thread& thread : ranks) thread.join();
+  bool named = false;
+  for (int rank = 0; rank < kGone; ++rank) {
+    ASSERT_FALSE(connected[rank].ok()) << "rank " << rank;
+    EXPECT_THAT(std::string(connected[rank].message()), HasSubstr("connect"))
+        << "rank " << rank;
+    named |= absl::StrContains(connected[rank].message(), "rank 3") ||
+             absl::StrContains(connected[rank].message(), "rank(s) 3");
+    // The timeout, once, plus scheduling: not Gloo's five times the pair's
+    // timeout for a connect, nor one timeout per pair.
+    EXPECT_LT(took[rank], timeout + absl::Seconds(2)) << "rank " << rank << ": " << connected[rank];
+  }
+  EXPECT_TRUE(named) << connected[0] << "\n" << connected[1] << "\n" << connected[2];
+}
+
+}  // namespace
+}  // namespace dist_gloo
