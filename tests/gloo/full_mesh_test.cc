@@ -117,8 +117,7 @@ TEST(ConnectFullMesh, APeerGoneAfterPublishingFailsEveryRankInTime) {
   bool named = false;
   for (int rank = 0; rank < kGone; ++rank) {
     ASSERT_FALSE(connected[rank].ok()) << "rank " << rank;
-    EXPECT_THAT(std::string(connected[rank].message()), HasSubstr("connect"))
-        << "rank " << rank;
+    EXPECT_THAT(std::string(connected[rank].message()), HasSubstr("connect")) << "rank " << rank;
     named |= absl::StrContains(connected[rank].message(), "rank 3") ||
              absl::StrContains(connected[rank].message(), "rank(s) 3");
     // The timeout, once, plus scheduling: not Gloo's five times the pair's

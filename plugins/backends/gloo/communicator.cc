@@ -91,7 +91,7 @@ absl::Status RunCollective(const Op& op, const OpEnv& env) {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
-    const dist_comm_config_t& config, std::shared_ptr<gloo::transport::Device> device) {
+    const dist_comm_config_t& config, std::shared_ptr<LoopKicker> device) {
   // Gloo writes without MSG_NOSIGNAL: Gloo's loop thread (started with the
   // device) and this communicator's threads inherit a mask with SIGPIPE
   // blocked, and writes made here (connecting) raise none (no_sigpipe.hpp).
@@ -131,7 +131,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
     absl::StatusOr<std::shared_ptr<gloo::transport::Device>> created =
         CreateDevice(config, &description);
     if (!created.ok()) return created.status();
-    device = *std::move(created);
+    device = LoopKicker::Create(*std::move(created));
     if (dist::LogEnabled(DIST_LOG_DEBUG))
       dist::Log(DIST_LOG_DEBUG, absl::StrCat("transport: ", description));
   }
@@ -154,10 +154,13 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
   absl::Status connected;
   try {
     if (gloo_connect) {
-      context->connectFullMesh(store, device);
+      std::shared_ptr<gloo::transport::Device> gloo_device = device->device();
+      context->connectFullMesh(store, gloo_device);
     } else {
-      connected = ConnectFullMesh(*context, dist::StoreView(config.store), device,
-                                  absl::FromChrono(timeout));
+      MeshOptions options;
+      options.kicker = device.get();
+      connected = ConnectFullMesh(*context, dist::StoreView(config.store), device->device(),
+                                  absl::FromChrono(timeout), options);
     }
   } catch (const std::exception& e) {
     absl::Status store_error = store.first_error();
@@ -185,8 +188,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
                        sync_pairs, static_cast<size_t>(sync_max_bytes)));
 }
 
-Communicator::Communicator(const dist_comm_config_t& config,
-                           std::shared_ptr<gloo::transport::Device> device,
+Communicator::Communicator(const dist_comm_config_t& config, std::shared_ptr<LoopKicker> device,
                            std::shared_ptr<gloo::Context> context, AlgorithmPolicy policy,
                            bool inline_wait, bool sync_pairs, size_t sync_max_bytes)
     : rank_(config.rank),
@@ -210,7 +212,15 @@ Communicator::Communicator(const dist_comm_config_t& config,
   p2p_thread_ = std::thread([this] { P2pLoop(); });
 }
 
-Communicator::~Communicator() { Shutdown(); }
+Communicator::~Communicator() {
+  Shutdown();
+  // Closing each connected pair waits for the device thread's next turn
+  // (loop_kicker.h); the members would close them in this order anyway.
+  LoopKicker::Kick kick(device_.get());
+  bound_.reset();
+  sync_.reset();
+  context_.reset();
+}
 
 absl::Status Communicator::AbortedStatus() const { return absl::AbortedError(abort_reason_); }
 
@@ -482,6 +492,7 @@ void Communicator::Abort(const std::string& reason) {
   // Wakes an operation blocked in Gloo (and the peers, whose connections
   // to this rank close).
   dist::ScopedSigpipeBlock no_sigpipe;
+  LoopKicker::Kick kick(device_.get());  // closing a pair waits for the device thread
   FailAllPairs(*context_, abort_reason_);
   if (sync_ != nullptr) sync_->Abort(abort_reason_);
   const absl::Status aborted = absl::AbortedError(abort_reason_);

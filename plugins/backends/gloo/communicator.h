@@ -27,6 +27,7 @@
 #include "gloo/transport/device.h"
 #include "plugins/backends/gloo/algorithm.h"
 #include "plugins/backends/gloo/bound_algorithms.h"
+#include "plugins/backends/gloo/loop_kicker.h"
 #include "plugins/backends/gloo/op.h"
 #include "plugins/backends/gloo/sync_mesh.h"
 #include "plugins/backends/gloo/work.h"
@@ -35,10 +36,10 @@ namespace dist_gloo {
 
 class Communicator : public std::enable_shared_from_this<Communicator> {
  public:
-  // Collective over every rank of `config`. `device` is the parent's for a
-  // subgroup, or null to open one.
-  static absl::StatusOr<std::shared_ptr<Communicator>> Create(
-      const dist_comm_config_t& config, std::shared_ptr<gloo::transport::Device> device);
+  // Collective over every rank of `config`. `device` (the device and its
+  // kicker) is the parent's for a subgroup, or null to open one.
+  static absl::StatusOr<std::shared_ptr<Communicator>> Create(const dist_comm_config_t& config,
+                                                              std::shared_ptr<LoopKicker> device);
 
   ~Communicator();
 
@@ -71,7 +72,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  const std::shared_ptr<gloo::transport::Device>& device() const { return device_; }
+  const std::shared_ptr<LoopKicker>& device() const { return device_; }
 
  private:
   struct Task {
@@ -85,7 +86,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
     std::chrono::steady_clock::time_point deadline;
   };
 
-  Communicator(const dist_comm_config_t& config, std::shared_ptr<gloo::transport::Device> device,
+  Communicator(const dist_comm_config_t& config, std::shared_ptr<LoopKicker> device,
                std::shared_ptr<gloo::Context> context, AlgorithmPolicy policy, bool inline_wait,
                bool sync_pairs, size_t sync_max_bytes);
 
@@ -117,7 +118,9 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   const std::string group_;
   const std::chrono::milliseconds timeout_;
   const dist_store_t* store_;
-  std::shared_ptr<gloo::transport::Device> device_;
+  // Gloo's device, kicked while pairs close (abort, destroy); shared with
+  // subgroups and the synchronous pairs (loop_kicker.h).
+  std::shared_ptr<LoopKicker> device_;
   std::shared_ptr<gloo::Context> context_;
   std::vector<std::string> peer_addresses_;
   const AlgorithmPolicy policy_;

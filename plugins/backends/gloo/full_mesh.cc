@@ -7,6 +7,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "gloo/transport/context.h"
 #include "gloo/transport/tcp/address.h"
+#include "plugins/backends/gloo/loop_kicker.h"
 #include "plugins/backends/gloo/pair_access.h"
 
 namespace dist_gloo {
@@ -82,19 +84,20 @@ bool WeConnect(const std::vector<char>& self_bytes, const std::vector<char>& pee
 // one, because Gloo's connect() on the connecting end unregisters the
 // pair's listening socket and then waits for the device thread to finish
 // its current turn, up to 10 ms when no other event wakes it; in parallel
-// those waits overlap. Pairs are connected in the order they are started,
-// so the connects this rank makes all come before its waits for peers'.
+// those waits overlap, and a LoopKicker shortens them. Pairs are connected in the order they are
+// started, so the connects this rank makes all come before its waits for peers'.
 class Connector {
  public:
-  Connector(gloo::transport::Context& transport, int rank, int size)
-      : transport_(transport), rank_(rank), size_(size) {}
+  Connector(gloo::transport::Context& transport, int rank, int size, LoopKicker* kicker)
+      : transport_(transport), rank_(rank), size_(size), kicker_(kicker) {}
   ~Connector() { (void)Finish(); }
 
-  // Queues `peer`'s pair to be connected to `address`.
-  void Start(int peer, std::vector<char> address) {
+  // Queues `peer`'s pair to be connected to `address`; `we_connect`: this
+  // end makes the connection (see WeConnect).
+  void Start(int peer, std::vector<char> address, bool we_connect) {
     absl::MutexLock lock(&mu_);
     if (!status_.ok()) return;
-    queue_.emplace_back(peer, std::move(address));
+    queue_.push_back({peer, std::move(address), we_connect});
     pending_.insert(peer);
     if (threads_.size() < kThreads && threads_.size() < pending_.size()) {
       threads_.emplace_back([this] { Work(); });
@@ -110,6 +113,7 @@ class Connector {
       status_ = status;
       queue_.clear();
     }
+    LoopKicker::Kick kick(kicker_);  // closing connected pairs waits for the device thread
     FailTransportPairs(transport_, rank_, size_, std::string(status.message()));
   }
 
@@ -156,7 +160,7 @@ class Connector {
 
   void Work() {
     for (;;) {
-      std::pair<int, std::vector<char>> next;
+      Item next;
       {
         absl::MutexLock lock(&mu_);
         mu_.Await(absl::Condition(this, &Connector::WorkOrDone));
@@ -164,9 +168,14 @@ class Connector {
         next = std::move(queue_.front());
         queue_.pop_front();
       }
-      const int peer = next.first;
+      const int peer = next.peer;
       try {
-        transport_.getPair(peer)->connect(next.second);
+        // Only the connecting end waits for the device thread's turn; the
+        // accepting end waits for the peer, and kicking meanwhile would
+        // only cost CPU.
+        std::optional<LoopKicker::Kick> kick;
+        if (next.we_connect) kick.emplace(kicker_);
+        transport_.getPair(peer)->connect(next.address);
       } catch (const std::exception& e) {
         Fail(absl::UnavailableError(
             absl::StrCat("could not connect to rank ", peer, ": ", e.what())));
@@ -176,11 +185,18 @@ class Connector {
     }
   }
 
+  struct Item {
+    int peer = -1;
+    std::vector<char> address;
+    bool we_connect = false;
+  };
+
   gloo::transport::Context& transport_;
   const int rank_;
   const int size_;
+  LoopKicker* const kicker_;
   absl::Mutex mu_;
-  std::deque<std::pair<int, std::vector<char>>> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
   // Started and not yet connected, in rank order for the error message.
   std::set<int> pending_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
@@ -212,7 +228,7 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
     return set;
 
   const absl::Time deadline = absl::Now() + timeout;
-  Connector connector(*transport, rank, size);
+  Connector connector(*transport, rank, size, options.kicker);
   // The pairs whose peer connects, started after every connect this rank
   // makes (see WeConnect).
   std::vector<std::pair<int, std::vector<char>>> accepting;
@@ -247,7 +263,7 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
     const std::vector<char> own(mine.begin() + own_slot * address_bytes,
                                 mine.begin() + (own_slot + 1) * address_bytes);
     if (WeConnect(own, address)) {
-      connector.Start(peer, std::move(address));
+      connector.Start(peer, std::move(address), /*we_connect=*/true);
     } else {
       accepting.emplace_back(peer, std::move(address));
     }
@@ -255,9 +271,15 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
   // A peer that never published its address will not connect either: wake
   // whatever is still connecting instead of waiting out its timeout.
   if (!status.ok()) connector.Fail(status);
-  for (auto& [peer, address] : accepting) connector.Start(peer, std::move(address));
+  for (auto& [peer, address] : accepting) {
+    connector.Start(peer, std::move(address), /*we_connect=*/false);
+  }
   connector.Await(deadline, timeout, options.hint);
-  if (absl::Status connected = connector.Finish(); !connected.ok()) return connected;
+  if (absl::Status connected = connector.Finish(); !connected.ok()) {
+    LoopKicker::Kick kick(options.kicker);  // closing the pairs waits for the device thread
+    transport.reset();
+    return connected;
+  }
   AdoptTransport(context, std::move(transport), device);
   return absl::OkStatus();
 }

@@ -25,6 +25,7 @@
 #include "dist/cpp/store.hpp"
 #include "gloo/context.h"
 #include "gloo/transport/device.h"
+#include "plugins/backends/gloo/loop_kicker.h"
 
 namespace dist_gloo {
 
@@ -36,6 +37,10 @@ struct MeshOptions {
   // Polled while waiting for the other ranks; true stops the wait with
   // ABORTED. Null: wait up to the timeout.
   std::function<bool()> cancelled;
+  // The device's kicker (loop_kicker.h), kicked while this rank connects
+  // or closes pairs; null: connects wait for the device thread as Gloo
+  // does.
+  LoopKicker* kicker = nullptr;
 };
 
 // Connects all pairs of `context` (rank and size set, not yet connected)

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "dist/cpp/store.hpp"
 #include "plugins/backends/gloo/full_mesh.h"
+#include "plugins/backends/gloo/loop_kicker.h"
 #include "plugins/backends/gloo/pair_access.h"
 #include "plugins/backends/gloo/sync_limit.h"
 
@@ -26,9 +27,8 @@ constexpr absl::string_view kHint =
 }  // namespace
 
 SyncMesh::SyncMesh(int rank, int size, const dist_store_t* store,
-                   std::shared_ptr<gloo::transport::Device> device,
-                   std::chrono::milliseconds pair_timeout, int send_buffer_bytes,
-                   size_t max_message_bytes)
+                   std::shared_ptr<LoopKicker> device, std::chrono::milliseconds pair_timeout,
+                   int send_buffer_bytes, size_t max_message_bytes)
     : rank_(rank),
       size_(size),
       store_(store),
@@ -56,12 +56,13 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> SyncMesh::Get() {
   MeshOptions options;
   options.key_prefix = kKeyPrefix;
   options.hint = kHint;
+  options.kicker = device_.get();
   // An abort (comm_abort, a failure elsewhere) ends the wait for the others.
   options.cancelled = [this] {
     absl::MutexLock lock(&mu_);
     return !abort_reason_.empty();
   };
-  absl::Status status = ConnectFullMesh(*context, dist::StoreView(store_), device_,
+  absl::Status status = ConnectFullMesh(*context, dist::StoreView(store_), device_->device(),
                                         absl::FromChrono(pair_timeout_), options);
   // ConnectFullMesh cleans up after its own failure; from here on the
   // pairs exist and must be failed on the way out.
@@ -70,6 +71,9 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> SyncMesh::Get() {
   std::vector<std::string> addresses(size_);
   size_t limit = 0;
   if (connected) {
+    // setSync unregisters each pair from the device thread and waits for
+    // that thread's next turn (loop_kicker.h).
+    LoopKicker::Kick kick(device_.get());
     try {
       for (int peer = 0; peer < size_; ++peer) {
         if (peer == rank_) continue;
@@ -106,7 +110,10 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> SyncMesh::Get() {
     for (int fd : sockets) {
       if (fd >= 0) close(fd);
     }
-    if (connected) FailAllPairs(*context, std::string(status.message()));
+    if (connected) {
+      LoopKicker::Kick kick(device_.get());  // so does closing one
+      FailAllPairs(*context, std::string(status.message()));
+    }
     error_ = absl::Status(
         status.code(), absl::StrCat("connecting the pairs for small messages: ", status.message()));
     return error_;

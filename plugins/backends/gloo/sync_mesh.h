@@ -41,6 +41,7 @@
 #include "dist/store.h"
 #include "gloo/context.h"
 #include "gloo/transport/device.h"
+#include "plugins/backends/gloo/loop_kicker.h"
 
 namespace dist_gloo {
 
@@ -52,9 +53,8 @@ class SyncMesh {
   // `send_buffer_bytes`: as the communicator's pairs (EnlargeSendBuffers).
   // `max_message_bytes`: the most this rank lets the pairs carry (the ranks
   // use the smallest any of them allows, see message_limit).
-  SyncMesh(int rank, int size, const dist_store_t* store,
-           std::shared_ptr<gloo::transport::Device> device, std::chrono::milliseconds pair_timeout,
-           int send_buffer_bytes, size_t max_message_bytes);
+  SyncMesh(int rank, int size, const dist_store_t* store, std::shared_ptr<LoopKicker> device,
+           std::chrono::milliseconds pair_timeout, int send_buffer_bytes, size_t max_message_bytes);
   ~SyncMesh();
 
   SyncMesh(const SyncMesh&) = delete;
@@ -82,7 +82,7 @@ class SyncMesh {
   const int rank_;
   const int size_;
   const dist_store_t* const store_;
-  const std::shared_ptr<gloo::transport::Device> device_;
+  const std::shared_ptr<LoopKicker> device_;
   const std::chrono::milliseconds pair_timeout_;
   const int send_buffer_bytes_;
   const size_t max_message_bytes_;
