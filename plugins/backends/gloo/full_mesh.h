@@ -37,9 +37,8 @@ struct MeshOptions {
   // Polled while waiting for the other ranks; true stops the wait with
   // ABORTED. Null: wait up to the timeout.
   std::function<bool()> cancelled;
-  // The device's kicker (loop_kicker.h), kicked while this rank connects
-  // or closes pairs; null: connects wait for the device thread as Gloo
-  // does.
+  // The device's kicker (loop_kicker.h), kicked while a failure closes
+  // the pairs; null: closing waits for the device thread as Gloo does.
   LoopKicker* kicker = nullptr;
 };
 
