@@ -7,7 +7,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "dist/cpp/host_log.hpp"
 #include "dist/cpp/store.hpp"
 #include "plugins/backends/gloo/full_mesh.h"
 #include "plugins/backends/gloo/loop_kicker.h"
@@ -51,6 +53,7 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> SyncMesh::Get() {
     if (!error_.ok()) return error_;
     if (!abort_reason_.empty()) return error_ = absl::AbortedError(abort_reason_);
   }
+  const absl::Time start = absl::Now();
   auto context = std::make_shared<gloo::Context>(rank_, size_);
   context->setTimeout(pair_timeout_);
   MeshOptions options;
@@ -120,6 +123,12 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> SyncMesh::Get() {
   }
   context_ = context;
   message_limit_ = limit;
+  if (dist::LogEnabled(DIST_LOG_DEBUG)) {
+    // The first small collective pays this (README.md, "Synchronous pairs").
+    dist::Log(DIST_LOG_DEBUG, absl::StrCat("connected the pairs for small messages to ", size_ - 1,
+                                           " ranks in ", absl::FormatDuration(absl::Now() - start),
+                                           " (up to ", limit, " bytes a message)"));
+  }
   return context;
 }
 
