@@ -4,8 +4,12 @@
 // fails every rank within the timeout instead of hanging one.
 #include "plugins/backends/gloo/full_mesh.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -18,6 +22,7 @@
 #include "dist/cpp/store.hpp"
 #include "gloo/alltoall.h"
 #include "gloo/context.h"
+#include "gloo/transport/tcp/address.h"
 #include "gloo/transport/tcp/device.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -125,6 +130,71 @@ TEST(ConnectFullMesh, APeerGoneAfterPublishingFailsEveryRankInTime) {
     EXPECT_LT(took[rank], timeout + absl::Seconds(2)) << "rank " << rank << ": " << connected[rank];
   }
   EXPECT_TRUE(named) << connected[0] << "\n" << connected[1] << "\n" << connected[2];
+}
+
+// Rank 1 "publishes" an address at 127.0.0.2, larger than rank 0's at
+// 127.0.0.1, so Gloo puts rank 0 on the accepting end; rank 1 never
+// connects (nothing is sent to 127.0.0.2). Rank 0 is left waiting for a
+// peer's connect, the one wait that is Gloo's own.
+class SilentPeer {
+ public:
+  explicit SilentPeer(const dist::StoreView& store) {
+    // A real rank's address, with the host part moved to 127.0.0.2.
+    auto device = LoopbackDevice();
+    auto transport = device->createContext(1, 2);
+    const gloo::transport::tcp::Address real(transport->createPair(0)->address().bytes());
+    sockaddr_in address;
+    std::memcpy(&address, &real.getSockaddr(), sizeof(address));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1);
+    const std::vector<char> bytes =
+        gloo::transport::tcp::Address(reinterpret_cast<const sockaddr*>(&address), sizeof(address))
+            .bytes();
+    published_ = store.Set(absl::StrCat(kPrefix, 1), std::string(bytes.begin(), bytes.end()));
+  }
+  const absl::Status& published() const { return published_; }
+
+ private:
+  absl::Status published_;
+};
+
+absl::Status ConnectRankZeroOfTwo(const dist::StoreView& store, absl::Duration timeout,
+                                  MeshOptions options, absl::Duration* took) {
+  auto context = std::make_shared<gloo::Context>(0, 2);
+  context->setTimeout(std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+  const absl::Time start = absl::Now();
+  absl::Status status = ConnectFullMesh(*context, store, LoopbackDevice(), timeout, options);
+  *took = absl::Now() - start;
+  return status;
+}
+
+// The wait for a peer's connect ends at the mesh's timeout, naming the
+// peer (Gloo's own wait would be five times the pair's timeout: 5 s).
+TEST(ConnectFullMesh, APeerThatNeverConnectsIsNamedAtTheTimeout) {
+  StoreHolder store;
+  SilentPeer silent(store.view());
+  ASSERT_TRUE(silent.published().ok()) << silent.published();
+  absl::Duration took;
+  const absl::Status status =
+      ConnectRankZeroOfTwo(store.view(), absl::Seconds(1), Options(), &took);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("connecting to rank(s) 1"));
+  EXPECT_LT(took, absl::Seconds(3)) << status;
+}
+
+// An abort (the cancelled callback) ends that wait within a poll, not at
+// the timeout.
+TEST(ConnectFullMesh, ACancelledWaitForAPeersConnectEndsAtOnce) {
+  StoreHolder store;
+  SilentPeer silent(store.view());
+  ASSERT_TRUE(silent.published().ok()) << silent.published();
+  MeshOptions options = Options();
+  const absl::Time cancel_at = absl::Now() + absl::Milliseconds(200);
+  options.cancelled = [cancel_at] { return absl::Now() >= cancel_at; };
+  absl::Duration took;
+  const absl::Status status = ConnectRankZeroOfTwo(store.view(), absl::Seconds(20), options, &took);
+  EXPECT_TRUE(absl::IsAborted(status)) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("cancelled while connecting to rank(s) 1"));
+  EXPECT_LT(took, absl::Seconds(10)) << status;
 }
 
 }  // namespace

@@ -122,17 +122,30 @@ class Connector {
 
   // Waits until every pair started is connected or one failed. At
   // `deadline` it fails the pairs still connecting, naming their peers:
-  // Gloo itself gives a connect five times the pair's timeout.
-  void Await(absl::Time deadline, absl::Duration timeout, absl::string_view hint) {
-    std::string late;
-    {
-      absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithDeadline(absl::Condition(this, &Connector::Settled), deadline)) return;
-      late = absl::StrJoin(pending_, ", ");
+  // Gloo itself gives a connect five times the pair's timeout. When
+  // `cancelled` (may be null) turns true it fails them with ABORTED.
+  void Await(absl::Time deadline, absl::Duration timeout, absl::string_view hint,
+             const std::function<bool()>& cancelled) {
+    for (;;) {
+      const absl::Time until =
+          cancelled == nullptr ? deadline : std::min(deadline, absl::Now() + kCancelPoll);
+      std::string late;
+      {
+        absl::MutexLock lock(&mu_);
+        if (mu_.AwaitWithDeadline(absl::Condition(this, &Connector::Settled), until)) return;
+        late = absl::StrJoin(pending_, ", ");
+      }
+      if (absl::Now() >= deadline) {
+        Fail(absl::DeadlineExceededError(
+            absl::StrCat("Gloo rendezvous timed out after ", absl::FormatDuration(timeout),
+                         " connecting to rank(s) ", late, "; ", hint)));
+        return;
+      }
+      if (cancelled()) {
+        Fail(absl::AbortedError(absl::StrCat("cancelled while connecting to rank(s) ", late)));
+        return;
+      }
     }
-    Fail(absl::DeadlineExceededError(absl::StrCat("Gloo rendezvous timed out after ",
-                                                  absl::FormatDuration(timeout),
-                                                  " connecting to rank(s) ", late, "; ", hint)));
   }
 
   // Waits for the connecting threads; the first failure, if any.
@@ -269,7 +282,7 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
   for (auto& [peer, address] : accepting) {
     connector.Start(peer, std::move(address));
   }
-  connector.Await(deadline, timeout, options.hint);
+  connector.Await(deadline, timeout, options.hint, options.cancelled);
   if (absl::Status connected = connector.Finish(); !connected.ok()) {
     LoopKicker::Kick kick(options.kicker);  // closing the pairs waits for the device thread
     transport.reset();

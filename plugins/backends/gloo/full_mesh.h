@@ -34,8 +34,9 @@ struct MeshOptions {
   absl::string_view key_prefix;
   // What to check when a rank never publishes its address.
   absl::string_view hint = "check that every rank creates this communicator";
-  // Polled while waiting for the other ranks; true stops the wait with
-  // ABORTED. Null: wait up to the timeout.
+  // Polled (every 50 ms) while waiting for the other ranks' addresses and
+  // connects; true stops the wait with ABORTED. Null: wait up to the
+  // timeout.
   std::function<bool()> cancelled;
   // The device's kicker (loop_kicker.h), kicked while a failure closes
   // the pairs; null: closing waits for the device thread as Gloo does.
