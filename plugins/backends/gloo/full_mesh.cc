@@ -47,6 +47,12 @@ absl::StatusOr<std::string> GetAddresses(const dist::StoreView& store, const std
   }
 }
 
+// Where `other`'s pair is in the list of addresses `owner` publishes: in
+// rank order, with `owner` itself skipped.
+size_t SlotOf(int owner, int other) {
+  return static_cast<size_t>(other < owner ? other : other - 1);
+}
+
 // Whether this rank's end of a pair makes the connection in connect()
 // (true) or waits there for the peer's (false). Gloo 0.5's tcp::Pair::connect decides it so: the
 // end whose listening address is larger (address bytes, then the port as stored, in network order)
@@ -256,9 +262,8 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
       }
       break;
     }
-    // Their end of the pair with this rank: slot `rank` of their list,
-    // minus one past their own rank.
-    const size_t slot = static_cast<size_t>(rank < peer ? rank : rank - 1);
+    // Their end of the pair with this rank.
+    const size_t slot = SlotOf(peer, rank);
     if (theirs->size() < (slot + 1) * address_bytes) {
       status = absl::InternalError(absl::StrCat("rank ", peer, " published ", theirs->size(),
                                                 " bytes of addresses; expected ",
@@ -267,7 +272,7 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
     }
     std::vector<char> address(theirs->begin() + slot * address_bytes,
                               theirs->begin() + (slot + 1) * address_bytes);
-    const size_t own_slot = static_cast<size_t>(peer < rank ? peer : peer - 1);
+    const size_t own_slot = SlotOf(rank, peer);
     const std::vector<char> own(mine.begin() + own_slot * address_bytes,
                                 mine.begin() + (own_slot + 1) * address_bytes);
     if (WeConnect(own, address)) {

@@ -30,14 +30,14 @@ LoopKicker::LoopKicker(std::shared_ptr<gloo::transport::Device> device)
 
 LoopKicker::~LoopKicker() {
   if (tcp_ != nullptr) {
-    {
-      absl::MutexLock lock(&mu_);
-      Arm(true);
-    }
     if (device_.use_count() == 1) {
       // The last owner: the device's destructor stops its thread, which
       // the timer wakes, and closes the epoll set the timer is in. This
       // object outlives that thread, so its handler is never called late.
+      {
+        absl::MutexLock lock(&mu_);
+        Arm(true);
+      }
       device_.reset();
     } else {
       try {
