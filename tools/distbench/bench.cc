@@ -1,6 +1,5 @@
 #include "tools/distbench/bench.h"
 
-#include <algorithm>
 #include <functional>
 #include <vector>
 
@@ -10,6 +9,7 @@
 #include "dist/cpp/status.hpp"
 #include "tools/common/device_memory.h"
 #include "tools/distbench/dist_ops.h"
+#include "tools/distbench/fastest.h"
 #include "tools/distbench/group_util.h"
 #include "tools/distbench/pattern.h"
 
@@ -37,12 +37,6 @@ absl::StatusOr<double> TimeBlock(int iters, const RunFn& run, const RunFn& barri
   for (int i = 0; i < iters; ++i) DIST_RETURN_IF_ERROR(run());
   DIST_RETURN_IF_ERROR(dist::SynchronizeDevice(device));
   return absl::ToDoubleSeconds(absl::Now() - start) / iters;
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
 }
 
 }  // namespace
@@ -144,19 +138,16 @@ absl::StatusOr<Row> Bench::Run(const Case& c) {
   };
   fill(plugin_rounds, row.plugin);
   if (variants > 0) {
-    // The fastest raw variant by median time is the baseline of this row.
-    size_t best = 0;
-    double best_median = 0;
+    // The fastest raw variant is the baseline of this row; each round is
+    // compared with the one fastest in the other rounds (fastest.h).
+    std::vector<std::vector<double>> variant_rounds;
     for (size_t v = 0; v < variants; ++v) {
-      const double median = Median(rounds_of(1 + v));
-      row.raw_variant_us.emplace_back(variant_names[v], median * 1e6);
-      if (v == 0 || median < best_median) {
-        best = v;
-        best_median = median;
-      }
+      variant_rounds.push_back(rounds_of(1 + v));
+      row.raw_variant_us.emplace_back(variant_names[v], Median(variant_rounds.back()) * 1e6);
     }
-    row.raw_variant = variant_names[best];
-    const std::vector<double> raw_rounds = rounds_of(1 + best);
+    const FastestVariant fastest = ChooseFastest(variant_rounds);
+    row.raw_variant = variant_names[fastest.overall];
+    const std::vector<double>& raw_rounds = fastest.round_times;
     if (!row.raw.has_value()) row.raw.emplace();
     fill(raw_rounds, *row.raw);
     std::vector<double> ratios;

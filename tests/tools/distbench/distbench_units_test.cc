@@ -1,6 +1,7 @@
 // Unit tests of distbench's pure parts: size parsing, the sweep, buffer
-// shapes and bus-bandwidth factors, the --check reference, and the CSV, JSON
-// and PNG outputs. Expected values are written out by hand here.
+// shapes and bus-bandwidth factors, the --check reference, the choice of the
+// fastest raw variant, and the CSV, JSON and PNG outputs. Expected values are written out by hand
+// here.
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -10,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "tools/distbench/byte_size.h"
 #include "tools/distbench/collectives.h"
+#include "tools/distbench/fastest.h"
 #include "tools/distbench/pattern.h"
 #include "tools/distbench/plot.h"
 #include "tools/distbench/report.h"
@@ -190,6 +192,35 @@ RunInfo SampleInfo() {
 std::string TempPath(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
   return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+}
+
+// Two variants of the same speed whose rounds alternate between fast and
+// slow: each is fastest over all rounds as often as the other, and taking
+// the faster one in each round would give 1 us every round. A round is
+// compared with the variant fastest in the other rounds, which is the one
+// that is slow in it: 3 us every round, each variant's true median.
+TEST(FastestTest, ARoundsOwnNoiseNeverPicksItsBaseline) {
+  const std::vector<std::vector<double>> rounds = {{1, 3, 1, 3}, {3, 1, 3, 1}};
+  const FastestVariant fastest = ChooseFastest(rounds);
+  EXPECT_EQ(fastest.overall, 0u);  // a tie: the first
+  EXPECT_EQ(fastest.round_times, (std::vector<double>{3, 3, 3, 3}));
+}
+
+TEST(FastestTest, AVariantFastestEverywhereIsTheBaselineOfEveryRound) {
+  const std::vector<std::vector<double>> rounds = {
+      {5, 6, 5, 7, 6}, {2, 3, 9, 2, 3}, {4, 4, 4, 4, 4}};
+  const FastestVariant fastest = ChooseFastest(rounds);
+  EXPECT_EQ(fastest.overall, 1u);
+  // Round 2 (9 us) is variant 1's slow one: it still counts against it.
+  EXPECT_EQ(fastest.round_times, (std::vector<double>{2, 3, 9, 2, 3}));
+}
+
+TEST(FastestTest, OneRoundOrOneVariant) {
+  EXPECT_EQ(ChooseFastest({{7}, {4}, {6}}).round_times, std::vector<double>{4});
+  EXPECT_EQ(ChooseFastest({{7}, {4}, {6}}).overall, 1u);
+  EXPECT_EQ(ChooseFastest({{3, 1, 2}}).round_times, (std::vector<double>{3, 1, 2}));
+  EXPECT_EQ(Median({4, 1, 3, 2}), 2.5);
+  EXPECT_EQ(Median({}), 0);
 }
 
 TEST(ReportTest, JsonHasRowsAndRatios) {
