@@ -11,6 +11,11 @@ namespace {
 // gloo::allreduce works on the caller's buffers directly. README.md,
 // "Algorithm choice", has the figures.
 constexpr size_t kBoundMaxBytes = 1 << 20;
+// On 4 and 8 ranks AllreduceBcube, on synchronous pairs, beat
+// AllreduceHalvingDoubling by 4-19% at every size it takes (one element or
+// more a rank) from 64 B to 256 KiB (2026-12-03, README.md, "Algorithm
+// choice"); on the asynchronous pairs it returns wrong sums when reused
+// (bound_algorithms.cc), so it runs on the synchronous ones only.
 // From 3 ranks on AllreduceHalvingDoubling's log2(W) halving steps beat
 // AllreduceRing's W-1 full-size steps: on synchronous pairs at every size
 // measured (3 and 4 ranks, 8 B-32 KiB, 2026-12-02), on the asynchronous
@@ -72,15 +77,6 @@ absl::StatusOr<AlgorithmPolicy> AlgorithmPolicy::Parse(const std::string& settin
     policy.forced_ = AllReduceAlgorithm::kGlooBcube;
     return policy;
   }
-  if (setting == AlgorithmName(AllReduceAlgorithm::kBcube)) {
-    // Its all-gather phase writes into the peers' result buffers with no
-    // go-ahead, so a peer that starts the next run early overwrites a result
-    // before it is copied out: wrong sums in tests/gloo at 4 ranks.
-    return absl::InvalidArgumentError(
-        "gloo backend: all_reduce algorithm AllreduceBcube is not offered: Gloo 0.5's class "
-        "returns wrong results when it runs again before every peer copied the last one out; "
-        "use bcube (gloo::allreduce's) or AllreduceHalvingDoubling");
-  }
   for (AllReduceAlgorithm algorithm : kAll) {
     if (setting == AlgorithmName(algorithm)) {
       policy.forced_ = algorithm;
@@ -94,14 +90,24 @@ absl::StatusOr<AlgorithmPolicy> AlgorithmPolicy::Parse(const std::string& settin
 }
 
 AllReduceAlgorithm AlgorithmPolicy::ForAllReduce(size_t bytes, size_t count, int world_size) const {
-  (void)count;
   if (!is_auto_) return forced_;
   if (bytes > kBoundMaxBytes) {
     return world_size > 2 && bytes < kGlooBcubeBelowBytes ? AllReduceAlgorithm::kGlooBcube
                                                           : AllReduceAlgorithm::kGlooRing;
   }
-  return world_size <= 2 && bytes <= kTwoRankRingMaxBytes ? AllReduceAlgorithm::kRing
-                                                          : AllReduceAlgorithm::kHalvingDoubling;
+  if (world_size <= 2) {
+    return bytes <= kTwoRankRingMaxBytes ? AllReduceAlgorithm::kRing
+                                         : AllReduceAlgorithm::kHalvingDoubling;
+  }
+  // BoundAlgorithms runs it on the synchronous pairs only and falls back to
+  // AllreduceHalvingDoubling elsewhere (BcubeIsSafe).
+  return BcubeFits(count, world_size) ? AllReduceAlgorithm::kBcube
+                                      : AllReduceAlgorithm::kHalvingDoubling;
+}
+
+bool BcubeFits(size_t count, int world_size) {
+  return world_size >= 4 && (world_size & (world_size - 1)) == 0 &&
+         count >= static_cast<size_t>(world_size);
 }
 
 bool AlgorithmPolicy::BoundBroadcast(size_t bytes, int /*world_size*/) const {

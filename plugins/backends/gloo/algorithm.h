@@ -24,7 +24,7 @@ enum class AllReduceAlgorithm {
   kRing,             // AllreduceRing (bound buffers, cached)
   kRingChunked,      // AllreduceRingChunked
   kHalvingDoubling,  // AllreduceHalvingDoubling
-  kBcube,            // AllreduceBcube: never chosen (wrong results on reuse; algorithm.cc)
+  kBcube,            // AllreduceBcube: on synchronous pairs only (bound_algorithms.cc)
 };
 
 // The name distbench prints for the same raw Gloo variant.
@@ -34,6 +34,11 @@ const char* AlgorithmName(AllReduceAlgorithm algorithm);
 inline bool IsBound(AllReduceAlgorithm algorithm) {
   return algorithm != AllReduceAlgorithm::kGlooRing && algorithm != AllReduceAlgorithm::kGlooBcube;
 }
+
+// Whether AllreduceBcube can run `count` elements on `world_size` ranks:
+// Gloo 0.5's class assumes a power of its base (2) and at least one element
+// a rank. (Four or more: on two it is halving-doubling's single exchange.)
+bool BcubeFits(size_t count, int world_size);
 
 class AlgorithmPolicy {
  public:

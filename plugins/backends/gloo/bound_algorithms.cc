@@ -109,6 +109,24 @@ std::unique_ptr<gloo::Algorithm> MakeAllReduce(const std::shared_ptr<gloo::Conte
   }
 }
 
+// The class that runs `algorithm`: AllreduceBcube only on synchronous
+// pairs. Its all-gather phase writes into the peers' result buffers with no
+// go-ahead. On asynchronous pairs the device thread stores such a write
+// whenever it arrives, so a peer that starts the next run early overwrites
+// a result before it is copied out: wrong sums when reused (seen at 4 ranks
+// in tests/gloo, and with Gloo alone). On synchronous pairs nothing is read
+// until the caller waits for it, in the order each peer sent it, so a
+// message of the next run stays in the socket until this rank's next run
+// asks for it. Elsewhere AllreduceHalvingDoubling, the same exchanges in
+// halves.
+AllReduceAlgorithm ClassToRun(AllReduceAlgorithm algorithm, bool sync, size_t count,
+                              int world_size) {
+  if (algorithm != AllReduceAlgorithm::kBcube || (sync && BcubeFits(count, world_size))) {
+    return algorithm;
+  }
+  return AllReduceAlgorithm::kHalvingDoubling;
+}
+
 int Log2Ceil(size_t value) {
   int bits = 0;
   while ((size_t{1} << bits) < value) ++bits;
@@ -196,10 +214,11 @@ void BoundAlgorithms::AllReduce(AllReduceAlgorithm algorithm, uint32_t tag, cons
     using T = decltype(type);
     const size_t bytes = count * sizeof(T);
     // No algorithm sends more than the whole buffer to one peer at once.
-    const Key key{UseSync(bytes), DIST_COLL_ALL_REDUCE, static_cast<int>(algorithm), dtype, op, 0,
-                  count};
+    const bool sync = UseSync(bytes);
+    const AllReduceAlgorithm runs = ClassToRun(algorithm, sync, count, size);
+    const Key key{sync, DIST_COLL_ALL_REDUCE, static_cast<int>(runs), dtype, op, 0, count};
     Entry& entry = Find(key, tag, bytes, 0, [&](Entry& e, const auto& context) {
-      return MakeAllReduce<T>(context, algorithm, reinterpret_cast<T*>(e.in.data()),
+      return MakeAllReduce<T>(context, runs, reinterpret_cast<T*>(e.in.data()),
                               static_cast<int>(count), op);
     });
     T* data = reinterpret_cast<T*>(entry.in.data());
