@@ -75,11 +75,11 @@ for target in "${targets[@]}"; do
   if "$out/bin/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -seed="$seed" \
       -artifact_prefix="$out/artifacts/$target-" -print_final_stats=1 \
       "$scratch" "tests/fuzz/corpus/$target" >"$out/$target.log" 2>&1; then
-    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$out/$target.log" | grep -o '[0-9]*$' || echo '?')
+    runs=$(grep -a -o 'stat::number_of_executed_units: *[0-9]*' "$out/$target.log" | grep -o '[0-9]*$' | tail -1 || echo '?')
     echo "fuzz: $target: ${seconds} s, ${runs} runs, no crash"
   else
     echo "fuzz: $target: CRASH; input in $out/artifacts/, log $out/$target.log" >&2
-    grep -m1 -A20 'ERROR: \|runtime error\|deadly signal' "$out/$target.log" >&2 || tail -30 "$out/$target.log" >&2
+    grep -a -m1 -A20 'ERROR: \|runtime error\|deadly signal' "$out/$target.log" >&2 || tail -30 "$out/$target.log" >&2
     failed=1
   fi
 done
