@@ -6,11 +6,11 @@
 // the same speed (Gloo's legacy classes on synchronous pairs are within a
 // few percent of each other), the lowest of several noisy medians is lower
 // than any one variant's true time, so the plugin, measured once, looks
-// slower than it is (by 5-10% on this project's 2-core VM, where one
-// variant's median moves 10% from run to run). Here the variant a round is
-// compared with is chosen from the *other* rounds (leave one out), so a
-// round's own noise never picks its baseline; a variant that is truly the
-// fastest still wins every choice.
+// slower than it is (with four equally fast variants, by about one standard
+// deviation of a median: 1.03 sigma for normal noise). Here the variant a
+// round is compared with is chosen from the *other* rounds (leave one out),
+// so a round's own noise never picks its baseline; a variant that is truly
+// the fastest still wins every choice.
 #ifndef DIST_TOOLS_DISTBENCH_FASTEST_H_
 #define DIST_TOOLS_DISTBENCH_FASTEST_H_
 

@@ -90,7 +90,12 @@ absl::StatusOr<AlgorithmPolicy> AlgorithmPolicy::Parse(const std::string& settin
 }
 
 AllReduceAlgorithm AlgorithmPolicy::ForAllReduce(size_t bytes, size_t count, int world_size) const {
-  if (!is_auto_) return forced_;
+  if (!is_auto_) {
+    // The class cannot run this shape (BcubeFits): the same exchanges in halves.
+    return forced_ == AllReduceAlgorithm::kBcube && !BcubeFits(count, world_size)
+               ? AllReduceAlgorithm::kHalvingDoubling
+               : forced_;
+  }
   if (bytes > kBoundMaxBytes) {
     return world_size > 2 && bytes < kGlooBcubeBelowBytes ? AllReduceAlgorithm::kGlooBcube
                                                           : AllReduceAlgorithm::kGlooRing;
@@ -100,7 +105,7 @@ AllReduceAlgorithm AlgorithmPolicy::ForAllReduce(size_t bytes, size_t count, int
                                          : AllReduceAlgorithm::kHalvingDoubling;
   }
   // BoundAlgorithms runs it on the synchronous pairs only and falls back to
-  // AllreduceHalvingDoubling elsewhere (BcubeIsSafe).
+  // AllreduceHalvingDoubling elsewhere (ClassToRun).
   return BcubeFits(count, world_size) ? AllReduceAlgorithm::kBcube
                                       : AllReduceAlgorithm::kHalvingDoubling;
 }

@@ -49,6 +49,8 @@ class AlgorithmPolicy {
 
   // The algorithm for an all_reduce of `bytes` (as reduced: float16 and
   // bfloat16 count as float32) over `world_size` ranks of `count` elements.
+  // kBcube only where BcubeFits; the caller must still keep it off the
+  // asynchronous pairs (bound_algorithms.cc).
   AllReduceAlgorithm ForAllReduce(size_t bytes, size_t count, int world_size) const;
 
   // Whether broadcast / all_gather (bytes of the whole result) and barrier

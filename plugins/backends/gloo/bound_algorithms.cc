@@ -109,7 +109,8 @@ std::unique_ptr<gloo::Algorithm> MakeAllReduce(const std::shared_ptr<gloo::Conte
   }
 }
 
-// The class that runs `algorithm`: AllreduceBcube only on synchronous
+// The class that runs `algorithm`, which already fits the shape
+// (AlgorithmPolicy::ForAllReduce): AllreduceBcube only on synchronous
 // pairs. Its all-gather phase writes into the peers' result buffers with no
 // go-ahead. On asynchronous pairs the device thread stores such a write
 // whenever it arrives, so a peer that starts the next run early overwrites
@@ -119,12 +120,9 @@ std::unique_ptr<gloo::Algorithm> MakeAllReduce(const std::shared_ptr<gloo::Conte
 // message of the next run stays in the socket until this rank's next run
 // asks for it. Elsewhere AllreduceHalvingDoubling, the same exchanges in
 // halves.
-AllReduceAlgorithm ClassToRun(AllReduceAlgorithm algorithm, bool sync, size_t count,
-                              int world_size) {
-  if (algorithm != AllReduceAlgorithm::kBcube || (sync && BcubeFits(count, world_size))) {
-    return algorithm;
-  }
-  return AllReduceAlgorithm::kHalvingDoubling;
+AllReduceAlgorithm ClassToRun(AllReduceAlgorithm algorithm, bool sync) {
+  return algorithm == AllReduceAlgorithm::kBcube && !sync ? AllReduceAlgorithm::kHalvingDoubling
+                                                          : algorithm;
 }
 
 int Log2Ceil(size_t value) {
@@ -215,7 +213,7 @@ void BoundAlgorithms::AllReduce(AllReduceAlgorithm algorithm, uint32_t tag, cons
     const size_t bytes = count * sizeof(T);
     // No algorithm sends more than the whole buffer to one peer at once.
     const bool sync = UseSync(bytes);
-    const AllReduceAlgorithm runs = ClassToRun(algorithm, sync, count, size);
+    const AllReduceAlgorithm runs = ClassToRun(algorithm, sync);
     const Key key{sync, DIST_COLL_ALL_REDUCE, static_cast<int>(runs), dtype, op, 0, count};
     Entry& entry = Find(key, tag, bytes, 0, [&](Entry& e, const auto& context) {
       return MakeAllReduce<T>(context, runs, reinterpret_cast<T*>(e.in.data()),

@@ -1,7 +1,7 @@
 // Unit tests of distbench's pure parts: size parsing, the sweep, buffer
 // shapes and bus-bandwidth factors, the --check reference, the choice of the
-// fastest raw variant, and the CSV, JSON and PNG outputs. Expected values are written out by hand
-// here.
+// fastest raw variant, and the CSV, JSON and PNG outputs. Expected values
+// are written out by hand here.
 #include <filesystem>
 #include <fstream>
 #include <iterator>
