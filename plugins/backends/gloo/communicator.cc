@@ -378,12 +378,13 @@ std::optional<absl::Status> Communicator::SettledWithoutGloo(const Op& op) const
 absl::Status Communicator::RunCollectiveOp(const Op& op) {
   if (std::optional<absl::Status> settled = SettledWithoutGloo(op)) return *std::move(settled);
   OpEnv env = EnvFor(op);
+  const uint64_t sync_runs = bound_->sync_runs();
   try {
     return RunCollective(op, env);
   } catch (const std::exception& e) {
-    return Fail(op, e.what());
+    return Fail(op, e.what(), bound_->sync_runs() != sync_runs);
   } catch (...) {
-    return Fail(op, "unknown exception from Gloo");
+    return Fail(op, "unknown exception from Gloo", bound_->sync_runs() != sync_runs);
   }
 }
 
@@ -456,14 +457,22 @@ void Communicator::P2pLoop() {
   }
 }
 
-absl::Status Communicator::Fail(const Op& op, const std::string& what) {
+absl::Status Communicator::Fail(const Op& op, const std::string& what, bool on_sync_pairs) {
   {
     absl::MutexLock lock(&mu_);
     if (!abort_reason_.empty()) return AbortedStatus();  // an abort caused this
   }
-  GlooFailure failure = ClassifyGlooError(what, peer_addresses_);
-  if (failure.peer < 0 && !failure.timed_out && sync_ != nullptr) {
-    failure = ClassifyGlooError(what, sync_->PeerAddresses());  // a synchronous pair's
+  // Gloo names the peer by the address its pair listened on, and those
+  // sockets close once connected: the synchronous pairs, connected later,
+  // can listen on a port the communicator's own pairs used, so one address
+  // can name two ranks. The pairs the operation ran on are asked first.
+  std::vector<std::string> sync_addresses;
+  if (sync_ != nullptr) sync_addresses = sync_->PeerAddresses();
+  const std::vector<std::string>& first = on_sync_pairs ? sync_addresses : peer_addresses_;
+  const std::vector<std::string>& second = on_sync_pairs ? peer_addresses_ : sync_addresses;
+  GlooFailure failure = ClassifyGlooError(what, first);
+  if (failure.peer < 0 && !failure.timed_out && !second.empty()) {
+    failure = ClassifyGlooError(what, second);
   }
   const std::string where = absl::StrCat(dist_collective_name(op.kind), " #", op.seq, " on group '",
                                          group_, "' (rank ", rank_, " of ", size_, ")");

@@ -107,8 +107,9 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   std::chrono::milliseconds OpTimeout(const dist_op_args_t& args) const {
     return std::chrono::milliseconds(args.timeout_ms > 0 ? args.timeout_ms : timeout_.count());
   }
-  // Turns a Gloo exception into the operation's error and aborts.
-  absl::Status Fail(const Op& op, const std::string& what);
+  // Turns a Gloo exception into the operation's error and aborts;
+  // `on_sync_pairs`: the operation ran on the SyncMesh's pairs.
+  absl::Status Fail(const Op& op, const std::string& what, bool on_sync_pairs = false);
   absl::Status AbortedStatus() const;
   std::chrono::milliseconds GlooTimeout(const Op& op) const;
   absl::Duration Grace(const Op& op) const;
