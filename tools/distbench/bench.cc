@@ -147,9 +147,9 @@ absl::StatusOr<Row> Bench::Run(const Case& c) {
     }
     const FastestVariant fastest = ChooseFastest(variant_rounds);
     row.raw_variant = variant_names[fastest.overall];
-    const std::vector<double>& raw_rounds = fastest.round_times;
     if (!row.raw.has_value()) row.raw.emplace();
-    fill(raw_rounds, *row.raw);
+    fill(variant_rounds[fastest.overall], *row.raw);  // the fastest variant's median
+    const std::vector<double>& raw_rounds = fastest.round_times;
     std::vector<double> ratios;
     for (size_t k = 0; k < rounds; ++k) {
       if (raw_rounds[k] > 0) ratios.push_back(plugin_rounds[k] / raw_rounds[k]);
