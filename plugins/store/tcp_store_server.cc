@@ -172,6 +172,9 @@ class TcpStoreServer::Loop {
   void Flush(Client* client);
   void ReadFrom(Client* client);
   bool WantsToRead(const Client* client) const;
+  // The bytes of the frame `client` is receiving, header included (just the
+  // header while its length is not in yet).
+  static size_t FrameBytes(const Client* client);
   // Recounts what `client` holds, and the poll events it needs.
   void Update(Client* client);
   void ResumeBudgetPaused();
@@ -270,6 +273,7 @@ class TcpStoreServer::Loop {
   absl::flat_hash_set<Client*> clients_;
   std::vector<Client*> budget_paused_;
   bool resuming_ = false;
+  bool resume_again_ = false;     // asked for while resuming
   int big_reserved_ = 0;          // clients with room set aside for a big request
   std::vector<Client*> resumed_;  // clients whose parked request finished
   // Set once a rank reported a failed rendezvous (keep_failures only): what
@@ -552,6 +556,11 @@ void TcpStoreServer::Loop::OnSweep(uv_timer_t* timer) {
       static_cast<uint64_t>(absl::ToInt64Milliseconds(self->limits_.handshake_timeout));
   const uint64_t stall =
       static_cast<uint64_t>(absl::ToInt64Milliseconds(self->limits_.stall_timeout));
+  // A backstop for wake-ups: clients held back while there is room again
+  // are resumed before any stall clock is read.
+  if (self->flight_bytes_ < self->FlightLimit() && !self->budget_paused_.empty()) {
+    self->ResumeBudgetPaused();
+  }
   std::vector<std::pair<Client*, std::string>> late;
   for (Client* client : self->clients_) {
     if (client->closing) continue;
@@ -600,13 +609,21 @@ bool TcpStoreServer::Loop::WantsToRead(const Client* client) const {
   if (client->closing || client->close_after_write || client->parked != nullptr) return false;
   if (client->output_held > kMaxQueuedPerClient) return false;  // reads no replies
   if (client->skip_remaining > 0) return true;
-  // Enough for the frame in progress (or the next header) plus one chunk.
   const size_t have = client->input.size() - client->input_offset;
-  size_t frame = protocol::kFrameHeaderBytes;
-  if (have >= protocol::kFrameHeaderBytes) {
-    frame += protocol::DecodeLength(client->input.data() + client->input_offset);
-  }
+  const size_t frame = FrameBytes(client);
+  // A big request is read into the room Reserve set aside and not a byte
+  // further: more would make the buffer reallocate, at twice the size, past
+  // the budget (and then hold the request back for the memory it took).
+  if (client->big_reserved) return have < frame;
+  // Enough for the frame in progress (or the next header) plus one chunk.
   return have < frame + kReadChunk;
+}
+
+size_t TcpStoreServer::Loop::FrameBytes(const Client* client) {
+  const size_t have = client->input.size() - client->input_offset;
+  if (have < protocol::kFrameHeaderBytes) return protocol::kFrameHeaderBytes;
+  return protocol::kFrameHeaderBytes +
+         protocol::DecodeLength(client->input.data() + client->input_offset);
 }
 
 void TcpStoreServer::Loop::Recount(Client* client) {
@@ -625,6 +642,9 @@ bool TcpStoreServer::Loop::CanProcess(const Client* client) const {
   // or in all.
   if (client->phase != Phase::kReady) return true;
   if (client->output_held > kMaxQueuedPerClient) return false;
+  // A big request's room is counted already, and handling it frees it: held
+  // back for the budget it fills itself, it would wait forever.
+  if (client->big_reserved) return true;
   const size_t have = client->input.size() - client->input_offset;
   const bool small =
       have >= protocol::kFrameHeaderBytes &&
@@ -674,16 +694,30 @@ void TcpStoreServer::Loop::Update(Client* client) {
 }
 
 void TcpStoreServer::Loop::ResumeBudgetPaused() {
-  if (resuming_) return;  // Update below may come back here
+  if (resuming_) {  // Update below came back here
+    resume_again_ = true;
+    return;
+  }
   resuming_ = true;
-  std::vector<Client*> paused;
-  paused.swap(budget_paused_);
-  for (Client* client : paused) {
-    client->budget_paused = false;
-    if (client->closing) continue;  // still allocated: deletion waits for uv_close
-    // Frames it already holds first, then reading again.
-    ProcessInput(client);
-    if (!client->closing) Update(client);
+  // Clients met early in a pass may be paused again before a later one
+  // frees room (its big request handled, say): another pass then, for as
+  // long as passes free room, since nothing else may wake them.
+  while (true) {
+    resume_again_ = false;
+    const size_t before = flight_bytes_;
+    std::vector<Client*> paused;
+    paused.swap(budget_paused_);
+    for (Client* client : paused) {
+      client->budget_paused = false;
+      if (client->closing) continue;  // still allocated: deletion waits for uv_close
+      // Frames it already holds first, then reading again.
+      ProcessInput(client);
+      if (!client->closing) Update(client);
+    }
+    if (!resume_again_ || flight_bytes_ >= before || flight_bytes_ >= FlightLimit() ||
+        budget_paused_.empty()) {
+      break;
+    }
   }
   resuming_ = false;
   DrainResumed();
@@ -725,6 +759,12 @@ void TcpStoreServer::Loop::ReadFrom(Client* client) {
     const size_t limit = protocol::kFrameHeaderBytes + kMaxClientHandshakeBytes;
     if (have >= limit) return;
     want = std::min(want, limit - have);
+  }
+  if (client->big_reserved) {  // up to the end of the room set aside (WantsToRead)
+    const size_t have = client->input.size() - client->input_offset;
+    const size_t frame = FrameBytes(client);
+    if (have >= frame) return;
+    want = std::min(want, frame - have);
   }
   const ssize_t n = recv(client->fd, read_buffer_, want, 0);
   if (n == 0) {

@@ -165,8 +165,14 @@ bool JobCompletes(const Server& server, int ranks = 8) {
         return;
       }
       const std::string mine = absl::StrCat(prefix, rank);
-      if (!(*client)->Set(mine, absl::StrCat("value of ", rank)).ok()) return;
-      if (!(*client)->Add(prefix + "count", 1).ok()) return;
+      if (absl::Status set = (*client)->Set(mine, absl::StrCat("value of ", rank)); !set.ok()) {
+        ADD_FAILURE() << "rank " << rank << " set its key: " << set;
+        return;
+      }
+      if (absl::StatusOr<int64_t> added = (*client)->Add(prefix + "count", 1); !added.ok()) {
+        ADD_FAILURE() << "rank " << rank << " counted itself in: " << added.status();
+        return;
+      }
       std::vector<std::string> keys;
       for (int other = 0; other < ranks; ++other) keys.push_back(absl::StrCat(prefix, other));
       absl::Status waited = (*client)->Wait(keys, absl::Seconds(60));
@@ -555,7 +561,8 @@ TEST(StoreAttack, UnfinishedHugeFramesAreBounded) {
       std::string bytes(4, '\0');
       for (int b = 0; b < 4; ++b) bytes[b] = static_cast<char>(length >> (8 * b));
       bytes.push_back(static_cast<char>(protocol::Op::kSet));
-      bytes.append(std::min<size_t>(length, 24 * kMiB), 'b');
+      // Two bytes short of the frame at most (the op byte is part of it).
+      bytes.append(std::min<size_t>(length - 2, 24 * kMiB), 'b');
       SendUntil(attack.fds[i], bytes, deadline);
     });
   }
@@ -691,6 +698,63 @@ TEST(StoreAttack, LimitsAnswerLegitimateClientsClearly) {
   EXPECT_TRUE(absl::StrContains(full.message(), "max_store_bytes")) << full;
   ASSERT_TRUE((*client)->Remove("a").ok());
   EXPECT_TRUE((*client)->Set("c", std::string(kMiB - 100, 'c')).ok()) << "room again";
+  server->Stop();
+}
+
+// A request as large as max_request_bytes fills the server's whole budget for
+// requests in flight (half of max_buffered_bytes, by default 16 MiB each): it
+// is still handled, where it once waited for room it held itself.
+TEST(StoreAttack, ARequestAsLargeAsTheLimitIsAnswered) {
+  auto server = Server::Start("");
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->port(), "", absl::Seconds(20));
+  ASSERT_TRUE(client.ok()) << client.status();
+  // Op, then key and value with their 4-byte lengths: exactly 16 MiB.
+  const std::string value(16 * kMiB - 1 - 4 - 3 - 4, 'v');
+  absl::Status set = (*client)->Set("big", value);
+  ASSERT_TRUE(set.ok()) << set;
+  absl::StatusOr<std::string> back = (*client)->Get("big", absl::Seconds(20));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == value) << "a value of " << back->size() << " bytes came back";
+  EXPECT_EQ((*client)->Set("big", value + "!").code(), absl::StatusCode::kResourceExhausted)
+      << "one byte more is over the limit";
+  server->Stop();
+}
+
+// A big request with the next one right behind it in the same bytes: the
+// server reads the big one into the room it set aside for it, and no further,
+// answers it, then the small one.
+TEST(StoreAttack, ARequestRightBehindABigOneIsAnswered) {
+  auto server = Server::Start("");
+  ASSERT_NE(server, nullptr);
+  RssWatch rss(*server);
+  const int fd = RawConnect(server->port());
+  ASSERT_GE(fd, 0);
+  Sockets sockets{{fd}};
+  ASSERT_TRUE(Handshake(fd, ""));
+  auto set_frame = [](const std::string& key, const std::string& value) {
+    protocol::Writer set;
+    set.U8(static_cast<uint8_t>(protocol::Op::kSet));
+    set.Str(key);
+    set.Str(value);
+    return std::move(set).Finish();
+  };
+  const std::string bytes = set_frame("big", std::string(15 * kMiB, 'b')) + set_frame("small", "s");
+  std::thread sender([&] { SendUntil(fd, bytes, absl::Now() + absl::Seconds(30)); });
+  const std::string first = ReadFrame(fd);
+  const std::string second = ReadFrame(fd);
+  sender.join();
+  ASSERT_FALSE(first.empty()) << "no answer to the big request";
+  EXPECT_EQ(first[0], 0) << first.substr(1);
+  ASSERT_FALSE(second.empty()) << "no answer to the request behind it";
+  EXPECT_EQ(second[0], 0) << second.substr(1);
+  auto client = Connect(server->port(), "");
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<std::string> small = (*client)->Get("small", absl::Seconds(10));
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(*small, "s");
+  // The 15 MiB stored, plus the 64 MiB bound.
+  EXPECT_LT(rss.Stop(), kRssBound + 15 * kMiB);
   server->Stop();
 }
 
