@@ -572,6 +572,35 @@ TEST(StoreAttack, UnfinishedHugeFramesAreBounded) {
   server->Stop();
 }
 
+// Small requests, each left a few bytes short, on enough connections to fill
+// the whole budget for requests in flight: each client is dropped once its
+// request has waited stall_timeout for its last bytes, the held-back ones
+// included, so the store is never locked and a job started behind them
+// completes (after one stall_timeout at most).
+TEST(StoreAttack, UnfinishedSmallRequestsCannotLockTheStore) {
+  auto server = Server::Start("", {"--stall_timeout=3s"});
+  ASSERT_NE(server, nullptr);
+  RssWatch rss(*server);
+  Sockets attack;
+  // 400 x 60,000 bytes: 24 MB, over the 16 MiB budget plus the 4 MiB that
+  // small requests have on top of it.
+  constexpr uint32_t kLength = 60000;
+  std::string partial(4, '\0');
+  for (int b = 0; b < 4; ++b) partial[b] = static_cast<char>(kLength >> (8 * b));
+  partial.push_back(static_cast<char>(protocol::Op::kSet));
+  partial.append(kLength - 10, 'p');
+  for (int i = 0; i < 400; ++i) {
+    const int fd = RawConnect(server->port());
+    ASSERT_GE(fd, 0);
+    attack.fds.push_back(fd);
+    ASSERT_TRUE(Handshake(fd, "")) << "connection " << i;
+    ASSERT_EQ(SendUntil(fd, partial, absl::Now() + absl::Seconds(10)), partial.size());
+  }
+  EXPECT_TRUE(JobCompletes(*server)) << "a job started behind the unfinished requests";
+  EXPECT_LT(rss.Stop(), kRssBound);
+  server->Stop();
+}
+
 TEST(StoreAttack, AWaitOnMillionsOfKeysIsRefusedUnread) {
   auto server = Server::Start("");
   ASSERT_NE(server, nullptr);
