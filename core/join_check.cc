@@ -77,7 +77,11 @@ absl::Status RunJoinCheck(const dist_store_t* raw_store, int rank, int world_siz
   const std::string complete_key = absl::StrCat(kPrefix, "complete");
   absl::StatusOr<int64_t> arrived = store.Add(absl::StrCat(kPrefix, "arrived"), 1);
   if (!arrived.ok()) return arrived.status();
-  if (*arrived == world_size) DIST_RETURN_IF_ERROR(store.Set(complete_key, "1"));
+  if (*arrived == world_size) {
+    // Every rank has passed both checks (a rank that failed one never
+    // counts itself in): no need to wait for the key it has just set.
+    return store.Set(complete_key, "1");
+  }
 
   // Wait in slices so that a conflict reported by another rank ends the
   // wait at once.
