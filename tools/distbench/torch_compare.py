@@ -23,6 +23,7 @@ torch is Debian's python3-torch (1.13, `apt-get install python3-torch`,
 
 import argparse
 import ctypes
+import datetime
 import json
 import os
 import socket
@@ -116,7 +117,7 @@ def run_rank(args):
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     tdist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.torch_port}",
-                             rank=rank, world_size=world)
+                             rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60))
     d = Dist(args.libdist)
     lib, group = d.lib, d.group
 
@@ -275,19 +276,20 @@ def main():
         argv = [sys.executable, os.path.abspath(__file__), "--rank_main",
                 f"--torch_port={torch_port}"] + sys.argv[1:]
         procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True))
-    outputs = []
-    failed = False
-    for proc in procs:
-        try:
-            out, _ = proc.communicate(timeout=1800)
-        except subprocess.TimeoutExpired:
+    # A rank that fails stops the others at once (they would wait for it
+    # in torch's or dist's rendezvous until its timeout).
+    deadline = time.monotonic() + 1800
+    while any(p.poll() is None for p in procs):
+        failed = [p for p in procs if p.poll() not in (None, 0)]
+        if failed or time.monotonic() > deadline:
             for p in procs:
                 p.kill()
-            sys.exit("torch_compare: a rank ran past 30 minutes; every rank was stopped")
-        outputs.append(out)
-        failed |= proc.returncode != 0
-    if failed:
+            sys.exit("torch_compare: a rank failed (its error is above); the others were stopped"
+                     if failed else "torch_compare: ran past 30 minutes; every rank was stopped")
+        time.sleep(0.1)
+    if any(p.returncode != 0 for p in procs):
         sys.exit("torch_compare: a rank failed (its error is above)")
+    outputs = [p.stdout.read() for p in procs]
     report = json.loads(outputs[0])
     print(f"# {report['world_size']} ranks, dist {report['backend']} against torch "
           f"{report['torch']} gloo; one ctypes call {report['ctypes_call_ns']:.0f} ns")
