@@ -964,7 +964,10 @@ void TcpStoreServer::Loop::ProcessInput(Client* client) {
   // Room for the whole request once its header is in, counted from now:
   // reading the rest then costs nothing more (MayRead), so a request that
   // started is never stalled by the budget, and no doubling overshoots.
-  if (client->phase == Phase::kReady && client->skip_remaining == 0 &&
+  // Not while a request of the client is parked: it reads nothing until
+  // the wait ends (DrainResumed brings it here again), and room set aside
+  // meanwhile would keep other big requests out for as long as the wait.
+  if (client->phase == Phase::kReady && client->skip_remaining == 0 && client->parked == nullptr &&
       client->input.size() >= protocol::kFrameHeaderBytes) {
     const uint32_t length = protocol::DecodeLength(client->input.data());
     // Only within the budget: otherwise MayRead holds the client back

@@ -679,6 +679,50 @@ TEST(StoreAttack, PipelinedGetsNeverReadAreBoundedAndDropped) {
   EXPECT_TRUE(absl::StrContains(log, "it did not read its replies for 3000 ms")) << log;
 }
 
+// A stranger parks a wait that never ends and sends the start of a 15 MiB
+// request behind it: the server sets room aside for that request only once
+// the wait is over, so a legitimate big request goes through meanwhile.
+TEST(StoreAttack, ABigRequestBehindAParkedWaitHoldsNoRoom) {
+  auto server = Server::Start("");
+  ASSERT_NE(server, nullptr);
+  const int fd = RawConnect(server->port());
+  ASSERT_GE(fd, 0);
+  Sockets attack{{fd}};
+  ASSERT_TRUE(Handshake(fd, ""));
+  protocol::Writer wait;
+  wait.U8(static_cast<uint8_t>(protocol::Op::kWait));
+  wait.U32(1);
+  wait.Str("never set");
+  wait.I64(600000);
+  protocol::Writer big;
+  big.U8(static_cast<uint8_t>(protocol::Op::kSet));
+  big.Str("late");
+  big.Str(std::string(15 * kMiB, 'b'));
+  const std::string big_frame = std::move(big).Finish();
+  const std::string bytes = std::move(wait).Finish() + big_frame.substr(0, 1000);
+  ASSERT_EQ(SendUntil(fd, bytes, absl::Now() + absl::Seconds(10)), bytes.size());
+  absl::SleepFor(absl::Milliseconds(200));  // read, and the wait parked
+  auto client = Connect(server->port(), "", absl::Seconds(10));
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::Status set = (*client)->Set("two MiB", std::string(2 * kMiB, 'v'));
+  EXPECT_TRUE(set.ok()) << set;
+  // The wait ends; then the request behind it gets its room and is answered.
+  ASSERT_TRUE((*client)->Set("never set", "now").ok());
+  const std::string waited = ReadFrame(fd);
+  ASSERT_FALSE(waited.empty()) << "the wait was not answered";
+  EXPECT_EQ(waited[0], 0) << waited.substr(1);
+  std::thread sender(
+      [&] { SendUntil(fd, big_frame.substr(1000), absl::Now() + absl::Seconds(30)); });
+  const std::string stored = ReadFrame(fd);
+  sender.join();
+  ASSERT_FALSE(stored.empty()) << "the big request was not answered";
+  EXPECT_EQ(stored[0], 0) << stored.substr(1);
+  absl::StatusOr<std::string> late = (*client)->Get("late", absl::Seconds(10));
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(late->size(), 15 * kMiB);
+  server->Stop();
+}
+
 TEST(StoreAttack, ParkedWaitsOnManyKeysAreBounded) {
   auto server = Server::Start("", {"--stall_timeout=3s"});
   ASSERT_NE(server, nullptr);
