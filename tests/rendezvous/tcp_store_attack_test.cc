@@ -287,6 +287,18 @@ bool Handshake(int fd, const std::string& token) {
   return RefusalAfterProof(fd, token) == "welcomed";
 }
 
+// A raw connection to `server` past the handshake (with the server's
+// token, if any), or -1.
+int LoggedIn(const Server& server) {
+  const int fd = RawConnect(server.port());
+  if (fd < 0) return -1;
+  if (!Handshake(fd, server.token())) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // Closes every socket when the test ends, passed or not.
 struct Sockets {
   std::vector<int> fds;
@@ -605,10 +617,9 @@ TEST(StoreAttack, AWaitOnMillionsOfKeysIsRefusedUnread) {
   auto server = Server::Start("");
   ASSERT_NE(server, nullptr);
   RssWatch rss(*server);
-  const int fd = RawConnect(server->port());
+  const int fd = LoggedIn(*server);
   ASSERT_GE(fd, 0);
   Sockets attack{{fd}};
-  ASSERT_TRUE(Handshake(fd, ""));
   // 8 Mi one-byte keys: a 64 MiB request, over the request limit.
   const uint32_t keys = 8u * 1024 * 1024;
   protocol::Writer header;
@@ -685,10 +696,9 @@ TEST(StoreAttack, PipelinedGetsNeverReadAreBoundedAndDropped) {
 TEST(StoreAttack, ABigRequestBehindAParkedWaitHoldsNoRoom) {
   auto server = Server::Start("");
   ASSERT_NE(server, nullptr);
-  const int fd = RawConnect(server->port());
+  const int fd = LoggedIn(*server);
   ASSERT_GE(fd, 0);
   Sockets attack{{fd}};
-  ASSERT_TRUE(Handshake(fd, ""));
   protocol::Writer wait;
   wait.U8(static_cast<uint8_t>(protocol::Op::kWait));
   wait.U32(1);
@@ -801,10 +811,9 @@ TEST(StoreAttack, ARequestRightBehindABigOneIsAnswered) {
   auto server = Server::Start("");
   ASSERT_NE(server, nullptr);
   RssWatch rss(*server);
-  const int fd = RawConnect(server->port());
+  const int fd = LoggedIn(*server);
   ASSERT_GE(fd, 0);
   Sockets sockets{{fd}};
-  ASSERT_TRUE(Handshake(fd, ""));
   auto set_frame = [](const std::string& key, const std::string& value) {
     protocol::Writer set;
     set.U8(static_cast<uint8_t>(protocol::Op::kSet));
