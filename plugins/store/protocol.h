@@ -66,6 +66,14 @@ enum class Op : uint8_t {
   kFail = 9,  // reason (<= kMaxReasonBytes); version 2 and later
 };
 
+// The status code of the answer to a kGet or kWait that the server set
+// aside while it waited, to make room for a newer one when the room for
+// waiting requests was full (the server never answers UNAVAILABLE
+// otherwise): the client sends the request again for the time it has left.
+// Added within version 3; a client that does not know it reports it as the
+// error it reads.
+inline constexpr uint8_t kSetAsideCode = 14;  // absl::StatusCode::kUnavailable
+
 // `reason` as one line of at most kMaxReasonBytes: line breaks become
 // spaces, and a longer reason is cut (ending in "...").
 std::string OneLineReason(absl::string_view reason);
@@ -82,9 +90,13 @@ class Writer {
     U32(static_cast<uint32_t>(s.size()));
     buffer_.append(s.data(), s.size());
   }
+  // Fields written by another Writer (its Payload()), as they are.
+  void Append(absl::string_view fields) { buffer_.append(fields.data(), fields.size()); }
   // The whole frame, header included.
   std::string Finish() &&;
   size_t payload_size() const { return buffer_.size() - kFrameHeaderBytes; }
+  // What was written so far, without the header.
+  std::string Payload() const { return buffer_.substr(kFrameHeaderBytes); }
 
  private:
   void Raw(uint64_t v, int bytes) {

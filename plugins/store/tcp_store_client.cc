@@ -242,7 +242,9 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Acquire(absl::Time d
   return Open(deadline);
 }
 
-absl::StatusOr<std::string> TcpStoreClient::Call(std::string frame, absl::Time deadline) {
+absl::StatusOr<std::string> TcpStoreClient::Call(std::string frame, absl::Time deadline,
+                                                 bool* set_aside) {
+  if (set_aside != nullptr) *set_aside = false;
   bool pooled = false;
   absl::StatusOr<std::unique_ptr<Connection>> connection = Acquire(deadline, &pooled);
   if (!connection.ok()) return connection.status();
@@ -283,6 +285,7 @@ absl::StatusOr<std::string> TcpStoreClient::Call(std::string frame, absl::Time d
   if (code != 0) {
     std::string message;
     if (!reader.Str(protocol::kMaxFrameBytes, &message)) return Malformed(address_);
+    if (set_aside != nullptr) *set_aside = code == protocol::kSetAsideCode;
     absl::MutexLock lock(&mu_);
     idle_.push_back(*std::move(connection));
     return absl::Status(static_cast<absl::StatusCode>(code), message);
@@ -291,6 +294,28 @@ absl::StatusOr<std::string> TcpStoreClient::Call(std::string frame, absl::Time d
   absl::MutexLock lock(&mu_);
   idle_.push_back(*std::move(connection));
   return body;
+}
+
+absl::StatusOr<std::string> TcpStoreClient::CallWaiting(Op op, const std::string& fields,
+                                                        absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    const absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
+    Writer w;
+    w.U8(static_cast<uint8_t>(op));
+    w.Append(fields);
+    w.I64(absl::ToInt64Milliseconds(left));
+    bool set_aside = false;
+    absl::StatusOr<std::string> body =
+        Call(std::move(w).Finish(), absl::Now() + left + kServerGrace, &set_aside);
+    if (!set_aside) return body;
+    if (left <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "timed out after ", absl::ToInt64Milliseconds(timeout),
+          " ms waiting on the store server at ", address_,
+          ", which kept setting the wait aside for lack of room (", body.status().message(), ")"));
+    }
+  }
 }
 
 absl::Status TcpStoreClient::Set(const std::string& key, const std::string& value) {
@@ -306,11 +331,8 @@ absl::Status TcpStoreClient::Set(const std::string& key, const std::string& valu
 absl::StatusOr<std::string> TcpStoreClient::Get(const std::string& key, absl::Duration timeout) {
   DIST_RETURN_IF_ERROR(ValidateKey(key));
   Writer w;
-  w.U8(static_cast<uint8_t>(Op::kGet));
   w.Str(key);
-  w.I64(absl::ToInt64Milliseconds(timeout));
-  absl::StatusOr<std::string> body =
-      Call(std::move(w).Finish(), absl::Now() + timeout + kServerGrace);
+  absl::StatusOr<std::string> body = CallWaiting(Op::kGet, w.Payload(), timeout);
   if (!body.ok()) return body.status();
   Reader reader(*body);
   std::string value;
@@ -381,10 +403,8 @@ absl::StatusOr<bool> TcpStoreClient::Check(const std::vector<std::string>& keys)
 absl::Status TcpStoreClient::Wait(const std::vector<std::string>& keys, absl::Duration timeout) {
   DIST_RETURN_IF_ERROR(ValidateKeys(keys));
   Writer w;
-  w.U8(static_cast<uint8_t>(Op::kWait));
   PutKeys(w, keys);
-  w.I64(absl::ToInt64Milliseconds(timeout));
-  return Call(std::move(w).Finish(), absl::Now() + timeout + kServerGrace).status();
+  return CallWaiting(Op::kWait, w.Payload(), timeout).status();
 }
 
 absl::StatusOr<int64_t> TcpStoreClient::NumKeys() {

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "plugins/store/net.h"
+#include "plugins/store/protocol.h"
 #include "plugins/store/store.h"
 
 namespace dist::store {
@@ -68,7 +69,15 @@ class TcpStoreClient : public Store {
   // Sends one request and returns the response body after its status code.
   // A request on a pooled connection that the server closed or reset before
   // any byte of the reply arrived is sent once more on a new connection.
-  absl::StatusOr<std::string> Call(std::string frame, absl::Time deadline);
+  // `set_aside` (may be null) tells a response with protocol::kSetAsideCode
+  // from every other error.
+  absl::StatusOr<std::string> Call(std::string frame, absl::Time deadline,
+                                   bool* set_aside = nullptr);
+  // A get or wait: the op, then `fields`, then the time left in ms. Sent
+  // again, for the time left, whenever the server sets it aside to make
+  // room for a newer one.
+  absl::StatusOr<std::string> CallWaiting(protocol::Op op, const std::string& fields,
+                                          absl::Duration timeout);
 
   TcpStoreClientOptions options_;
   std::string address_;  // host:port, for messages

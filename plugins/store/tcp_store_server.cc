@@ -15,6 +15,7 @@
 #include <cstring>
 #include <deque>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -188,6 +189,9 @@ class TcpStoreServer::Loop {
   void Complete(Waiter* waiter, bool timed_out);
   // Answers a parked request with `reply` and releases its waiter.
   void Resume(Waiter* waiter, Writer reply);
+  // Answers the largest parked request "set aside, send it again"
+  // (kSetAsideCode), to make room for a newer one.
+  void SetAsideLargest();
   // kFail: remembers the first reason (when failures are kept) and answers
   // every parked request with it.
   void HandleFail(Client* client, const std::string& reason);
@@ -276,6 +280,8 @@ class TcpStoreServer::Loop {
   bool resume_again_ = false;     // asked for while resuming
   int big_reserved_ = 0;          // clients with room set aside for a big request
   std::vector<Client*> resumed_;  // clients whose parked request finished
+  // Parked requests by the bytes they hold, to find the largest.
+  std::set<std::pair<size_t, Waiter*>> parked_by_size_;
   // Set once a rank reported a failed rendezvous (keep_failures only): what
   // every later hello and request is answered with.
   std::optional<std::string> failure_;
@@ -853,6 +859,7 @@ void TcpStoreServer::Loop::Close(Client* client) {
   client->closing = true;
   if (Waiter* waiter = client->parked) {
     client->parked = nullptr;
+    parked_by_size_.erase({client->parked_bytes, waiter});
     Unindex(waiter);
     uv_timer_stop(&waiter->timer);
     uv_close(reinterpret_cast<uv_handle_t*>(&waiter->timer),
@@ -1336,23 +1343,33 @@ void TcpStoreServer::Loop::HandleFail(Client* client, const std::string& reason)
 
 void TcpStoreServer::Loop::Park(Client* client, Op op, std::vector<std::string> keys,
                                 int64_t timeout_ms) {
-  if (parked_total_ + ParkedBytes(keys) > ParkedLimit()) {
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  const size_t bytes = ParkedBytes(keys);
+  if (bytes > ParkedLimit()) {
     SendError(client, absl::StatusCode::kResourceExhausted,
-              absl::StrCat("the store server at ", Where(), " holds ", parked_total_,
-                           " bytes of waiting requests, half its max_buffered_bytes of ",
-                           limits_.max_buffered_bytes, "; wait on fewer keys at a time"));
+              absl::StrCat("the store server at ", Where(), " can hold ", ParkedLimit(),
+                           " bytes of waiting requests (half its max_buffered_bytes of ",
+                           limits_.max_buffered_bytes, ") and this one needs ", bytes,
+                           "; wait on fewer keys at a time"));
     ++owner_->served_;
     return;
   }
+  // Full: the largest parked requests make room, however long they have
+  // waited. Their clients send them again (TcpStoreClient does so unseen),
+  // so nobody's wait fails for it, and a stranger who fills the room with
+  // waits that never end cannot keep a job's small ones out: to hold room
+  // against them, its waits would have to be smaller than theirs, and at
+  // most max_connections of those never fill the room.
+  while (parked_total_ + bytes > ParkedLimit() && !parked_by_size_.empty()) SetAsideLargest();
   auto* waiter = new Waiter();
   waiter->client = client;
   waiter->op = op;
   waiter->timeout_ms = std::max<int64_t>(timeout_ms, 0);
-  std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
   waiter->keys = std::move(keys);
-  client->parked_bytes = ParkedBytes(waiter->keys);
-  parked_total_ += client->parked_bytes;
+  client->parked_bytes = bytes;
+  parked_total_ += bytes;
+  parked_by_size_.insert({bytes, waiter});
   for (const std::string& key : table_.Missing(waiter->keys)) {
     waiting_[key].push_back(waiter);
     ++waiter->missing;
@@ -1362,6 +1379,21 @@ void TcpStoreServer::Loop::Park(Client* client, Op op, std::vector<std::string> 
   waiter->timer.data = waiter;
   uv_timer_start(&waiter->timer, &Loop::OnWaiterTimeout, static_cast<uint64_t>(waiter->timeout_ms),
                  0);
+}
+
+void TcpStoreServer::Loop::SetAsideLargest() {
+  Waiter* waiter = std::prev(parked_by_size_.end())->second;
+  LogLimited(absl::StrCat("setting aside a waiting request on ", waiter->keys.size(),
+                          waiter->keys.size() == 1 ? " key (" : " keys (",
+                          waiter->client->parked_bytes, " bytes) from store client ",
+                          waiter->client->peer, " to make room for a newer one"));
+  Unindex(waiter);
+  Writer reply;
+  reply.U8(protocol::kSetAsideCode);
+  reply.Str(absl::StrCat("the store server at ", Where(), " set this waiting request aside ",
+                         "to make room for a newer one (its waiting requests may hold ",
+                         ParkedLimit(), " bytes, half its max_buffered_bytes); send it again"));
+  Resume(waiter, std::move(reply));
 }
 
 void TcpStoreServer::Loop::NotifyKey(const std::string& key) {
@@ -1406,6 +1438,7 @@ void TcpStoreServer::Loop::Complete(Waiter* waiter, bool timed_out) {
 void TcpStoreServer::Loop::Resume(Waiter* waiter, Writer reply) {
   Client* client = waiter->client;
   client->parked = nullptr;
+  parked_by_size_.erase({client->parked_bytes, waiter});
   parked_total_ -= client->parked_bytes;
   client->parked_bytes = 0;
   Send(client, std::move(reply).Finish());

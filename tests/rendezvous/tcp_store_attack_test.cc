@@ -733,6 +733,105 @@ TEST(StoreAttack, ABigRequestBehindAParkedWaitHoldsNoRoom) {
   server->Stop();
 }
 
+// Whether nothing came back on `fd` within `within` (a wait that parked is
+// answered only when its keys are set or it times out).
+bool Silent(int fd, absl::Duration within) {
+  pollfd entry = {fd, POLLIN, 0};
+  return poll(&entry, 1, static_cast<int>(absl::ToInt64Milliseconds(within))) == 0;
+}
+
+// A stranger fills the server's whole budget for parked waits, to the last
+// few bytes, with waits that never end: halving waits of 200-byte keys on
+// one connection each, then one-key waits until the server refuses. A job
+// that starts then still gets its own waits parked: the server sets the
+// largest parked waits aside to make room (their clients may send them
+// again).
+TEST(StoreAttack, WaitsThatFillTheParkedBudgetDoNotFailAJob) {
+  auto server = Server::Start("");
+  ASSERT_NE(server, nullptr);
+  RssWatch rss(*server);
+  Sockets attack;
+  auto park = [&](int keys, size_t key_bytes) {
+    const int fd = LoggedIn(*server);
+    if (fd < 0) return false;
+    attack.fds.push_back(fd);
+    protocol::Writer wait;
+    wait.U8(static_cast<uint8_t>(protocol::Op::kWait));
+    wait.U32(keys);
+    for (int k = 0; k < keys; ++k) {
+      std::string key = absl::StrCat(attack.fds.size(), "/", k);
+      key.resize(std::max(key.size(), key_bytes), 'k');
+      wait.Str(key);
+    }
+    wait.I64(600000);
+    const std::string request = std::move(wait).Finish();
+    return SendUntil(fd, request, absl::Now() + absl::Seconds(30)) == request.size() &&
+           Silent(fd, absl::Milliseconds(50));
+  };
+  // Filled the room to its last 82 bytes, where the server refused
+  // newcomers (a job's waits on 30-byte keys need 140 bytes each).
+  int parked = 0;
+  for (int keys = 30000; keys >= 1; keys /= 2) parked += park(keys, 200) ? 1 : 0;
+  for (int small = 0; small < 64; ++small) parked += park(1, 1) ? 1 : 0;
+  ASSERT_GE(parked, 1);
+  EXPECT_TRUE(JobCompletes(*server)) << "a job started with the parked budget full";
+  EXPECT_LT(rss.Stop(), kRssBound);
+  server->Stop();
+}
+
+// A rank's wait that is the largest parked when the room is full is set
+// aside for a stranger's newer one: the client sends it again for the time
+// it has left, and its caller sees only the wait's real outcome.
+TEST(StoreAttack, AWaitSetAsideToMakeRoomIsSentAgainUnseen) {
+  // Room for 512 KiB of parked waits.
+  auto server = Server::Start("", {"--max_buffered_bytes=1048576"});
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->port(), "", absl::Seconds(30));
+  ASSERT_TRUE(client.ok()) << client.status();
+  // 1,000 keys of 100 bytes: 280,000 bytes parked, over half the room.
+  std::vector<std::string> keys;
+  for (int k = 0; k < 1000; ++k) {
+    std::string key = absl::StrCat("rank key ", k, " ");
+    key.resize(100, 'k');
+    keys.push_back(key);
+  }
+  absl::Status waited;
+  std::thread rank([&] { waited = (*client)->Wait(keys, absl::Seconds(30)); });
+  absl::SleepFor(absl::Milliseconds(300));
+  // Strangers' waits on 100 keys each (28,000 bytes), each on its own
+  // connection and never ending: the tenth no longer fits beside the
+  // rank's, and every newer one finds the rank's wait the largest again
+  // once it is back.
+  Sockets attack;
+  int set_aside = 0;
+  for (int i = 0; i < 40; ++i) {
+    const int fd = LoggedIn(*server);
+    ASSERT_GE(fd, 0);
+    attack.fds.push_back(fd);
+    protocol::Writer wait;
+    wait.U8(static_cast<uint8_t>(protocol::Op::kWait));
+    wait.U32(100);
+    for (int k = 0; k < 100; ++k) {
+      std::string key = absl::StrCat("stranger ", i, "/", k, " ");
+      key.resize(100, 's');
+      wait.Str(key);
+    }
+    wait.I64(600000);
+    ASSERT_TRUE(SendUntil(fd, std::move(wait).Finish(), absl::Now() + absl::Seconds(10)) > 0);
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  for (int fd : attack.fds) set_aside += Silent(fd, absl::Milliseconds(1)) ? 0 : 1;
+  // The rank's keys are set: its wait, wherever it is now, ends well.
+  auto setter = Connect(server->port(), "");
+  ASSERT_TRUE(setter.ok()) << setter.status();
+  for (const std::string& key : keys) ASSERT_TRUE((*setter)->Set(key, "v").ok());
+  rank.join();
+  EXPECT_TRUE(waited.ok()) << waited;
+  EXPECT_GT(set_aside, 0) << "strangers' waits set aside too, once the rank's was back";
+  const std::string log = server->Stop();
+  EXPECT_TRUE(absl::StrContains(log, "setting aside a waiting request on 1000 keys")) << log;
+}
+
 TEST(StoreAttack, ParkedWaitsOnManyKeysAreBounded) {
   auto server = Server::Start("", {"--stall_timeout=3s"});
   ASSERT_NE(server, nullptr);
