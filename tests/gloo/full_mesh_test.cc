@@ -92,6 +92,51 @@ TEST(ConnectFullMesh, EveryPairConnectsAndCarriesData) {
 // Rank 3 publishes the addresses of its pairs and then closes them, as a
 // process that dies right after publishing would. Every other rank must
 // fail within the timeout, and rank 3 must be named.
+// An intruder that connects to rank 0's Gloo port in rank 1's place and
+// speaks Gloo's protocol, but does not know the secret rank 0 put in the
+// job's store: rank 0 refuses the connection, naming rank 1. The intruder
+// listens on 127.0.0.2, above rank 0's 127.0.0.1, so that Gloo makes its
+// end the one that connects and rank 0's the one that accepts, as when a
+// stranger reaches a rank's listening port first. (It reads the job's keys
+// from a copy, with a made-up secret, and its address is put where rank 1's
+// would be; the real rank 1 never starts.)
+TEST(ConnectFullMesh, AnIntruderWithoutTheJobsSecretIsRefused) {
+  constexpr int kRanks = 2;
+  const absl::Duration timeout = absl::Seconds(10);
+  StoreHolder job;     // rank 0's store
+  StoreHolder forged;  // the intruder's: rank 0's addresses, a made-up secret
+  ASSERT_TRUE(forged.view().Set(absl::StrCat(kPrefix, "pair_secret"), std::string(32, 'x')).ok());
+  std::thread relay([&] {
+    absl::StatusOr<std::string> address = job.view().Get(absl::StrCat(kPrefix, 0), timeout);
+    if (address.ok()) (void)forged.view().Set(absl::StrCat(kPrefix, 0), *address);
+    address = forged.view().Get(absl::StrCat(kPrefix, 1), timeout);
+    if (address.ok()) (void)job.view().Set(absl::StrCat(kPrefix, 1), *address);
+  });
+  absl::Status rank0;
+  absl::Status intruder;
+  std::thread rank0_thread([&] {
+    auto context = std::make_shared<gloo::Context>(0, kRanks);
+    context->setTimeout(std::chrono::seconds(10));
+    rank0 = ConnectFullMesh(*context, job.view(), LoopbackDevice(), timeout, Options());
+  });
+  std::thread intruder_thread([&] {
+    auto context = std::make_shared<gloo::Context>(1, kRanks);
+    context->setTimeout(std::chrono::seconds(10));
+    gloo::transport::tcp::attr attr;
+    attr.hostname = "127.0.0.2";
+    intruder = ConnectFullMesh(*context, forged.view(), gloo::transport::tcp::CreateDevice(attr),
+                               timeout, Options());
+  });
+  rank0_thread.join();
+  intruder_thread.join();
+  relay.join();
+  EXPECT_TRUE(intruder.ok()) << "the intruder connected and sent its proof: " << intruder;
+  EXPECT_EQ(rank0.code(), absl::StatusCode::kPermissionDenied) << rank0;
+  EXPECT_THAT(std::string(rank0.message()),
+              HasSubstr("rank 0 got a wrong proof of membership over its Gloo connection from "
+                        "rank 1: "));
+}
+
 TEST(ConnectFullMesh, APeerGoneAfterPublishingFailsEveryRankInTime) {
   constexpr int kRanks = 4;
   constexpr int kGone = 3;

@@ -20,6 +20,7 @@
 #include "gloo/transport/tcp/address.h"
 #include "plugins/backends/gloo/loop_kicker.h"
 #include "plugins/backends/gloo/pair_access.h"
+#include "plugins/backends/gloo/pair_proof.h"
 
 namespace dist_gloo {
 namespace {
@@ -238,6 +239,14 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
     address_bytes = bytes.size();
     mine.append(bytes.begin(), bytes.end());
   }
+  // The secret the pairs prove they know (pair_proof.h): rank 0's, set
+  // before its addresses, so a rank that has those can have it at once.
+  const std::string secret_key = absl::StrCat(options.key_prefix, "pair_secret");
+  std::string secret;
+  if (rank == 0) {
+    secret = NewPairSecret();
+    if (absl::Status set = store.Set(secret_key, secret); !set.ok()) return set;
+  }
   if (absl::Status set = store.Set(absl::StrCat(options.key_prefix, rank), mine); !set.ok())
     return set;
 
@@ -247,6 +256,7 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
   // makes (see WeConnect).
   std::vector<std::pair<int, std::vector<char>>> accepting;
   accepting.reserve(size);
+  std::vector<bool> connects(size, false);  // whether this rank's end connects
   absl::Status status;
   for (int peer = 0; peer < size && status.ok() && connector.ok(); ++peer) {
     if (peer == rank) continue;
@@ -276,6 +286,7 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
     const std::vector<char> own(mine.begin() + own_slot * address_bytes,
                                 mine.begin() + (own_slot + 1) * address_bytes);
     if (WeConnect(own, address)) {
+      connects[peer] = true;
       connector.Start(peer, std::move(address));
     } else {
       accepting.emplace_back(peer, std::move(address));
@@ -294,7 +305,13 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
     return connected;
   }
   AdoptTransport(context, std::move(transport), device);
-  return absl::OkStatus();
+  if (rank != 0) {
+    absl::StatusOr<std::string> got = GetAddresses(store, secret_key, deadline, options.cancelled);
+    if (!got.ok()) return got.status();
+    secret = *std::move(got);
+  }
+  return ProvePairs(context, connects, secret,
+                    std::max(deadline - absl::Now(), absl::Milliseconds(100)), options.hint);
 }
 
 }  // namespace dist_gloo
