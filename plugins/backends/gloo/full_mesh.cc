@@ -244,7 +244,9 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
   const std::string secret_key = absl::StrCat(options.key_prefix, "pair_secret");
   std::string secret;
   if (rank == 0) {
-    secret = NewPairSecret();
+    absl::StatusOr<std::string> drawn = NewPairSecret();
+    if (!drawn.ok()) return drawn.status();
+    secret = *std::move(drawn);
     if (absl::Status set = store.Set(secret_key, secret); !set.ok()) return set;
   }
   if (absl::Status set = store.Set(absl::StrCat(options.key_prefix, rank), mine); !set.ok())

@@ -5,8 +5,10 @@
 #include <openssl/hmac.h>
 #include <sys/random.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <vector>
 
@@ -31,12 +33,17 @@ void Proof(absl::string_view secret, int from, int to, unsigned char* out) {
 
 }  // namespace
 
-std::string NewPairSecret() {
+absl::StatusOr<std::string> NewPairSecret() {
   std::string secret(kProofBytes, '\0');
   size_t got = 0;
   while (got < secret.size()) {
     const ssize_t n = getrandom(&secret[got], secret.size() - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return absl::InternalError(absl::StrCat(
+          "could not draw the secret Gloo's pairs prove they know: getrandom: ", strerror(errno)));
+    }
+    got += static_cast<size_t>(n);
   }
   return secret;
 }
