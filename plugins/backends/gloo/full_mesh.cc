@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -21,6 +22,7 @@
 #include "plugins/backends/gloo/loop_kicker.h"
 #include "plugins/backends/gloo/pair_access.h"
 #include "plugins/backends/gloo/pair_proof.h"
+#include "plugins/store/auth.h"
 
 namespace dist_gloo {
 namespace {
@@ -29,9 +31,9 @@ namespace {
 constexpr absl::Duration kCancelPoll = absl::Milliseconds(50);
 
 // The store's get, in slices of kCancelPoll when it can be cancelled.
-absl::StatusOr<std::string> GetAddresses(const dist::StoreView& store, const std::string& key,
-                                         absl::Time deadline,
-                                         const std::function<bool()>& cancelled) {
+absl::StatusOr<std::string> GetWhenSet(const dist::StoreView& store, const std::string& key,
+                                       absl::Time deadline,
+                                       const std::function<bool()>& cancelled) {
   const absl::Time start = absl::Now();
   for (;;) {
     const absl::Duration left = std::max(deadline - absl::Now(), absl::Milliseconds(1));
@@ -244,9 +246,11 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
   const std::string secret_key = absl::StrCat(options.key_prefix, "pair_secret");
   std::string secret;
   if (rank == 0) {
-    absl::StatusOr<std::string> drawn = NewPairSecret();
-    if (!drawn.ok()) return drawn.status();
-    secret = *std::move(drawn);
+    secret = dist::store::auth::Nonce();  // 32 bytes from getrandom(2)
+    if (secret.empty()) {
+      return absl::InternalError(absl::StrCat(
+          "could not draw the secret Gloo's pairs prove they know: getrandom: ", strerror(errno)));
+    }
     if (absl::Status set = store.Set(secret_key, secret); !set.ok()) return set;
   }
   if (absl::Status set = store.Set(absl::StrCat(options.key_prefix, rank), mine); !set.ok())
@@ -263,7 +267,7 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
   for (int peer = 0; peer < size && status.ok() && connector.ok(); ++peer) {
     if (peer == rank) continue;
     absl::StatusOr<std::string> theirs =
-        GetAddresses(store, absl::StrCat(options.key_prefix, peer), deadline, options.cancelled);
+        GetWhenSet(store, absl::StrCat(options.key_prefix, peer), deadline, options.cancelled);
     if (!theirs.ok()) {
       status = theirs.status();
       if (absl::IsDeadlineExceeded(status)) {
@@ -308,7 +312,7 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
   }
   AdoptTransport(context, std::move(transport), device);
   if (rank != 0) {
-    absl::StatusOr<std::string> got = GetAddresses(store, secret_key, deadline, options.cancelled);
+    absl::StatusOr<std::string> got = GetWhenSet(store, secret_key, deadline, options.cancelled);
     if (!got.ok()) return got.status();
     secret = *std::move(got);
   }

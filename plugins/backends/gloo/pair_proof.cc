@@ -3,12 +3,10 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <sys/random.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <exception>
 #include <vector>
 
@@ -33,21 +31,6 @@ void Proof(absl::string_view secret, int from, int to, unsigned char* out) {
 
 }  // namespace
 
-absl::StatusOr<std::string> NewPairSecret() {
-  std::string secret(kProofBytes, '\0');
-  size_t got = 0;
-  while (got < secret.size()) {
-    const ssize_t n = getrandom(&secret[got], secret.size() - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      return absl::InternalError(absl::StrCat(
-          "could not draw the secret Gloo's pairs prove they know: getrandom: ", strerror(errno)));
-    }
-    got += static_cast<size_t>(n);
-  }
-  return secret;
-}
-
 absl::Status ProvePairs(gloo::Context& context, const std::vector<bool>& connects,
                         absl::string_view secret, absl::Duration timeout, absl::string_view hint) {
   const int rank = context.rank;
@@ -66,8 +49,15 @@ absl::Status ProvePairs(gloo::Context& context, const std::vector<bool>& connect
     }
   }
   if (sends + receives == 0) return absl::OkStatus();
-  const auto wait =
-      std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
+  // One deadline for every wait, so that the whole exchange, not each
+  // message, is bounded by `timeout`.
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout));
+  auto left = [&deadline] {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now()));
+  };
   std::vector<bool> arrived(size, false);
   try {
     auto out = context.createUnboundBuffer(sent.data(), sent.size());
@@ -82,14 +72,20 @@ absl::Status ProvePairs(gloo::Context& context, const std::vector<bool>& connect
     }
     for (int i = 0; i < receives; ++i) {
       int from = -1;
-      in->waitRecv(&from, wait);
+      in->waitRecv(&from, left());
       if (from >= 0 && from < size) arrived[from] = true;
     }
-    for (int i = 0; i < sends; ++i) out->waitSend(wait);
+    for (int i = 0; i < sends; ++i) out->waitSend(nullptr, left());
   } catch (const std::exception& e) {
     std::vector<int> missing;
     for (int peer = 0; peer < size; ++peer) {
       if (peer != rank && !connects[peer] && !arrived[peer]) missing.push_back(peer);
+    }
+    if (missing.empty()) {  // every proof came; one of ours did not go
+      return absl::UnavailableError(absl::StrCat("rank ", rank,
+                                                 " could not send its proof of membership over "
+                                                 "its Gloo connections (",
+                                                 e.what(), "); ", hint));
     }
     return absl::DeadlineExceededError(absl::StrCat(
         "rank ", rank, " got no proof of membership over its Gloo connection",

@@ -19,15 +19,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "gloo/context.h"
 
 namespace dist_gloo {
-
-// A new random secret for a mesh (32 bytes, from getrandom(2)).
-absl::StatusOr<std::string> NewPairSecret();
 
 // Over every pair of `context` (connected, asynchronous pairs): sends the
 // proof where this rank's end made the connection (`connects[peer]`), and
