@@ -189,6 +189,9 @@ class TcpStoreServer::Loop {
   void Complete(Waiter* waiter, bool timed_out);
   // Answers a parked request with `reply` and releases its waiter.
   void Resume(Waiter* waiter, Writer reply);
+  // Takes `client`'s parked request out of the accounts (parked_total_,
+  // parked_by_size_) and off the client; the waiter is the caller's.
+  void Unpark(Client* client);
   // Answers the largest parked request "set aside, send it again"
   // (kSetAsideCode), to make room for a newer one.
   void SetAsideLargest();
@@ -858,8 +861,7 @@ void TcpStoreServer::Loop::Close(Client* client) {
   if (client->closing) return;
   client->closing = true;
   if (Waiter* waiter = client->parked) {
-    client->parked = nullptr;
-    parked_by_size_.erase({client->parked_bytes, waiter});
+    Unpark(client);
     Unindex(waiter);
     uv_timer_stop(&waiter->timer);
     uv_close(reinterpret_cast<uv_handle_t*>(&waiter->timer),
@@ -868,8 +870,6 @@ void TcpStoreServer::Loop::Close(Client* client) {
   flight_bytes_ -= client->held;
   client->held = 0;
   Unreserve(client);
-  parked_total_ -= client->parked_bytes;
-  client->parked_bytes = 0;
   if (client->budget_paused) {
     budget_paused_.erase(std::remove(budget_paused_.begin(), budget_paused_.end(), client),
                          budget_paused_.end());
@@ -1435,12 +1435,16 @@ void TcpStoreServer::Loop::Complete(Waiter* waiter, bool timed_out) {
   Resume(waiter, std::move(reply));
 }
 
-void TcpStoreServer::Loop::Resume(Waiter* waiter, Writer reply) {
-  Client* client = waiter->client;
-  client->parked = nullptr;
-  parked_by_size_.erase({client->parked_bytes, waiter});
+void TcpStoreServer::Loop::Unpark(Client* client) {
+  parked_by_size_.erase({client->parked_bytes, client->parked});
   parked_total_ -= client->parked_bytes;
   client->parked_bytes = 0;
+  client->parked = nullptr;
+}
+
+void TcpStoreServer::Loop::Resume(Waiter* waiter, Writer reply) {
+  Client* client = waiter->client;
+  Unpark(client);
   Send(client, std::move(reply).Finish());
   ++owner_->served_;
   resumed_.push_back(client);
