@@ -446,6 +446,23 @@ std::string GetFrame(const std::string& key, int64_t timeout_ms) {
   return std::move(get).Finish();
 }
 
+std::string WaitFrame(const std::vector<std::string>& keys, int64_t timeout_ms) {
+  protocol::Writer wait;
+  wait.U8(static_cast<uint8_t>(protocol::Op::kWait));
+  wait.U32(static_cast<uint32_t>(keys.size()));
+  for (const std::string& key : keys) wait.Str(key);
+  wait.I64(timeout_ms);
+  return std::move(wait).Finish();
+}
+
+std::string SetFrame(const std::string& key, const std::string& value) {
+  protocol::Writer set;
+  set.U8(static_cast<uint8_t>(protocol::Op::kSet));
+  set.Str(key);
+  set.Str(value);
+  return std::move(set).Finish();
+}
+
 std::string LocalAddress(int fd) {
   sockaddr_in address = {};
   socklen_t length = sizeof(address);
@@ -699,17 +716,8 @@ TEST(StoreAttack, ABigRequestBehindAParkedWaitHoldsNoRoom) {
   const int fd = LoggedIn(*server);
   ASSERT_GE(fd, 0);
   Sockets attack{{fd}};
-  protocol::Writer wait;
-  wait.U8(static_cast<uint8_t>(protocol::Op::kWait));
-  wait.U32(1);
-  wait.Str("never set");
-  wait.I64(600000);
-  protocol::Writer big;
-  big.U8(static_cast<uint8_t>(protocol::Op::kSet));
-  big.Str("late");
-  big.Str(std::string(15 * kMiB, 'b'));
-  const std::string big_frame = std::move(big).Finish();
-  const std::string bytes = std::move(wait).Finish() + big_frame.substr(0, 1000);
+  const std::string big_frame = SetFrame("late", std::string(15 * kMiB, 'b'));
+  const std::string bytes = WaitFrame({"never set"}, 600000) + big_frame.substr(0, 1000);
   ASSERT_EQ(SendUntil(fd, bytes, absl::Now() + absl::Seconds(10)), bytes.size());
   absl::SleepFor(absl::Milliseconds(200));  // read, and the wait parked
   auto client = Connect(server->port(), "", absl::Seconds(10));
@@ -755,16 +763,12 @@ TEST(StoreAttack, WaitsThatFillTheParkedBudgetDoNotFailAJob) {
     const int fd = LoggedIn(*server);
     if (fd < 0) return false;
     attack.fds.push_back(fd);
-    protocol::Writer wait;
-    wait.U8(static_cast<uint8_t>(protocol::Op::kWait));
-    wait.U32(keys);
+    std::vector<std::string> names;
     for (int k = 0; k < keys; ++k) {
-      std::string key = absl::StrCat(attack.fds.size(), "/", k);
-      key.resize(std::max(key.size(), key_bytes), 'k');
-      wait.Str(key);
+      names.push_back(absl::StrCat(attack.fds.size(), "/", k));
+      names.back().resize(std::max(names.back().size(), key_bytes), 'k');
     }
-    wait.I64(600000);
-    const std::string request = std::move(wait).Finish();
+    const std::string request = WaitFrame(names, 600000);
     return SendUntil(fd, request, absl::Now() + absl::Seconds(30)) == request.size() &&
            Silent(fd, absl::Milliseconds(50));
   };
@@ -808,16 +812,12 @@ TEST(StoreAttack, AWaitSetAsideToMakeRoomIsSentAgainUnseen) {
     const int fd = LoggedIn(*server);
     ASSERT_GE(fd, 0);
     attack.fds.push_back(fd);
-    protocol::Writer wait;
-    wait.U8(static_cast<uint8_t>(protocol::Op::kWait));
-    wait.U32(100);
+    std::vector<std::string> names;
     for (int k = 0; k < 100; ++k) {
-      std::string key = absl::StrCat("stranger ", i, "/", k, " ");
-      key.resize(100, 's');
-      wait.Str(key);
+      names.push_back(absl::StrCat("stranger ", i, "/", k, " "));
+      names.back().resize(100, 's');
     }
-    wait.I64(600000);
-    ASSERT_TRUE(SendUntil(fd, std::move(wait).Finish(), absl::Now() + absl::Seconds(10)) > 0);
+    ASSERT_TRUE(SendUntil(fd, WaitFrame(names, 600000), absl::Now() + absl::Seconds(10)) > 0);
     absl::SleepFor(absl::Milliseconds(20));
   }
   for (int fd : attack.fds) set_aside += Silent(fd, absl::Milliseconds(1)) ? 0 : 1;
@@ -839,12 +839,9 @@ TEST(StoreAttack, ParkedWaitsOnManyKeysAreBounded) {
   Sockets attack;
   // 40 connections, each parking a wait on 60,000 keys of 200 bytes (a
   // 12 MiB request each, 480 MiB in all if the server took them all).
-  protocol::Writer wait;
-  wait.U8(static_cast<uint8_t>(protocol::Op::kWait));
-  wait.U32(60000);
-  for (int k = 0; k < 60000; ++k) wait.Str(absl::StrCat(k, std::string(190, 'k')));
-  wait.I64(60000);
-  const std::string request = std::move(wait).Finish();
+  std::vector<std::string> keys;
+  for (int k = 0; k < 60000; ++k) keys.push_back(absl::StrCat(k, std::string(190, 'k')));
+  const std::string request = WaitFrame(keys, 60000);
   std::vector<std::thread> senders;
   std::atomic<int> connected{0};
   for (int i = 0; i < 40; ++i) {
@@ -913,14 +910,8 @@ TEST(StoreAttack, ARequestRightBehindABigOneIsAnswered) {
   const int fd = LoggedIn(*server);
   ASSERT_GE(fd, 0);
   Sockets sockets{{fd}};
-  auto set_frame = [](const std::string& key, const std::string& value) {
-    protocol::Writer set;
-    set.U8(static_cast<uint8_t>(protocol::Op::kSet));
-    set.Str(key);
-    set.Str(value);
-    return std::move(set).Finish();
-  };
-  const std::string bytes = set_frame("big", std::string(15 * kMiB, 'b')) + set_frame("small", "s");
+
+  const std::string bytes = SetFrame("big", std::string(15 * kMiB, 'b')) + SetFrame("small", "s");
   std::thread sender([&] { SendUntil(fd, bytes, absl::Now() + absl::Seconds(30)); });
   const std::string first = ReadFrame(fd);
   const std::string second = ReadFrame(fd);
