@@ -6,6 +6,8 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -135,6 +137,49 @@ TEST(ConnectFullMesh, AnIntruderWithoutTheJobsSecretIsRefused) {
   EXPECT_THAT(std::string(rank0.message()),
               HasSubstr("rank 0 got a wrong proof of membership over its Gloo connection from "
                         "rank 1: "));
+}
+
+// A program that connects to rank 0's Gloo port in rank 1's place and says
+// nothing: rank 0 gives up on it at the timeout, naming rank 1, instead of
+// taking the silent connection for rank 1. Rank 1's published end listens
+// on 127.0.0.2, so that rank 0's end is the one that accepts.
+TEST(ConnectFullMesh, ASilentIntruderIsNamedAtTheTimeout) {
+  constexpr int kRanks = 2;
+  const absl::Duration timeout = absl::Seconds(2);
+  StoreHolder store;
+  gloo::transport::tcp::attr attr;
+  attr.hostname = "127.0.0.2";
+  auto absent_device = gloo::transport::tcp::CreateDevice(attr);
+  auto absent = absent_device->createContext(1, kRanks);
+  const std::vector<char> absent_address = absent->createPair(0)->address().bytes();
+  ASSERT_TRUE(
+      store.view()
+          .Set(absl::StrCat(kPrefix, 1), std::string(absent_address.begin(), absent_address.end()))
+          .ok());
+  absl::Status rank0;
+  absl::Duration took;
+  std::thread rank0_thread([&] {
+    auto context = std::make_shared<gloo::Context>(0, kRanks);
+    context->setTimeout(std::chrono::seconds(2));
+    const absl::Time start = absl::Now();
+    rank0 = ConnectFullMesh(*context, store.view(), LoopbackDevice(), timeout, Options());
+    took = absl::Now() - start;
+  });
+  // The intruder: a plain TCP connection to rank 0's end, silent.
+  absl::StatusOr<std::string> published = store.view().Get(absl::StrCat(kPrefix, 0), timeout);
+  ASSERT_TRUE(published.ok()) << published.status();
+  const gloo::transport::tcp::Address rank0_end(
+      std::vector<char>(published->begin(), published->end()));
+  const sockaddr_storage& address = rank0_end.getSockaddr();
+  const int intruder = socket(address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(intruder, 0);
+  EXPECT_EQ(connect(intruder, reinterpret_cast<const sockaddr*>(&address), sizeof(sockaddr_in)), 0);
+  rank0_thread.join();
+  close(intruder);
+  EXPECT_EQ(rank0.code(), absl::StatusCode::kDeadlineExceeded) << rank0;
+  EXPECT_THAT(std::string(rank0.message()),
+              HasSubstr("rank 0 got no proof of membership over its Gloo connection from rank 1"));
+  EXPECT_LT(took, timeout + absl::Seconds(3)) << rank0;
 }
 
 TEST(ConnectFullMesh, APeerGoneAfterPublishingFailsEveryRankInTime) {

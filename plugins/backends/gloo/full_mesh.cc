@@ -144,13 +144,17 @@ class Connector {
         if (mu_.AwaitWithDeadline(absl::Condition(this, &Connector::Settled), until)) return;
         late = absl::StrJoin(pending_, ", ");
       }
-      if (absl::Now() >= deadline) {
+      // A wait that ran to `deadline` has timed out even when absl::Now()
+      // reads a hair earlier than the clock the wait used; without a
+      // `cancelled` that is the only way here, and calling the empty
+      // function threw std::bad_function_call on the rank's thread.
+      if (until >= deadline || absl::Now() >= deadline) {
         Fail(absl::DeadlineExceededError(
             absl::StrCat("Gloo rendezvous timed out after ", absl::FormatDuration(timeout),
                          " connecting to rank(s) ", late, "; ", hint)));
         return;
       }
-      if (cancelled()) {
+      if (cancelled != nullptr && cancelled()) {
         Fail(absl::AbortedError(absl::StrCat("cancelled while connecting to rank(s) ", late)));
         return;
       }
