@@ -275,8 +275,9 @@ void CheckDataOps(int rank, int world, dist_backend_comm_t* comm) {
 void RunWorld(int world, const std::string& dir_name) {
   const std::string dir = TempDir(dir_name);
   auto results = RunRanks(world, absl::Seconds(240), [&](int rank) {
-    for (const char* algorithm : {"auto", "AllreduceRing", "AllreduceRingChunked",
-                                  "AllreduceHalvingDoubling", "AllreduceBcube"}) {
+    for (const char* algorithm :
+         {"auto", "AllreduceRing", "AllreduceRingChunked", "AllreduceHalvingDoubling",
+          "AllreduceBcube", "RecursiveDoubling"}) {
       // A store per communicator: Gloo's rendezvous keys are bare ranks.
       dist_store_t* store = OpenStore(absl::StrCat(dir, "/store_", algorithm));
       CommOptions options;
@@ -382,6 +383,42 @@ TEST(GlooBoundAlgorithms, BcubeReusedWithNewInputsOnFourRanks) {
     return 0;
   });
   for (const RankResult& r : results) EXPECT_TRUE(r.ok()) << r.Describe();
+}
+
+// The recursive doubling all_reduce skips Gloo's notifications and relies
+// on the synchronous pairs reading each message only when it is waited for
+// (allreduce_recursive_doubling.h): reused with new inputs, a rank that
+// runs ahead must never overwrite what a slower partner has yet to reduce.
+// Two ranks (one exchange), three and five (one extra rank folded in and
+// the result sent back), four (two doubling steps); the largest count runs
+// on the asynchronous pairs where the synchronous ones' limit is below it,
+// as AllreduceRing or AllreduceHalvingDoubling.
+void RecursiveDoublingReused(int world) {
+  const std::string dir = TempDir(absl::StrCat("doubling", world));
+  auto results = RunRanks(world, absl::Seconds(240), [&](int rank) {
+    dist_store_t* store = OpenStore(absl::StrCat(dir, "/store"));
+    CommOptions options;
+    options.options = {{"gloo.allreduce_algorithm", "RecursiveDoubling"}};
+    dist_backend_comm_t* comm = nullptr;
+    RANK_OK(rank, CreateComm(store, rank, world, options, &comm));
+    CheckReusedWithNewInputs(rank, world, comm, "RecursiveDoubling");
+    Plugin()->comm_destroy(comm);
+    return 0;
+  });
+  for (const RankResult& r : results) EXPECT_TRUE(r.ok()) << r.Describe();
+}
+
+TEST(GlooBoundAlgorithms, RecursiveDoublingReusedWithNewInputsOnTwoRanks) {
+  RecursiveDoublingReused(2);
+}
+TEST(GlooBoundAlgorithms, RecursiveDoublingReusedWithNewInputsOnThreeRanks) {
+  RecursiveDoublingReused(3);
+}
+TEST(GlooBoundAlgorithms, RecursiveDoublingReusedWithNewInputsOnFourRanks) {
+  RecursiveDoublingReused(4);
+}
+TEST(GlooBoundAlgorithms, RecursiveDoublingReusedWithNewInputsOnFiveRanks) {
+  RecursiveDoublingReused(5);
 }
 
 // comm_create of a one-rank group with option `key`=`value`, which must

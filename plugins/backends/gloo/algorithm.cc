@@ -25,6 +25,22 @@ constexpr size_t kBoundMaxBytes = 1 << 20;
 // above it, both on synchronous pairs (1 MiB: 396-407 against 697-735 us;
 // 512 KiB: 216-221 against 251-264 us; 3 runs each, alternating).
 constexpr size_t kTwoRankRingMaxBytes = 512 << 10;
+// dist's recursive doubling (allreduce_recursive_doubling.h) takes log2(W)
+// message latencies where Gloo's classes take 2 log2(W) or more, but sends
+// the whole buffer at each of those steps: it beat every Gloo class at
+// W = 2-8 up to 128-256 KiB and lost from 512 KiB (2-4 ranks) or 256 KiB
+// (8 ranks) (2026-12-03, README.md, "Algorithm choice"). So it runs while
+// the buffer is at most this size and it sends at most
+// kRecursiveDoublingMaxSentBytes over all its steps.
+constexpr size_t kRecursiveDoublingMaxBytes = 256 << 10;
+constexpr size_t kRecursiveDoublingMaxSentBytes = 512 << 10;
+
+// How many doubling steps recursive doubling takes on `world_size` ranks.
+int DoublingSteps(int world_size) {
+  int steps = 0;
+  while ((2 << steps) <= world_size) ++steps;
+  return steps;
+}
 // Above kBoundMaxBytes on more than two ranks: gloo::allreduce's bcube
 // below this, its ring from it (measured before the bound classes came).
 constexpr size_t kGlooBcubeBelowBytes = 4 << 20;
@@ -42,6 +58,7 @@ constexpr AllReduceAlgorithm kAll[] = {
     AllReduceAlgorithm::kRingChunked,
     AllReduceAlgorithm::kHalvingDoubling,
     AllReduceAlgorithm::kBcube,
+    AllReduceAlgorithm::kRecursiveDoubling,
 };
 
 }  // namespace
@@ -60,6 +77,8 @@ const char* AlgorithmName(AllReduceAlgorithm algorithm) {
       return "AllreduceHalvingDoubling";
     case AllReduceAlgorithm::kBcube:
       return "AllreduceBcube";
+    case AllReduceAlgorithm::kRecursiveDoubling:
+      return "RecursiveDoubling";
   }
   return "?";
 }
@@ -86,7 +105,8 @@ absl::StatusOr<AlgorithmPolicy> AlgorithmPolicy::Parse(const std::string& settin
   return absl::InvalidArgumentError(absl::StrCat(
       "gloo backend: unknown all_reduce algorithm '", setting,
       "' (option gloo.allreduce_algorithm or DIST_GLOO_ALLREDUCE_ALGORITHM); use auto, ring, "
-      "bcube, AllreduceRing, AllreduceRingChunked, AllreduceHalvingDoubling or AllreduceBcube"));
+      "bcube, AllreduceRing, AllreduceRingChunked, AllreduceHalvingDoubling, AllreduceBcube or "
+      "RecursiveDoubling"));
 }
 
 AllReduceAlgorithm AlgorithmPolicy::ForAllReduce(size_t bytes, size_t count, int world_size) const {
@@ -99,6 +119,12 @@ AllReduceAlgorithm AlgorithmPolicy::ForAllReduce(size_t bytes, size_t count, int
   if (bytes > kBoundMaxBytes) {
     return world_size > 2 && bytes < kGlooBcubeBelowBytes ? AllReduceAlgorithm::kGlooBcube
                                                           : AllReduceAlgorithm::kGlooRing;
+  }
+  if (bytes <= kRecursiveDoublingMaxBytes &&
+      bytes * static_cast<size_t>(DoublingSteps(world_size)) <= kRecursiveDoublingMaxSentBytes) {
+    // BoundAlgorithms runs it on the synchronous pairs only; elsewhere what
+    // follows (ClassToRun).
+    return AllReduceAlgorithm::kRecursiveDoubling;
   }
   if (world_size <= 2) {
     return bytes <= kTwoRankRingMaxBytes ? AllReduceAlgorithm::kRing

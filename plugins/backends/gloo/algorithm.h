@@ -6,8 +6,10 @@
 // AllreduceHalvingDoubling, AllreduceBcube, BroadcastOneToAll,
 // AllgatherRing, BarrierAllToAll, BarrierAllToOne), which register their
 // buffers with the peers once and then write straight into them: several
-// times faster for small messages. README.md, "Algorithm choice", has the
-// measurements behind the rule.
+// times faster for small messages. Small all_reduces run on neither, but on
+// dist's own recursive doubling in the legacy classes' shape
+// (allreduce_recursive_doubling.h), which waits for half as many messages. README.md, "Algorithm
+// choice", has the measurements behind the rule.
 #ifndef DIST_PLUGINS_BACKENDS_GLOO_ALGORITHM_H_
 #define DIST_PLUGINS_BACKENDS_GLOO_ALGORITHM_H_
 
@@ -25,6 +27,8 @@ enum class AllReduceAlgorithm {
   kRingChunked,      // AllreduceRingChunked
   kHalvingDoubling,  // AllreduceHalvingDoubling
   kBcube,            // AllreduceBcube: on synchronous pairs only (bound_algorithms.cc)
+  // dist's own (allreduce_recursive_doubling.h): on synchronous pairs only.
+  kRecursiveDoubling,
 };
 
 // The name distbench prints for the same raw Gloo variant.
@@ -49,8 +53,8 @@ class AlgorithmPolicy {
 
   // The algorithm for an all_reduce of `bytes` (as reduced: float16 and
   // bfloat16 count as float32) over `world_size` ranks of `count` elements.
-  // kBcube only where BcubeFits; the caller must still keep it off the
-  // asynchronous pairs (bound_algorithms.cc).
+  // kBcube only where BcubeFits; the caller must still keep it and
+  // kRecursiveDoubling off the asynchronous pairs (bound_algorithms.cc).
   AllReduceAlgorithm ForAllReduce(size_t bytes, size_t count, int world_size) const;
 
   // Whether broadcast / all_gather (bytes of the whole result) and barrier

@@ -16,6 +16,7 @@
 #include "gloo/barrier_all_to_one.h"
 #include "gloo/broadcast_one_to_all.h"
 #include "gloo/math.h"
+#include "plugins/backends/gloo/allreduce_recursive_doubling.h"
 #include "plugins/backends/gloo/pair_access.h"
 #include "plugins/backends/gloo/reduction.h"
 #include "plugins/backends/gloo/sync_limit.h"
@@ -104,6 +105,8 @@ std::unique_ptr<gloo::Algorithm> MakeAllReduce(const std::shared_ptr<gloo::Conte
       return std::make_unique<gloo::AllreduceHalvingDoubling<T>>(context, ptrs, count, fn);
     case AllReduceAlgorithm::kBcube:
       return std::make_unique<gloo::AllreduceBcube<T>>(context, ptrs, count, fn);
+    case AllReduceAlgorithm::kRecursiveDoubling:
+      return std::make_unique<AllreduceRecursiveDoubling<T>>(context, data, count, fn);
     default:
       return std::make_unique<gloo::AllreduceRing<T>>(context, ptrs, count, fn);
   }
@@ -119,10 +122,20 @@ std::unique_ptr<gloo::Algorithm> MakeAllReduce(const std::shared_ptr<gloo::Conte
 // until the caller waits for it, in the order each peer sent it, so a
 // message of the next run stays in the socket until this rank's next run
 // asks for it. Elsewhere AllreduceHalvingDoubling, the same exchanges in
-// halves.
-AllReduceAlgorithm ClassToRun(AllReduceAlgorithm algorithm, bool sync) {
-  return algorithm == AllReduceAlgorithm::kBcube && !sync ? AllReduceAlgorithm::kHalvingDoubling
-                                                          : algorithm;
+// halves. AllreduceRecursiveDoubling relies on the same ordering (its
+// header says why); elsewhere it gives way to what the automatic rule
+// chose before it existed: AllreduceRing on two ranks,
+// AllreduceHalvingDoubling on more.
+AllReduceAlgorithm ClassToRun(AllReduceAlgorithm algorithm, bool sync, int world_size) {
+  if (sync) return algorithm;
+  switch (algorithm) {
+    case AllReduceAlgorithm::kBcube:
+      return AllReduceAlgorithm::kHalvingDoubling;
+    case AllReduceAlgorithm::kRecursiveDoubling:
+      return world_size == 2 ? AllReduceAlgorithm::kRing : AllReduceAlgorithm::kHalvingDoubling;
+    default:
+      return algorithm;
+  }
 }
 
 int Log2Ceil(size_t value) {
@@ -213,7 +226,7 @@ void BoundAlgorithms::AllReduce(AllReduceAlgorithm algorithm, uint32_t tag, cons
     const size_t bytes = count * sizeof(T);
     // No algorithm sends more than the whole buffer to one peer at once.
     const bool sync = UseSync(bytes);
-    const AllReduceAlgorithm runs = ClassToRun(algorithm, sync);
+    const AllReduceAlgorithm runs = ClassToRun(algorithm, sync, size);
     const Key key{sync, DIST_COLL_ALL_REDUCE, static_cast<int>(runs), dtype, op, 0, count};
     Entry& entry = Find(key, tag, bytes, 0, [&](Entry& e, const auto& context) {
       return MakeAllReduce<T>(context, runs, reinterpret_cast<T*>(e.in.data()),
