@@ -143,10 +143,11 @@ AllReduceAlgorithm ClassToRun(AllReduceAlgorithm algorithm, bool sync, int world
 // Up to these sizes broadcast and all_gather on the synchronous pairs skip
 // Gloo's go-aheads (broadcast_direct.h, allgather_direct.h). Above them the
 // root's unpaced writes lost to Gloo's class: broadcast from 128 KiB on 2-4
-// ranks (1.3-1.8x); all_gather with blocks of 128 KiB on 2 ranks was level
+// ranks (1.3-1.8x). All_gather with 128 KiB blocks on 2 ranks was level
+// with Gloo's class and still ahead with 87 KiB blocks on 3 (0.7-0.8x)
 // (2026-12-03, README.md, "Algorithm choice").
 constexpr size_t kDirectBroadcastMaxBytes = 64 << 10;
-constexpr size_t kDirectAllGatherMaxBlockBytes = 64 << 10;
+constexpr size_t kDirectAllGatherMaxBlockBytes = 128 << 10;
 
 int Log2Ceil(size_t value) {
   int bits = 0;

@@ -32,8 +32,7 @@ class BroadcastDirect : public gloo::Algorithm {
  public:
   // Broadcasts `bytes` at `data` (borrowed; it outlives this object) from
   // `root` on every run.
-  BroadcastDirect(const std::shared_ptr<gloo::Context>& context, void* data, size_t bytes,
-                  int root)
+  BroadcastDirect(const std::shared_ptr<gloo::Context>& context, void* data, size_t bytes, int root)
       : gloo::Algorithm(context), root_(root) {
     if (contextSize_ == 1 || bytes == 0) return;
     const int slot = context_->nextSlot();
