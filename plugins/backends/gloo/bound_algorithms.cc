@@ -143,9 +143,10 @@ AllReduceAlgorithm ClassToRun(AllReduceAlgorithm algorithm, bool sync, int world
 // Up to these sizes broadcast and all_gather on the synchronous pairs skip
 // Gloo's go-aheads (broadcast_direct.h, allgather_direct.h). Above them the
 // root's unpaced writes lost to Gloo's class: broadcast from 128 KiB on 2-4
-// ranks (1.3-1.8x). All_gather with 128 KiB blocks on 2 ranks was level
-// with Gloo's class and still ahead with 87 KiB blocks on 3 (0.7-0.8x)
-// (2026-12-03, README.md, "Algorithm choice").
+// ranks (1.3-1.8x); larger broadcasts keep the clear-to-send. All_gather
+// with 128 KiB blocks on 2 ranks was level with Gloo's class and still
+// ahead with 87 KiB blocks on 3 (0.7-0.8x) (2026-12-03, README.md,
+// "Algorithm choice").
 constexpr size_t kDirectBroadcastMaxBytes = 64 << 10;
 constexpr size_t kDirectAllGatherMaxBlockBytes = 128 << 10;
 
@@ -262,19 +263,24 @@ void BoundAlgorithms::AllReduce(AllReduceAlgorithm algorithm, uint32_t tag, cons
 
 void BoundAlgorithms::Broadcast(uint32_t tag, const void* send, void* recv, size_t bytes,
                                 int root) {
-  // On the synchronous pairs the root writes small buffers with no
-  // clear-to-send (broadcast_direct.h); Gloo's class waits for one.
   const bool sync = UseSync(bytes);
-  const bool direct = sync && bytes <= kDirectBroadcastMaxBytes;
-  const Key key{sync, DIST_COLL_BROADCAST, direct ? 1 : 0, 0, 0, root, bytes};
-  Entry& entry = Find(
-      key, tag, bytes, 0, [&](Entry& e, const auto& context) -> std::unique_ptr<gloo::Algorithm> {
-        if (direct) {
-          return std::make_unique<BroadcastDirect>(context, e.in.data(), bytes, root);
-        }
-        const std::vector<uint8_t*> ptrs = {reinterpret_cast<uint8_t*>(e.in.data())};
-        return std::make_unique<gloo::BroadcastOneToAll<uint8_t>>(context, ptrs, bytes, root);
-      });
+  if (sync) {
+    // From the caller's buffer into the callers' buffers, no copies; small
+    // ones with no clear-to-send (broadcast_direct.h).
+    const bool paced = bytes > kDirectBroadcastMaxBytes;
+    const Key key{true, DIST_COLL_BROADCAST, paced ? 2 : 1, 0, 0, root, bytes};
+    Entry& entry = Find(key, tag, bytes, 0, [&](Entry& e, const auto& context) {
+      return std::make_unique<BroadcastDirect>(context, e.in.data(), bytes, root, paced);
+    });
+    static_cast<BroadcastDirect&>(*entry.algorithm).Run(send, recv);
+    if (context_->rank == root && recv != send) std::memmove(recv, send, bytes);
+    return;
+  }
+  const Key key{false, DIST_COLL_BROADCAST, 0, 0, 0, root, bytes};
+  Entry& entry = Find(key, tag, bytes, 0, [&](Entry& e, const auto& context) {
+    const std::vector<uint8_t*> ptrs = {reinterpret_cast<uint8_t*>(e.in.data())};
+    return std::make_unique<gloo::BroadcastOneToAll<uint8_t>>(context, ptrs, bytes, root);
+  });
   char* data = reinterpret_cast<char*>(entry.in.data());
   if (context_->rank == root) {
     std::memcpy(data, send, bytes);

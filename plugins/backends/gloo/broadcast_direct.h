@@ -1,7 +1,7 @@
-// Broadcast as the root's writes straight into every other rank's buffer,
-// with no clear-to-send: dist's own class in the shape of Gloo's legacy
-// ones (bound buffers, built once, run many times), for the synchronous
-// pairs only.
+// Broadcast as the root's writes straight from the caller's buffer into
+// every other rank's caller's buffer: dist's own class in the shape of
+// Gloo's legacy ones (bound buffers, built once, run many times), for the
+// synchronous pairs only.
 //
 // Why: Gloo's BroadcastOneToAll has every receiver send a clear-to-send
 // and the root wait for it before each write, so that a write cannot land
@@ -14,11 +14,22 @@
 // broadcasts ahead of a receiver; its writes then wait for the kernel's
 // room, which the receiver frees as it reads them in order, and it
 // cannot be waiting to write to the root meanwhile (every operation that
-// needs its messages stops the root too).
+// needs its messages stops the root too). Above some size those unpaced
+// writes lose (bound_algorithms.cc): `paced` then keeps Gloo's
+// clear-to-send.
+//
+// Why no copies: Gloo's classes send from and receive into the memory
+// their buffers were made with, so a cached instance costs a copy in at
+// the root and a copy out at every receiver, which at 256 KiB made the
+// plugin 1.1-2.2x slower than the same class used raw. On the synchronous
+// pairs Gloo touches a buffer's memory only inside send() (a blocking
+// write) and waitRecv() (the read), so each run points the buffers at the
+// caller's memory first (SetBufferMemory).
 #ifndef DIST_PLUGINS_BACKENDS_GLOO_BROADCAST_DIRECT_H_
 #define DIST_PLUGINS_BACKENDS_GLOO_BROADCAST_DIRECT_H_
 
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -28,38 +39,74 @@
 
 namespace dist_gloo {
 
+// Points `buffer` at `memory` (as large as the buffer). Only for the
+// synchronous pairs, between operations (broadcast_direct.h says why).
+struct BufferMemory : gloo::transport::Buffer {
+  static void Set(gloo::transport::Buffer& buffer, void* memory) {
+    buffer.*(&BufferMemory::ptr_) = memory;
+  }
+};
+
 class BroadcastDirect : public gloo::Algorithm {
  public:
-  // Broadcasts `bytes` at `data` (borrowed; it outlives this object) from
-  // `root` on every run.
-  BroadcastDirect(const std::shared_ptr<gloo::Context>& context, void* data, size_t bytes, int root)
-      : gloo::Algorithm(context), root_(root) {
+  // Broadcasts `bytes` from `root` on every Run; `scratch` (borrowed, it
+  // outlives this object, `bytes` long) is what run() uses.
+  BroadcastDirect(const std::shared_ptr<gloo::Context>& context, void* scratch, size_t bytes,
+                  int root, bool paced)
+      : gloo::Algorithm(context), scratch_(scratch), bytes_(bytes), root_(root), paced_(paced) {
     if (contextSize_ == 1 || bytes == 0) return;
-    const int slot = context_->nextSlot();
+    const int slot = context_->nextSlot(2);
+    const int clear_slot = slot + 1;
     if (contextRank_ != root_) {
-      recv_ = getPair(root_)->createRecvBuffer(slot, data, bytes);
+      auto& pair = getPair(root_);
+      recv_ = pair->createRecvBuffer(slot, scratch, bytes);
+      if (paced_) clear_send_ = pair->createSendBuffer(clear_slot, &token_, sizeof(token_));
       return;
     }
+    clear_tokens_.resize(static_cast<size_t>(contextSize_));
     for (int peer = 0; peer < contextSize_; ++peer) {
       if (peer == root_) continue;
-      sends_.push_back(getPair(peer)->createSendBuffer(slot, data, bytes));
+      auto& pair = getPair(peer);
+      sends_.push_back(pair->createSendBuffer(slot, scratch, bytes));
+      if (paced_) {
+        clear_recvs_.push_back(
+            pair->createRecvBuffer(clear_slot, &clear_tokens_[peer], sizeof(int)));
+      }
     }
   }
 
-  void run() override {
+  // One broadcast of the root's `send` into every other rank's `recv`
+  // (each `bytes` long; the root's `recv` is not touched).
+  void Run(const void* send, void* recv) {
     if (recv_ != nullptr) {
+      BufferMemory::Set(*recv_, recv);
+      if (clear_send_ != nullptr) clear_send_->send();
       recv_->waitRecv();
+      if (clear_send_ != nullptr) clear_send_->waitSend();
       return;
     }
-    for (auto& send : sends_) send->send();
+    for (size_t i = 0; i < sends_.size(); ++i) {
+      BufferMemory::Set(*sends_[i], const_cast<void*>(send));
+      if (paced_) clear_recvs_[i]->waitRecv();
+      sends_[i]->send();
+    }
     // The caller may change the data once this returns.
-    for (auto& send : sends_) send->waitSend();
+    for (auto& one : sends_) one->waitSend();
   }
 
+  void run() override { Run(scratch_, scratch_); }
+
  private:
+  void* const scratch_;
+  const size_t bytes_;
   const int root_;
-  std::vector<std::unique_ptr<gloo::transport::Buffer>> sends_;  // the root's, one a peer
-  std::unique_ptr<gloo::transport::Buffer> recv_;                // everyone else's
+  const bool paced_;
+  int token_ = 0;
+  std::vector<int> clear_tokens_;
+  std::vector<std::unique_ptr<gloo::transport::Buffer>> sends_;        // the root's, one a peer
+  std::vector<std::unique_ptr<gloo::transport::Buffer>> clear_recvs_;  // the root's, if paced
+  std::unique_ptr<gloo::transport::Buffer> recv_;                      // everyone else's
+  std::unique_ptr<gloo::transport::Buffer> clear_send_;                // theirs, if paced
 };
 
 }  // namespace dist_gloo
