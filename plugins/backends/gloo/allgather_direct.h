@@ -14,6 +14,9 @@
 // be at most one run ahead of any peer (it needs the peer's block of the
 // run it is in), so a link holds at most two of its messages, which is
 // what the synchronous pairs' message limit allows for (sync_limit.h).
+//
+// No copies: each run points the buffers at the caller's memory first
+// (buffer_memory.h).
 #ifndef DIST_PLUGINS_BACKENDS_GLOO_ALLGATHER_DIRECT_H_
 #define DIST_PLUGINS_BACKENDS_GLOO_ALLGATHER_DIRECT_H_
 
@@ -25,44 +28,58 @@
 #include "gloo/algorithm.h"
 #include "gloo/context.h"
 #include "gloo/transport/buffer.h"
+#include "plugins/backends/gloo/buffer_memory.h"
 
 namespace dist_gloo {
 
 class AllgatherDirect : public gloo::Algorithm {
  public:
-  // Gathers `block` bytes at `in` from every rank into `out` (W blocks in
-  // rank order) on every run; both borrowed, they outlive this object.
-  AllgatherDirect(const std::shared_ptr<gloo::Context>& context, const void* in, void* out,
-                  size_t block)
+  // Gathers `block` bytes from every rank on every Run; `scratch_in` and
+  // `scratch_out` (borrowed, they outlive this object; `block` and W
+  // blocks long) are what run() uses.
+  AllgatherDirect(const std::shared_ptr<gloo::Context>& context, void* scratch_in,
+                  void* scratch_out, size_t block)
       : gloo::Algorithm(context),
-        in_(in),
-        own_(static_cast<char*>(out) + block * static_cast<size_t>(contextRank_)),
+        scratch_in_(scratch_in),
+        scratch_out_(scratch_out),
         block_(block) {
     if (contextSize_ == 1 || block_ == 0) return;
     const int slot = context_->nextSlot();
-    char* const base = static_cast<char*>(out);
     for (int peer = 0; peer < contextSize_; ++peer) {
       if (peer == contextRank_) continue;
       auto& pair = getPair(peer);
-      // Each send reads this rank's block in place in `out`: a buffer
-      // sends from the memory it was registered with.
-      sends_.push_back(pair->createSendBuffer(slot, own_, block_));
-      recvs_.push_back(
-          pair->createRecvBuffer(slot, base + block_ * static_cast<size_t>(peer), block_));
+      sends_.push_back(pair->createSendBuffer(slot, scratch_in, block_));
+      recvs_.push_back(pair->createRecvBuffer(slot, Block(scratch_out, peer), block_));
     }
   }
 
-  void run() override {
+  // One all_gather of `send` (`block` bytes) into `recv` (W blocks in rank
+  // order); `send` may be this rank's block of `recv`.
+  void Run(const void* send, void* recv) {
     if (block_ == 0) return;
-    std::memcpy(own_, in_, block_);
-    for (auto& send : sends_) send->send();
-    for (auto& recv : recvs_) recv->waitRecv();
-    for (auto& send : sends_) send->waitSend();
+    char* own = Block(recv, contextRank_);
+    if (own != send) std::memcpy(own, send, block_);
+    size_t i = 0;
+    for (int peer = 0; peer < contextSize_; ++peer) {
+      if (peer == contextRank_) continue;
+      BufferMemory::Set(*sends_[i], const_cast<void*>(send));
+      BufferMemory::Set(*recvs_[i], Block(recv, peer));
+      ++i;
+    }
+    for (auto& one : sends_) one->send();
+    for (auto& one : recvs_) one->waitRecv();
+    for (auto& one : sends_) one->waitSend();
   }
 
+  void run() override { Run(scratch_in_, scratch_out_); }
+
  private:
-  const void* const in_;
-  char* const own_;  // this rank's block in the result
+  char* Block(void* out, int rank) const {
+    return static_cast<char*>(out) + block_ * static_cast<size_t>(rank);
+  }
+
+  void* const scratch_in_;
+  void* const scratch_out_;
   const size_t block_;
   std::vector<std::unique_ptr<gloo::transport::Buffer>> sends_;  // one a peer
   std::vector<std::unique_ptr<gloo::transport::Buffer>> recvs_;  // one a peer

@@ -308,15 +308,14 @@ void BoundAlgorithms::AllGather(uint32_t tag, const void* send, void* recv, size
   // Each message is one rank's block.
   Key key{UseSync(block), DIST_COLL_ALL_GATHER, 0, 0, 0, 0, block};
   if (key.sync && block <= kDirectAllGatherMaxBlockBytes) {
-    // Every rank writes its block straight to every other, with no
-    // notifications (allgather_direct.h): one instance is enough there.
+    // Every rank writes its block from the caller's buffer straight into
+    // every other's, with no notifications (allgather_direct.h): one
+    // instance is enough there.
     key.algorithm = 1;
     Entry& entry = Find(key, tag, block, block * w, [&](Entry& e, const auto& context) {
       return std::make_unique<AllgatherDirect>(context, e.in.data(), e.out.data(), block);
     });
-    std::memcpy(entry.in.data(), send, block);
-    entry.algorithm->run();
-    std::memcpy(recv, entry.out.data(), block * w);
+    static_cast<AllgatherDirect&>(*entry.algorithm).Run(send, recv);
     return;
   }
   Entry& even = Find(key, tag, block, block * w, make);

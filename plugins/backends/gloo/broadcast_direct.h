@@ -24,7 +24,7 @@
 // plugin 1.1-2.2x slower than the same class used raw. On the synchronous
 // pairs Gloo touches a buffer's memory only inside send() (a blocking
 // write) and waitRecv() (the read), so each run points the buffers at the
-// caller's memory first (SetBufferMemory).
+// caller's memory first (buffer_memory.h).
 #ifndef DIST_PLUGINS_BACKENDS_GLOO_BROADCAST_DIRECT_H_
 #define DIST_PLUGINS_BACKENDS_GLOO_BROADCAST_DIRECT_H_
 
@@ -36,16 +36,9 @@
 #include "gloo/algorithm.h"
 #include "gloo/context.h"
 #include "gloo/transport/buffer.h"
+#include "plugins/backends/gloo/buffer_memory.h"
 
 namespace dist_gloo {
-
-// Points `buffer` at `memory` (as large as the buffer). Only for the
-// synchronous pairs, between operations (broadcast_direct.h says why).
-struct BufferMemory : gloo::transport::Buffer {
-  static void Set(gloo::transport::Buffer& buffer, void* memory) {
-    buffer.*(&BufferMemory::ptr_) = memory;
-  }
-};
 
 class BroadcastDirect : public gloo::Algorithm {
  public:

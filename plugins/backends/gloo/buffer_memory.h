@@ -1,0 +1,29 @@
+// Pointing a Gloo buffer at other memory between operations, so that a
+// cached algorithm instance sends from and receives into the caller's
+// buffers instead of copying them in and out of its own.
+//
+// Why it is safe on the synchronous pairs only: there Gloo touches a
+// buffer's memory only inside send() (a blocking write) and waitRecv() (the
+// read), so memory set before those calls is the memory used, and nothing
+// refers to it once they return. On Gloo's asynchronous pairs the device
+// thread reads into a buffer whenever a message arrives, possibly before
+// the next operation has pointed it anywhere.
+#ifndef DIST_PLUGINS_BACKENDS_GLOO_BUFFER_MEMORY_H_
+#define DIST_PLUGINS_BACKENDS_GLOO_BUFFER_MEMORY_H_
+
+#include "gloo/transport/buffer.h"
+
+namespace dist_gloo {
+
+struct BufferMemory : gloo::transport::Buffer {
+  // Points `buffer` at `memory`, which must be as large as the buffer.
+  // Gloo keeps the pointer in a protected member of its base class; a
+  // pointer to that member, taken here, reaches it on any buffer.
+  static void Set(gloo::transport::Buffer& buffer, void* memory) {
+    buffer.*(&BufferMemory::ptr_) = memory;
+  }
+};
+
+}  // namespace dist_gloo
+
+#endif  // DIST_PLUGINS_BACKENDS_GLOO_BUFFER_MEMORY_H_
