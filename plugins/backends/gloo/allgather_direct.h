@@ -59,11 +59,12 @@ class AllgatherDirect : public gloo::Algorithm {
     if (block_ == 0) return;
     char* own = Block(recv, contextRank_);
     if (own != send) std::memcpy(own, send, block_);
+    LentMemory lent;
     size_t i = 0;
     for (int peer = 0; peer < contextSize_; ++peer) {
       if (peer == contextRank_) continue;
-      BufferMemory::Set(*sends_[i], const_cast<void*>(send));
-      BufferMemory::Set(*recvs_[i], Block(recv, peer));
+      lent.Lend(*sends_[i], scratch_in_, const_cast<void*>(send));
+      lent.Lend(*recvs_[i], Block(scratch_out_, peer), Block(recv, peer));
       ++i;
     }
     for (auto& one : sends_) one->send();

@@ -71,15 +71,16 @@ class BroadcastDirect : public gloo::Algorithm {
   // One broadcast of the root's `send` into every other rank's `recv`
   // (each `bytes` long; the root's `recv` is not touched).
   void Run(const void* send, void* recv) {
+    LentMemory lent;
     if (recv_ != nullptr) {
-      BufferMemory::Set(*recv_, recv);
+      lent.Lend(*recv_, scratch_, recv);
       if (clear_send_ != nullptr) clear_send_->send();
       recv_->waitRecv();
       if (clear_send_ != nullptr) clear_send_->waitSend();
       return;
     }
     for (size_t i = 0; i < sends_.size(); ++i) {
-      BufferMemory::Set(*sends_[i], const_cast<void*>(send));
+      lent.Lend(*sends_[i], scratch_, const_cast<void*>(send));
       if (paced_) clear_recvs_[i]->waitRecv();
       sends_[i]->send();
     }

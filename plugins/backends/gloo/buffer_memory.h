@@ -11,6 +11,9 @@
 #ifndef DIST_PLUGINS_BACKENDS_GLOO_BUFFER_MEMORY_H_
 #define DIST_PLUGINS_BACKENDS_GLOO_BUFFER_MEMORY_H_
 
+#include <utility>
+
+#include "absl/container/inlined_vector.h"
 #include "gloo/transport/buffer.h"
 
 namespace dist_gloo {
@@ -22,6 +25,29 @@ struct BufferMemory : gloo::transport::Buffer {
   static void Set(gloo::transport::Buffer& buffer, void* memory) {
     buffer.*(&BufferMemory::ptr_) = memory;
   }
+};
+
+// Lends the caller's memory to buffers for one operation: each buffer
+// points at it until this goes out of scope, thrown out of or not, and
+// then back at its own memory. So no cached buffer keeps a pointer to
+// memory the caller may free, whatever comes later.
+class LentMemory {
+ public:
+  LentMemory() = default;
+  LentMemory(const LentMemory&) = delete;
+  LentMemory& operator=(const LentMemory&) = delete;
+  ~LentMemory() {
+    for (const auto& [buffer, own] : lent_) BufferMemory::Set(*buffer, own);
+  }
+
+  // Points `buffer`, whose own memory is `own`, at `memory`.
+  void Lend(gloo::transport::Buffer& buffer, void* own, void* memory) {
+    BufferMemory::Set(buffer, memory);
+    lent_.emplace_back(&buffer, own);
+  }
+
+ private:
+  absl::InlinedVector<std::pair<gloo::transport::Buffer*, void*>, 8> lent_;
 };
 
 }  // namespace dist_gloo
