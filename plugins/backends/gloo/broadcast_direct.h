@@ -20,8 +20,9 @@
 //
 // Why no copies: Gloo's classes send from and receive into the memory
 // their buffers were made with, so a cached instance costs a copy in at
-// the root and a copy out at every receiver, which at 256 KiB made the
-// plugin 1.1-2.2x slower than the same class used raw. On the synchronous
+// the root and a copy out at every receiver: at 128-512 KiB the plugin
+// took 1.03-1.33x the same class used raw with them, 0.90-1.24x without
+// (README.md, "Algorithm choice"). On the synchronous
 // pairs Gloo touches a buffer's memory only inside send() (a blocking
 // write) and waitRecv() (the read), so each run points the buffers at the
 // caller's memory first (buffer_memory.h).
