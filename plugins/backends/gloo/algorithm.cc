@@ -1,6 +1,7 @@
 #include "plugins/backends/gloo/algorithm.h"
 
 #include "absl/strings/str_cat.h"
+#include "plugins/backends/gloo/allreduce_recursive_doubling.h"
 
 namespace dist_gloo {
 namespace {
@@ -35,12 +36,6 @@ constexpr size_t kTwoRankRingMaxBytes = 512 << 10;
 constexpr size_t kRecursiveDoublingMaxBytes = 256 << 10;
 constexpr size_t kRecursiveDoublingMaxSentBytes = 512 << 10;
 
-// How many doubling steps recursive doubling takes on `world_size` ranks.
-int DoublingSteps(int world_size) {
-  int steps = 0;
-  while ((2 << steps) <= world_size) ++steps;
-  return steps;
-}
 // Above kBoundMaxBytes on more than two ranks: gloo::allreduce's bcube
 // below this, its ring from it (measured before the bound classes came).
 constexpr size_t kGlooBcubeBelowBytes = 4 << 20;
@@ -121,7 +116,8 @@ AllReduceAlgorithm AlgorithmPolicy::ForAllReduce(size_t bytes, size_t count, int
                                                           : AllReduceAlgorithm::kGlooRing;
   }
   if (bytes <= kRecursiveDoublingMaxBytes &&
-      bytes * static_cast<size_t>(DoublingSteps(world_size)) <= kRecursiveDoublingMaxSentBytes) {
+      bytes * static_cast<size_t>(RecursiveDoublingSteps(world_size)) <=
+          kRecursiveDoublingMaxSentBytes) {
     // BoundAlgorithms runs it on the synchronous pairs only; elsewhere what
     // follows (ClassToRun).
     return AllReduceAlgorithm::kRecursiveDoubling;

@@ -44,6 +44,15 @@
 
 namespace dist_gloo {
 
+// How many doubling steps recursive doubling takes on `world_size` ranks:
+// log2 of the largest power of two not above it (the ranks beyond that
+// power are folded in).
+inline int RecursiveDoublingSteps(int world_size) {
+  int steps = 0;
+  while ((2 << steps) <= world_size) ++steps;
+  return steps;
+}
+
 template <typename T>
 class AllreduceRecursiveDoubling : public gloo::Algorithm {
  public:
@@ -57,12 +66,10 @@ class AllreduceRecursiveDoubling : public gloo::Algorithm {
         bytes_(count_ * sizeof(T)),
         fn_(fn) {
     if (contextSize_ == 1 || count_ == 0) return;
-    int power = 1;
-    while (power * 2 <= contextSize_) power *= 2;
+    const int steps = RecursiveDoublingSteps(contextSize_);
+    const int power = 1 << steps;
     // The same slot numbers on every rank: one a doubling step, then the
     // fold and the unfold (both directions of a pair may share a slot).
-    int steps = 0;
-    while ((1 << steps) < power) ++steps;
     const int base = context_->nextSlot(steps + 2);
     const int fold_slot = base + steps;
     const int unfold_slot = base + steps + 1;

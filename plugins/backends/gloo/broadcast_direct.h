@@ -47,7 +47,7 @@ class BroadcastDirect : public gloo::Algorithm {
   // outlives this object, `bytes` long) is what run() uses.
   BroadcastDirect(const std::shared_ptr<gloo::Context>& context, void* scratch, size_t bytes,
                   int root, bool paced)
-      : gloo::Algorithm(context), scratch_(scratch), bytes_(bytes), root_(root), paced_(paced) {
+      : gloo::Algorithm(context), scratch_(scratch), root_(root), paced_(paced) {
     if (contextSize_ == 1 || bytes == 0) return;
     const int slot = context_->nextSlot(2);
     const int clear_slot = slot + 1;
@@ -93,7 +93,6 @@ class BroadcastDirect : public gloo::Algorithm {
 
  private:
   void* const scratch_;
-  const size_t bytes_;
   const int root_;
   const bool paced_;
   int token_ = 0;
