@@ -6,12 +6,13 @@
 # the one with the lower address wait and the other dial it, so only then
 # would a wrong choice of eth1 show.)
 #
-#   gloo_test.sh DISTRUN HELLO_ALLREDUCE
+#   gloo_test.sh DISTRUN HELLO_ALLREDUCE DISTBENCH
 set -uo pipefail
 here=$(dirname "$(realpath "$0")")
 source "$here/hosts.sh"
 distrun=$(realpath "$1")
 hello=$(realpath "$2")
+distbench=$(realpath "$3")
 cluster_require
 cluster_up dcg 2
 cluster_add_interface dcg 1 eth1 10.212.1.1/24
@@ -23,7 +24,8 @@ fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 
 # run NAME ENV -- DISTRUN_FLAGS...: distrun on both hosts at once; output
 # in $CLUSTER_DIR/NAME.hI, exit codes in rc1 rc2. ENV ("K=V K=V" or "")
-# applies to both hosts; ENV1/ENV2 to one.
+# applies to both hosts; ENV1/ENV2 to one. PROGRAM (words) replaces
+# hello_allreduce.
 run() {
   local name=$1
   shift
@@ -32,7 +34,7 @@ run() {
   for i in 1 2; do
     local extra="ENV$i"
     on "$i" env ${ENV:-} ${!extra:-} timeout 120 "$distrun" --nnodes 2 --node_rank $((i - 1)) -n 2 \
-      --master_port "$port" "$@" "$hello" >"$CLUSTER_DIR/$name.h$i" 2>&1 &
+      --master_port "$port" "$@" ${PROGRAM:-$hello} >"$CLUSTER_DIR/$name.h$i" 2>&1 &
     pids+=($!)
   done
   wait "${pids[0]}"; rc1=$?
@@ -117,6 +119,18 @@ ENV="DIST_GLOO_IFNAME=lo" run ifname_lo --master_addr h1
 expect_error ifname_lo "would publish the loopback address 127.0.0.1 \(from DIST_GLOO_IFNAME=lo\) but only 2 of 4 ranks run on this host"
 ENV="DIST_TIMEOUT=5s" ENV1="DIST_GLOO_IFNAME=eth1" run ifname_eth1 --master_addr h1
 expect_error ifname_eth1 "connect: Network is unreachable"
+
+# Broadcasts from rank 1 on h1: to rank 0, on the same host, with no
+# clear-to-send above 64 KiB; to h2's ranks after one (broadcast_direct.h).
+# Both ends of each pair must agree on that, and every byte must arrive
+# (--check; distbench exits 1 on a wrong result).
+PROGRAM="$distbench --op broadcast --root 1 -b 4 -e 1M -f 4 --check -w 2 --iters 10 --rounds 2" \
+  run broadcast_mixed_pairs --master_addr h1
+if [[ $rc1 == 0 && $rc2 == 0 ]] && out broadcast_mixed_pairs | grep -qE " 1048576 +262144 .* 0 *$"; then
+  echo "ok   broadcast_mixed_pairs"
+else
+  fail "broadcast_mixed_pairs (exit codes $rc1 $rc2)"; out broadcast_mixed_pairs | tail -20
+fi
 
 # The shm backend cannot span hosts: the error names both.
 ENV="DIST_TIMEOUT=20s" run shm --master_addr h1 --backend shm

@@ -427,19 +427,23 @@ TEST(GlooBoundAlgorithms, RecursiveDoublingReusedWithNewInputsOnFiveRanks) {
 // (broadcast_direct.h, allgather_direct.h): a root may run many broadcasts
 // ahead of a receiver, and a rank one all_gather ahead of a peer. Reused
 // with new inputs every run, every result must still be the run's own.
-// 200 runs a root of 4 B, 4 KiB and 64 KiB (the largest that goes direct)
-// broadcasts, then 300 all_gathers of each size, every byte checked. With
-// the direct classes let onto the asynchronous pairs the all_gathers failed
-// within 0-32 runs (6 of 6 tries); the broadcasts did not (there a write
-// can only spoil the receiver's copy out, too short a window to hit).
+// 200 runs a root of 4 B, 4 KiB and 64 KiB (the largest that goes direct
+// to every rank) broadcasts and 50 of 256 KiB (direct to ranks on this
+// host, after a clear-to-send from the others), then 300 all_gathers of
+// each size up to 64 KiB, every byte checked. With the direct classes let
+// onto the asynchronous pairs the all_gathers failed within 0-32 runs (6
+// of 6 tries); the broadcasts did not (there a write can only spoil the
+// receiver's copy out, too short a window to hit). The ends of a pair that
+// disagreed about the clear-to-send failed the first 256 KiB broadcast.
 void CheckDirectReusedWithNewInputs(int rank, int world, dist_backend_comm_t* comm) {
   const dist_backend_plugin_t* p = Plugin();
   auto value = [](int run, int from, size_t k) {
     return static_cast<uint8_t>((run * 31 + from * 7 + k * 13) % 251);
   };
-  for (size_t bytes : {size_t{4}, size_t{4096}, size_t{65536}}) {
+  for (size_t bytes : {size_t{4}, size_t{4096}, size_t{65536}, size_t{262144}}) {
+    const int runs = bytes > 65536 ? 50 : 200;
     for (int root = 0; root < world; ++root) {
-      for (int run = 0; run < 200; ++run) {
+      for (int run = 0; run < runs; ++run) {
         std::vector<uint8_t> data(bytes, 0);
         if (rank == root) {
           for (size_t k = 0; k < bytes; ++k) data[k] = value(run, root, k);
@@ -480,13 +484,17 @@ void CheckDirectReusedWithNewInputs(int rank, int world, dist_backend_comm_t* co
   }
 }
 
-TEST(GlooBoundAlgorithms, DirectBroadcastAndAllGatherReusedWithNewInputs) {
+// `local_unpaced`: the value of gloo.local_pairs_unpaced ("0": every pair
+// here is treated as one to another host, so the paced path runs too).
+void DirectReusedWithNewInputs(const char* local_unpaced) {
   for (int world : {2, 3}) {
-    const std::string dir = TempDir(absl::StrCat("direct", world));
+    const std::string dir = TempDir(absl::StrCat("direct", world, "_", local_unpaced));
     auto results = RunRanks(world, absl::Seconds(240), [&](int rank) {
       dist_store_t* store = OpenStore(absl::StrCat(dir, "/store"));
+      CommOptions options;
+      options.options = {{"gloo.local_pairs_unpaced", local_unpaced}};
       dist_backend_comm_t* comm = nullptr;
-      RANK_OK(rank, CreateComm(store, rank, world, CommOptions(), &comm));
+      RANK_OK(rank, CreateComm(store, rank, world, options, &comm));
       CheckDirectReusedWithNewInputs(rank, world, comm);
       Plugin()->comm_destroy(comm);
       return 0;
@@ -494,6 +502,13 @@ TEST(GlooBoundAlgorithms, DirectBroadcastAndAllGatherReusedWithNewInputs) {
     for (const RankResult& r : results)
       EXPECT_TRUE(r.ok()) << "world " << world << ": " << r.Describe();
   }
+}
+
+TEST(GlooBoundAlgorithms, DirectBroadcastAndAllGatherReusedWithNewInputs) {
+  DirectReusedWithNewInputs("1");
+}
+TEST(GlooBoundAlgorithms, DirectBroadcastAndAllGatherReusedWithNewInputsAllPaced) {
+  DirectReusedWithNewInputs("0");
 }
 
 // comm_create of a one-rank group with option `key`=`value`, which must
