@@ -120,16 +120,15 @@ expect_error ifname_lo "would publish the loopback address 127.0.0.1 \(from DIST
 ENV="DIST_TIMEOUT=5s" ENV1="DIST_GLOO_IFNAME=eth1" run ifname_eth1 --master_addr h1
 expect_error ifname_eth1 "connect: Network is unreachable"
 
-# Broadcasts from rank 1 on h1: to rank 0, on the same host, with no
-# clear-to-send above 64 KiB; to h2's ranks after one (broadcast_direct.h).
-# Both ends of each pair must agree on that, and every byte must arrive
-# (--check; distbench exits 1 on a wrong result).
+# Broadcasts from rank 1 on h1 to its own host's rank and to h2's, from
+# 4 B (no clear-to-send, broadcast_direct.h) to 1 MiB (after one); every
+# byte must arrive (--check: distbench exits 1 on a wrong result).
 PROGRAM="$distbench --op broadcast --root 1 -b 4 -e 1M -f 4 --check -w 2 --iters 10 --rounds 2" \
-  run broadcast_mixed_pairs --master_addr h1
-if [[ $rc1 == 0 && $rc2 == 0 ]] && out broadcast_mixed_pairs | grep -qE " 1048576 +262144 .* 0 *$"; then
-  echo "ok   broadcast_mixed_pairs"
+  run broadcast_across_hosts --master_addr h1
+if [[ $rc1 == 0 && $rc2 == 0 ]] && out broadcast_across_hosts | grep -qE " 1048576 +262144 .* 0 *$"; then
+  echo "ok   broadcast_across_hosts"
 else
-  fail "broadcast_mixed_pairs (exit codes $rc1 $rc2)"; out broadcast_mixed_pairs | tail -20
+  fail "broadcast_across_hosts (exit codes $rc1 $rc2)"; out broadcast_across_hosts | tail -20
 fi
 
 # The shm backend cannot span hosts: the error names both.

@@ -143,12 +143,10 @@ AllReduceAlgorithm ClassToRun(AllReduceAlgorithm algorithm, bool sync, int world
 // Up to these sizes broadcast and all_gather on the synchronous pairs skip
 // Gloo's go-aheads (broadcast_direct.h, allgather_direct.h). Above them the
 // root's unpaced writes lost to Gloo's class: broadcast from 128 KiB on 2-4
-// ranks (1.3-1.8x); larger broadcasts keep the clear-to-send, except to a
-// rank on this host with the kernel's pacing off (local_pairs.h), where
-// they won at every size the pairs carry (0.3-0.96x from 128 KiB to 1 MiB
-// on 2-4 ranks). All_gather with 128 KiB blocks on 2 ranks was level with
-// Gloo's class and still ahead with 87 KiB blocks on 3 (0.7-0.8x)
-// (2026-12-03, README.md, "Algorithm choice").
+// ranks (1.3-1.8x); larger broadcasts keep the clear-to-send. All_gather
+// with 128 KiB blocks on 2 ranks was level with Gloo's class and still
+// ahead with 87 KiB blocks on 3 (0.7-0.8x) (2026-12-03, README.md,
+// "Algorithm choice").
 constexpr size_t kDirectBroadcastMaxBytes = 64 << 10;
 constexpr size_t kDirectAllGatherMaxBlockBytes = 128 << 10;
 
@@ -193,7 +191,6 @@ bool BoundAlgorithms::UseSync(size_t message_bytes) {
     if (!connected.ok()) throw std::runtime_error(std::string(connected.status().message()));
     sync_context_ = *std::move(connected);
     sync_limit_ = sync_->message_limit();
-    sync_local_ = sync_->local_peers();
   }
   return message_bytes <= sync_limit_;
 }
@@ -269,15 +266,10 @@ void BoundAlgorithms::Broadcast(uint32_t tag, const void* send, void* recv, size
   const bool sync = UseSync(bytes);
   if (sync) {
     // From the caller's buffer into the callers' buffers, no copies; small
-    // ones, and all to ranks on this host, with no clear-to-send
-    // (broadcast_direct.h). Both ends of a pair decide alike.
-    const bool large = bytes > kDirectBroadcastMaxBytes;
-    const Key key{true, DIST_COLL_BROADCAST, large ? 2 : 1, 0, 0, root, bytes};
+    // ones with no clear-to-send (broadcast_direct.h).
+    const bool paced = bytes > kDirectBroadcastMaxBytes;
+    const Key key{true, DIST_COLL_BROADCAST, paced ? 2 : 1, 0, 0, root, bytes};
     Entry& entry = Find(key, tag, bytes, 0, [&](Entry& e, const auto& context) {
-      std::vector<bool> paced(static_cast<size_t>(context->size), false);
-      for (size_t peer = 0; peer < paced.size(); ++peer) {
-        paced[peer] = large && !(peer < sync_local_.size() && sync_local_[peer]);
-      }
       return std::make_unique<BroadcastDirect>(context, e.in.data(), bytes, root, paced);
     });
     static_cast<BroadcastDirect&>(*entry.algorithm).Run(send, recv);

@@ -124,7 +124,6 @@ class BoundAlgorithms {
   SyncMesh* const sync_;
   std::shared_ptr<gloo::Context> sync_context_;  // once connected
   size_t sync_limit_ = 0;                        // sync_->message_limit(), once connected
-  std::vector<bool> sync_local_;                 // sync_->local_peers(), once connected
   bool usable_ = false;
   int slot_bits_ = 0;  // log2 of the slots reserved per instance
   int hash_bits_ = 0;  // bits of the match tag in the slot

@@ -15,9 +15,8 @@
 // room, which the receiver frees as it reads them in order, and it
 // cannot be waiting to write to the root meanwhile (every operation that
 // needs its messages stops the root too). Above some size those unpaced
-// writes lose on some pairs (bound_algorithms.cc): the root then keeps
-// Gloo's clear-to-send with the peers `paced` names, and each of those
-// peers sends it.
+// writes lose (bound_algorithms.cc): `paced` then keeps Gloo's
+// clear-to-send.
 //
 // Why no copies: Gloo's classes send from and receive into the memory
 // their buffers were made with, so a cached instance costs a copy in at
@@ -45,21 +44,17 @@ namespace dist_gloo {
 class BroadcastDirect : public gloo::Algorithm {
  public:
   // Broadcasts `bytes` from `root` on every Run; `scratch` (borrowed, it
-  // outlives this object, `bytes` long) is what run() uses. `paced[r]`:
-  // whether the message on the pair with rank r waits for a clear-to-send
-  // (indexed by the rank at the pair's other end; both ends must agree).
+  // outlives this object, `bytes` long) is what run() uses.
   BroadcastDirect(const std::shared_ptr<gloo::Context>& context, void* scratch, size_t bytes,
-                  int root, const std::vector<bool>& paced)
-      : gloo::Algorithm(context), scratch_(scratch), root_(root) {
+                  int root, bool paced)
+      : gloo::Algorithm(context), scratch_(scratch), root_(root), paced_(paced) {
     if (contextSize_ == 1 || bytes == 0) return;
     const int slot = context_->nextSlot(2);
     const int clear_slot = slot + 1;
     if (contextRank_ != root_) {
       auto& pair = getPair(root_);
       recv_ = pair->createRecvBuffer(slot, scratch, bytes);
-      if (paced[root_]) {
-        clear_send_ = pair->createSendBuffer(clear_slot, &token_, sizeof(token_));
-      }
+      if (paced_) clear_send_ = pair->createSendBuffer(clear_slot, &token_, sizeof(token_));
       return;
     }
     clear_tokens_.resize(static_cast<size_t>(contextSize_));
@@ -67,9 +62,10 @@ class BroadcastDirect : public gloo::Algorithm {
       if (peer == root_) continue;
       auto& pair = getPair(peer);
       sends_.push_back(pair->createSendBuffer(slot, scratch, bytes));
-      clear_recvs_.push_back(
-          paced[peer] ? pair->createRecvBuffer(clear_slot, &clear_tokens_[peer], sizeof(int))
-                      : nullptr);
+      if (paced_) {
+        clear_recvs_.push_back(
+            pair->createRecvBuffer(clear_slot, &clear_tokens_[peer], sizeof(int)));
+      }
     }
   }
 
@@ -86,7 +82,7 @@ class BroadcastDirect : public gloo::Algorithm {
     }
     for (size_t i = 0; i < sends_.size(); ++i) {
       lent.Lend(*sends_[i], scratch_, const_cast<void*>(send));
-      if (clear_recvs_[i] != nullptr) clear_recvs_[i]->waitRecv();
+      if (paced_) clear_recvs_[i]->waitRecv();
       sends_[i]->send();
     }
     // The caller may change the data once this returns.
@@ -98,10 +94,11 @@ class BroadcastDirect : public gloo::Algorithm {
  private:
   void* const scratch_;
   const int root_;
+  const bool paced_;
   int token_ = 0;
   std::vector<int> clear_tokens_;
   std::vector<std::unique_ptr<gloo::transport::Buffer>> sends_;        // the root's, one a peer
-  std::vector<std::unique_ptr<gloo::transport::Buffer>> clear_recvs_;  // the root's; null: unpaced
+  std::vector<std::unique_ptr<gloo::transport::Buffer>> clear_recvs_;  // the root's, if paced
   std::unique_ptr<gloo::transport::Buffer> recv_;                      // everyone else's
   std::unique_ptr<gloo::transport::Buffer> clear_send_;                // theirs, if paced
 };

@@ -18,7 +18,6 @@
 #include "plugins/backends/gloo/failure.h"
 #include "plugins/backends/gloo/full_mesh.h"
 #include "plugins/backends/gloo/gloo_store.h"
-#include "plugins/backends/gloo/local_pairs.h"
 #include "plugins/backends/gloo/pair_access.h"
 #include "plugins/backends/gloo/sync_limit.h"
 
@@ -125,11 +124,6 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
         absl::StrCat("gloo backend: gloo.sync_max_bytes (or DIST_GLOO_SYNC_MAX_BYTES) is '",
                      sync_max_setting, "'; give a number of bytes, e.g. 65536"));
   }
-  // Pairs between ranks on this host: no pacing by the kernel, and
-  // broadcasts with no clear-to-send on them (local_pairs.h); "0" treats
-  // them as any other pair. Must be the same on every rank.
-  const bool local_unpaced =
-      Setting(config, "gloo.local_pairs_unpaced", "DIST_GLOO_LOCAL_PAIRS_UNPACED") != "0";
 
   const absl::Time start = absl::Now();
   if (device == nullptr) {
@@ -182,7 +176,6 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
     return absl::Status(connected.code(), creating(connected.message()));
   }
   EnlargeSendBuffers(*context, kPairSendBufferBytes);
-  if (local_unpaced) StopPacingOnThisHost(*context);
   if (dist::LogEnabled(DIST_LOG_DEBUG)) {
     // Where start-up time goes (README.md, "Start-up").
     dist::Log(DIST_LOG_DEBUG,
@@ -192,13 +185,12 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
   }
   return std::shared_ptr<Communicator>(
       new Communicator(config, std::move(device), std::move(context), *policy, inline_wait,
-                       sync_pairs, static_cast<size_t>(sync_max_bytes), local_unpaced));
+                       sync_pairs, static_cast<size_t>(sync_max_bytes)));
 }
 
 Communicator::Communicator(const dist_comm_config_t& config, std::shared_ptr<LoopKicker> device,
                            std::shared_ptr<gloo::Context> context, AlgorithmPolicy policy,
-                           bool inline_wait, bool sync_pairs, size_t sync_max_bytes,
-                           bool local_unpaced)
+                           bool inline_wait, bool sync_pairs, size_t sync_max_bytes)
     : rank_(config.rank),
       size_(config.world_size),
       group_(config.group_name ? config.group_name : ""),
@@ -211,7 +203,7 @@ Communicator::Communicator(const dist_comm_config_t& config, std::shared_ptr<Loo
       pair_timeout_(GlooWaitOf(timeout_)),
       sync_(sync_pairs && size_ > 1
                 ? std::make_unique<SyncMesh>(rank_, size_, store_, device_, pair_timeout_,
-                                             kPairSendBufferBytes, sync_max_bytes, local_unpaced)
+                                             kPairSendBufferBytes, sync_max_bytes)
                 : nullptr),
       bound_(std::make_unique<BoundAlgorithms>(context_, sync_.get())) {
   peer_addresses_.resize(size_);

@@ -81,18 +81,15 @@ void AdoptTransport(gloo::Context& context, std::shared_ptr<gloo::transport::Con
   ContextAccess::Transport(context) = std::move(transport);
 }
 
-int PairSocket(gloo::Context& context, int rank) {
+int DuplicatePairSocket(gloo::Context& context, int rank) {
   try {
     tcp::Pair* pair = TcpPair(context, rank);
-    return pair == nullptr ? -1 : PairAccess::Socket(*pair);
+    if (pair == nullptr) return -1;
+    const int fd = PairAccess::Socket(*pair);
+    return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
   } catch (...) {
     return -1;
   }
-}
-
-int DuplicatePairSocket(gloo::Context& context, int rank) {
-  const int fd = PairSocket(context, rank);
-  return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
 }
 
 int EnlargeSendBuffers(gloo::Context& context, int bytes) {

@@ -48,10 +48,6 @@ void FailTransportPairs(gloo::transport::Context& transport, int rank, int size,
 void AdoptTransport(gloo::Context& context, std::shared_ptr<gloo::transport::Context> transport,
                     std::shared_ptr<gloo::transport::Device> device);
 
-// The socket of `rank`'s pair as Gloo holds it (borrowed: valid while the
-// pair is open; never close it), or -1. Never throws.
-int PairSocket(gloo::Context& context, int rank);
-
 // A descriptor of its own (close-on-exec) for the socket of `rank`'s pair,
 // or -1. Shutting it down wakes a thread blocked reading the pair in Gloo's
 // synchronous mode, which holds the pair's lock while it reads, so

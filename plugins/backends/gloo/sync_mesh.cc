@@ -12,7 +12,6 @@
 #include "dist/cpp/host_log.hpp"
 #include "dist/cpp/store.hpp"
 #include "plugins/backends/gloo/full_mesh.h"
-#include "plugins/backends/gloo/local_pairs.h"
 #include "plugins/backends/gloo/loop_kicker.h"
 #include "plugins/backends/gloo/pair_access.h"
 #include "plugins/backends/gloo/sync_limit.h"
@@ -31,15 +30,14 @@ constexpr absl::string_view kHint =
 
 SyncMesh::SyncMesh(int rank, int size, const dist_store_t* store,
                    std::shared_ptr<LoopKicker> device, std::chrono::milliseconds pair_timeout,
-                   int send_buffer_bytes, size_t max_message_bytes, bool local_unpaced)
+                   int send_buffer_bytes, size_t max_message_bytes)
     : rank_(rank),
       size_(size),
       store_(store),
       device_(std::move(device)),
       pair_timeout_(pair_timeout),
       send_buffer_bytes_(send_buffer_bytes),
-      max_message_bytes_(max_message_bytes),
-      local_unpaced_(local_unpaced) {}
+      max_message_bytes_(max_message_bytes) {}
 
 SyncMesh::~SyncMesh() {
   absl::MutexLock lock(&mu_);
@@ -75,7 +73,6 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> SyncMesh::Get() {
   std::vector<int> sockets(size_, -1);
   std::vector<std::string> addresses(size_);
   size_t limit = 0;
-  std::vector<bool> local_peers(size_, false);
   if (connected) {
     // setSync unregisters each pair from the device thread and waits for
     // that thread's next turn (loop_kicker.h).
@@ -103,10 +100,6 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> SyncMesh::Get() {
     }
   }
   if (status.ok()) {
-    if (local_unpaced_) {
-      StopPacingOnThisHost(*context);
-      local_peers = PeersOnThisHost(*context);
-    }
     try {
       limit = AgreeSyncMessageLimit(context, send_buffer_bytes_, max_message_bytes_);
     } catch (const std::exception& e) {
@@ -130,7 +123,6 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> SyncMesh::Get() {
   }
   context_ = context;
   message_limit_ = limit;
-  local_peers_ = std::move(local_peers);
   if (dist::LogEnabled(DIST_LOG_DEBUG)) {
     // The first small collective pays this (README.md, "Synchronous pairs").
     dist::Log(DIST_LOG_DEBUG, absl::StrCat("connected the pairs for small messages to ", size_ - 1,
@@ -143,11 +135,6 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> SyncMesh::Get() {
 size_t SyncMesh::message_limit() const {
   absl::MutexLock lock(&mu_);
   return message_limit_;
-}
-
-std::vector<bool> SyncMesh::local_peers() const {
-  absl::MutexLock lock(&mu_);
-  return local_peers_;
 }
 
 void SyncMesh::Abort(const std::string& reason) {

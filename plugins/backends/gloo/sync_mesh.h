@@ -53,11 +53,8 @@ class SyncMesh {
   // `send_buffer_bytes`: as the communicator's pairs (EnlargeSendBuffers).
   // `max_message_bytes`: the most this rank lets the pairs carry (the ranks
   // use the smallest any of them allows, see message_limit).
-  // `local_unpaced`: pairs to ranks on this host are not paced by the
-  // kernel and count as local_peers (local_pairs.h); the same on every rank.
   SyncMesh(int rank, int size, const dist_store_t* store, std::shared_ptr<LoopKicker> device,
-           std::chrono::milliseconds pair_timeout, int send_buffer_bytes, size_t max_message_bytes,
-           bool local_unpaced);
+           std::chrono::milliseconds pair_timeout, int send_buffer_bytes, size_t max_message_bytes);
   ~SyncMesh();
 
   SyncMesh(const SyncMesh&) = delete;
@@ -71,11 +68,6 @@ class SyncMesh {
   // reads) that may travel on the pairs, the same on every rank
   // (sync_limit.h); 0 until Get has connected them.
   size_t message_limit() const;
-
-  // Which ranks' pairs connect to this host (indexed by rank), the same
-  // answer at both ends of each pair; all false with local_unpaced off.
-  // Empty until Get has connected them.
-  std::vector<bool> local_peers() const;
 
   // Wakes a thread blocked reading a pair and fails every pair with
   // `reason` (the peers see their connections close). Idempotent; never
@@ -94,7 +86,6 @@ class SyncMesh {
   const std::chrono::milliseconds pair_timeout_;
   const int send_buffer_bytes_;
   const size_t max_message_bytes_;
-  const bool local_unpaced_;
 
   mutable absl::Mutex mu_;
   std::shared_ptr<gloo::Context> context_ ABSL_GUARDED_BY(mu_);
@@ -104,7 +95,6 @@ class SyncMesh {
   std::vector<int> sockets_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> peer_addresses_ ABSL_GUARDED_BY(mu_);
   size_t message_limit_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<bool> local_peers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace dist_gloo
