@@ -527,6 +527,15 @@ TEST(GlooBoundAlgorithms, SyncMaxBytesMustBeANumber) {
             "number of bytes, e.g. 65536");
 }
 
+TEST(GlooBoundAlgorithms, SpinMustBeMicrosecondsInRange) {
+  EXPECT_EQ(RefusalOf("spin_word", "gloo.spin_us", "50us"),
+            "gloo backend: gloo.spin_us (or DIST_GLOO_SPIN_US) is '50us'; give microseconds from "
+            "0 (never poll) to 100000, e.g. 50");
+  EXPECT_EQ(RefusalOf("spin_large", "gloo.spin_us", "200000"),
+            "gloo backend: gloo.spin_us (or DIST_GLOO_SPIN_US) is '200000'; give microseconds "
+            "from 0 (never poll) to 100000, e.g. 50");
+}
+
 TEST(GlooBoundAlgorithms, TwoRanks) { RunWorld(2, "bound2"); }
 TEST(GlooBoundAlgorithms, ThreeRanks) { RunWorld(3, "bound3"); }
 TEST(GlooBoundAlgorithms, FourRanks) { RunWorld(4, "bound4"); }

@@ -1,5 +1,6 @@
 // Raw Gloo: a gloo::rendezvous::Context over its own dist store and Gloo's
 // tcp transport, running Gloo's own algorithms on the same buffers.
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -43,6 +44,14 @@
 
 namespace distbench {
 namespace {
+
+// How many CPUs this process may run on.
+int UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
+}
 
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
@@ -145,8 +154,14 @@ const gloo::ReductionFunction<T>* LegacyFunction(dist_reduce_op_t op) {
 // (plugins/backends/gloo/sync_limit.h: larger synchronous writes can block
 // each other).
 constexpr char kSyncSuffix[] = "_sync";
+// And again on synchronous pairs in Gloo's busy-polling mode ("_busypoll":
+// the waiting thread polls the socket until the message comes instead of
+// sleeping in read), where every rank has a CPU of its own: the fastest a
+// Gloo user can wait there, as the plugin polls for a while before it
+// sleeps (plugins/backends/gloo/peer_spin.h).
+constexpr char kBusyPollSuffix[] = "_busypoll";
 
-std::vector<std::string> VariantsOf(const Case& c, size_t sync_limit) {
+std::vector<std::string> VariantsOf(const Case& c, size_t sync_limit, bool busy_poll) {
   const int w = c.world_size;
   std::vector<std::string> names;
   size_t first_legacy = 0;
@@ -181,6 +196,11 @@ std::vector<std::string> VariantsOf(const Case& c, size_t sync_limit) {
   if (c.block * c.element_size() <= sync_limit) {
     const size_t legacy_end = names.size();
     for (size_t i = first_legacy; i < legacy_end; ++i) names.push_back(names[i] + kSyncSuffix);
+    if (busy_poll) {
+      for (size_t i = first_legacy; i < legacy_end; ++i) {
+        names.push_back(names[i] + kBusyPollSuffix);
+      }
+    }
   }
   return names;
 }
@@ -199,10 +219,13 @@ void Divide(void* data, size_t n, int ranks) {
 
 class GlooBaseline : public Baseline {
  public:
+  // `busy_context` may be null (no "_busypoll" variants).
   GlooBaseline(std::shared_ptr<gloo::Context> context, std::shared_ptr<gloo::Context> sync_context,
-               size_t sync_limit, std::string address, int64_t timeout_ms)
+               std::shared_ptr<gloo::Context> busy_context, size_t sync_limit, std::string address,
+               int64_t timeout_ms)
       : context_(std::move(context)),
         sync_context_(std::move(sync_context)),
+        busy_context_(std::move(busy_context)),
         sync_limit_(sync_limit),
         address_(std::move(address)),
         timeout_(timeout_ms) {}
@@ -245,7 +268,7 @@ class GlooBaseline : public Baseline {
   }
 
   std::vector<std::string> Variants(const Case& c) const override {
-    return VariantsOf(c, sync_limit_);
+    return VariantsOf(c, sync_limit_, busy_context_ != nullptr);
   }
 
   absl::Status RunVariant(const Case& c, int variant, void* send, void* recv) override {
@@ -262,7 +285,8 @@ class GlooBaseline : public Baseline {
                       [&](auto tag) { return RunLegacy<decltype(tag)>(c, variant, send, recv); });
     } catch (const std::exception& e) {
       return absl::UnavailableError(
-          absl::StrCat("raw Gloo ", VariantsOf(c, sync_limit_)[variant], ": ", e.what()));
+          absl::StrCat("raw Gloo ", VariantsOf(c, sync_limit_, busy_context_ != nullptr)[variant],
+                       ": ", e.what()));
     }
   }
 
@@ -362,10 +386,13 @@ class GlooBaseline : public Baseline {
   template <typename T>
   std::unique_ptr<gloo::Algorithm> MakeLegacy(const Case& c, int variant, T* send, T* recv, int n) {
     const std::vector<T*> ptrs = {recv};
-    std::string name = VariantsOf(c, sync_limit_)[variant];
+    std::string name = VariantsOf(c, sync_limit_, busy_context_ != nullptr)[variant];
     const bool sync = absl::EndsWith(name, kSyncSuffix);
+    const bool busy = absl::EndsWith(name, kBusyPollSuffix);
     if (sync) name.resize(name.size() - std::strlen(kSyncSuffix));
-    const std::shared_ptr<gloo::Context>& context = sync ? sync_context_ : context_;
+    if (busy) name.resize(name.size() - std::strlen(kBusyPollSuffix));
+    const std::shared_ptr<gloo::Context>& context =
+        busy ? busy_context_ : (sync ? sync_context_ : context_);
     const gloo::ReductionFunction<T>* fn = LegacyFunction<T>(c.redop);
     if (name == "AllreduceRing") {
       return std::make_unique<gloo::AllreduceRing<T>>(context, ptrs, n, fn);
@@ -504,6 +531,7 @@ class GlooBaseline : public Baseline {
 
   std::shared_ptr<gloo::Context> context_;
   std::shared_ptr<gloo::Context> sync_context_;  // the same ranks on synchronous pairs
+  std::shared_ptr<gloo::Context> busy_context_;  // and on busy-polling ones, or null
   size_t sync_limit_;                            // the largest message on them
   std::string address_;
   std::chrono::milliseconds timeout_;
@@ -561,8 +589,24 @@ absl::StatusOr<std::unique_ptr<Baseline>> MakeGlooBaseline(const BaselineSetup& 
     }
     const size_t sync_limit =
         dist_gloo::AgreeSyncMessageLimit(sync_context, dist_gloo::kPairSendBufferBytes);
-    auto baseline = std::make_unique<GlooBaseline>(context, sync_context, sync_limit, address,
-                                                   setup.timeout_ms);
+    // Busy-polling pairs only where each rank has a CPU of its own (all
+    // ranks counted as on this host): elsewhere a polling rank starves the
+    // one it waits for, and no user would choose them.
+    std::shared_ptr<gloo::Context> busy_context;
+    if (setup.world_size <= UsableCpus()) {
+      auto busy = std::make_shared<gloo::rendezvous::Context>(setup.rank, setup.world_size);
+      busy->setTimeout(std::chrono::milliseconds(setup.timeout_ms));
+      dist_gloo::GlooStore busy_adapter((*store)->get(), absl::Milliseconds(setup.timeout_ms),
+                                        "distbench/gloo_busypoll/");
+      busy->connectFullMesh(busy_adapter, device);
+      for (int peer = 0; peer < setup.world_size; ++peer) {
+        if (peer != setup.rank) busy->getPair(peer)->setSync(true, /*busyPoll=*/true);
+      }
+      dist_gloo::EnlargeSendBuffers(*busy, dist_gloo::kPairSendBufferBytes);
+      busy_context = std::move(busy);
+    }
+    auto baseline = std::make_unique<GlooBaseline>(context, sync_context, busy_context, sync_limit,
+                                                   address, setup.timeout_ms);
     // Everyone is connected: after this nobody reads the store again, so
     // rank 0 may close it.
     absl::Status status = baseline->Barrier();

@@ -29,6 +29,7 @@
 #include "gloo/context.h"
 #include "gloo/transport/buffer.h"
 #include "plugins/backends/gloo/buffer_memory.h"
+#include "plugins/backends/gloo/peer_spin.h"
 
 namespace dist_gloo {
 
@@ -36,13 +37,15 @@ class AllgatherDirect : public gloo::Algorithm {
  public:
   // Gathers `block` bytes from every rank on every Run; `scratch_in` and
   // `scratch_out` (borrowed, they outlive this object; `block` and W
-  // blocks long) are what run() uses.
+  // blocks long) are what run() uses. `spin` (borrowed, may be null) polls
+  // a peer's socket before each wait (peer_spin.h).
   AllgatherDirect(const std::shared_ptr<gloo::Context>& context, void* scratch_in,
-                  void* scratch_out, size_t block)
+                  void* scratch_out, size_t block, const PeerSpin* spin = nullptr)
       : gloo::Algorithm(context),
         scratch_in_(scratch_in),
         scratch_out_(scratch_out),
-        block_(block) {
+        block_(block),
+        spin_(spin) {
     if (contextSize_ == 1 || block_ == 0) return;
     const int slot = context_->nextSlot();
     for (int peer = 0; peer < contextSize_; ++peer) {
@@ -50,6 +53,7 @@ class AllgatherDirect : public gloo::Algorithm {
       auto& pair = getPair(peer);
       sends_.push_back(pair->createSendBuffer(slot, scratch_in, block_));
       recvs_.push_back(pair->createRecvBuffer(slot, Block(scratch_out, peer), block_));
+      peers_.push_back(peer);
     }
   }
 
@@ -68,7 +72,10 @@ class AllgatherDirect : public gloo::Algorithm {
       ++i;
     }
     for (auto& one : sends_) one->send();
-    for (auto& one : recvs_) one->waitRecv();
+    for (size_t k = 0; k < recvs_.size(); ++k) {
+      if (spin_ != nullptr) spin_->AwaitData(peers_[k]);
+      recvs_[k]->waitRecv();
+    }
     for (auto& one : sends_) one->waitSend();
   }
 
@@ -82,8 +89,10 @@ class AllgatherDirect : public gloo::Algorithm {
   void* const scratch_in_;
   void* const scratch_out_;
   const size_t block_;
+  const PeerSpin* const spin_;
   std::vector<std::unique_ptr<gloo::transport::Buffer>> sends_;  // one a peer
   std::vector<std::unique_ptr<gloo::transport::Buffer>> recvs_;  // one a peer
+  std::vector<int> peers_;                                       // recvs_[k] is from peers_[k]
 };
 
 }  // namespace dist_gloo

@@ -41,6 +41,7 @@
 #include "gloo/algorithm.h"
 #include "gloo/context.h"
 #include "gloo/transport/buffer.h"
+#include "plugins/backends/gloo/peer_spin.h"
 
 namespace dist_gloo {
 
@@ -57,14 +58,16 @@ template <typename T>
 class AllreduceRecursiveDoubling : public gloo::Algorithm {
  public:
   // Reduces `count` elements at `data` (borrowed; it outlives this object)
-  // in place on every run, with `fn` (x = x op y).
+  // in place on every run, with `fn` (x = x op y). `spin` (borrowed, may
+  // be null) polls a partner's socket before each wait (peer_spin.h).
   AllreduceRecursiveDoubling(const std::shared_ptr<gloo::Context>& context, T* data, int count,
-                             const gloo::ReductionFunction<T>* fn)
+                             const gloo::ReductionFunction<T>* fn, const PeerSpin* spin = nullptr)
       : gloo::Algorithm(context),
         data_(data),
         count_(static_cast<size_t>(count)),
         bytes_(count_ * sizeof(T)),
-        fn_(fn) {
+        fn_(fn),
+        spin_(spin) {
     if (contextSize_ == 1 || count_ == 0) return;
     const int steps = RecursiveDoublingSteps(contextSize_);
     const int power = 1 << steps;
@@ -76,6 +79,7 @@ class AllreduceRecursiveDoubling : public gloo::Algorithm {
     const int rank = contextRank_;
     if (rank >= power) {
       // An extra rank: its data to rank - P, the result back from it.
+      fold_partner_ = rank - power;
       auto& pair = getPair(rank - power);
       fold_send_ = pair->createSendBuffer(fold_slot, data_, bytes_);
       unfold_recv_ = pair->createRecvBuffer(unfold_slot, data_, bytes_);
@@ -83,6 +87,7 @@ class AllreduceRecursiveDoubling : public gloo::Algorithm {
     }
     inboxes_.reserve(static_cast<size_t>(steps) + 1);
     if (rank + power < contextSize_) {
+      fold_partner_ = rank + power;
       auto& pair = getPair(rank + power);
       inboxes_.emplace_back(count_);
       fold_recv_ = pair->createRecvBuffer(fold_slot, inboxes_.back().data(), bytes_);
@@ -93,6 +98,7 @@ class AllreduceRecursiveDoubling : public gloo::Algorithm {
       auto& pair = getPair(partner);
       inboxes_.emplace_back(count_);
       Step next;
+      next.partner = partner;
       next.lower = rank < partner;
       next.inbox = inboxes_.back().data();
       next.send = pair->createSendBuffer(base + step, data_, bytes_);
@@ -106,15 +112,18 @@ class AllreduceRecursiveDoubling : public gloo::Algorithm {
     if (fold_send_ != nullptr) {  // an extra rank
       fold_send_->send();
       fold_send_->waitSend();
+      AwaitData(fold_partner_);
       unfold_recv_->waitRecv();
       return;
     }
     if (fold_recv_ != nullptr) {
+      AwaitData(fold_partner_);
       fold_recv_->waitRecv();
       fn_->call(data_, inboxes_.front().data(), count_);  // rank i < rank P + i
     }
     for (Step& step : steps_) {
       step.send->send();
+      AwaitData(step.partner);
       step.recv->waitRecv();
       // The send reads data_ until it completes; only then is it reduced into.
       step.send->waitSend();
@@ -132,7 +141,12 @@ class AllreduceRecursiveDoubling : public gloo::Algorithm {
   }
 
  private:
+  void AwaitData(int peer) const {
+    if (spin_ != nullptr) spin_->AwaitData(peer);
+  }
+
   struct Step {
+    int partner = -1;
     bool lower = false;  // this rank's operand goes first
     T* inbox = nullptr;
     std::unique_ptr<gloo::transport::Buffer> send;
@@ -143,6 +157,8 @@ class AllreduceRecursiveDoubling : public gloo::Algorithm {
   const size_t count_;
   const size_t bytes_;
   const gloo::ReductionFunction<T>* const fn_;
+  const PeerSpin* const spin_;
+  int fold_partner_ = -1;
   // Where the peers' messages land: the fold's (if any) first, then one a
   // step. Never resized once a buffer points into them.
   std::vector<std::vector<T>> inboxes_;

@@ -36,10 +36,12 @@
 #include <memory>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "dist/types.h"
 #include "gloo/algorithm.h"
 #include "gloo/context.h"
 #include "plugins/backends/gloo/algorithm.h"
+#include "plugins/backends/gloo/peer_spin.h"
 #include "plugins/backends/gloo/sync_mesh.h"
 
 namespace dist_gloo {
@@ -47,8 +49,10 @@ namespace dist_gloo {
 class BoundAlgorithms {
  public:
   // `sync` (may be null: everything then runs on `context`) is borrowed and
-  // outlives this object.
-  BoundAlgorithms(std::shared_ptr<gloo::Context> context, SyncMesh* sync);
+  // outlives this object. `spin`: how long dist's own classes poll a
+  // synchronous pair before they sleep in Gloo's read (peer_spin.h).
+  BoundAlgorithms(std::shared_ptr<gloo::Context> context, SyncMesh* sync,
+                  absl::Duration spin = absl::ZeroDuration());
 
   // False where the slot space is too small for this world size (the
   // classes reserve 2*W*(W-1) slots each); callers then use the unbound
@@ -124,6 +128,8 @@ class BoundAlgorithms {
   SyncMesh* const sync_;
   std::shared_ptr<gloo::Context> sync_context_;  // once connected
   size_t sync_limit_ = 0;                        // sync_->message_limit(), once connected
+  const absl::Duration spin_budget_;
+  PeerSpin spin_;  // on sync_'s sockets, once connected
   bool usable_ = false;
   int slot_bits_ = 0;  // log2 of the slots reserved per instance
   int hash_bits_ = 0;  // bits of the match tag in the slot

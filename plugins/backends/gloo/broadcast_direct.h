@@ -38,6 +38,7 @@
 #include "gloo/context.h"
 #include "gloo/transport/buffer.h"
 #include "plugins/backends/gloo/buffer_memory.h"
+#include "plugins/backends/gloo/peer_spin.h"
 
 namespace dist_gloo {
 
@@ -45,9 +46,11 @@ class BroadcastDirect : public gloo::Algorithm {
  public:
   // Broadcasts `bytes` from `root` on every Run; `scratch` (borrowed, it
   // outlives this object, `bytes` long) is what run() uses.
+  // `spin` (borrowed, may be null) polls a peer's socket before each wait
+  // (peer_spin.h).
   BroadcastDirect(const std::shared_ptr<gloo::Context>& context, void* scratch, size_t bytes,
-                  int root, bool paced)
-      : gloo::Algorithm(context), scratch_(scratch), root_(root), paced_(paced) {
+                  int root, bool paced, const PeerSpin* spin = nullptr)
+      : gloo::Algorithm(context), scratch_(scratch), root_(root), paced_(paced), spin_(spin) {
     if (contextSize_ == 1 || bytes == 0) return;
     const int slot = context_->nextSlot(2);
     const int clear_slot = slot + 1;
@@ -62,6 +65,7 @@ class BroadcastDirect : public gloo::Algorithm {
       if (peer == root_) continue;
       auto& pair = getPair(peer);
       sends_.push_back(pair->createSendBuffer(slot, scratch, bytes));
+      peers_.push_back(peer);
       if (paced_) {
         clear_recvs_.push_back(
             pair->createRecvBuffer(clear_slot, &clear_tokens_[peer], sizeof(int)));
@@ -76,13 +80,17 @@ class BroadcastDirect : public gloo::Algorithm {
     if (recv_ != nullptr) {
       lent.Lend(*recv_, scratch_, recv);
       if (clear_send_ != nullptr) clear_send_->send();
+      AwaitData(root_);
       recv_->waitRecv();
       if (clear_send_ != nullptr) clear_send_->waitSend();
       return;
     }
     for (size_t i = 0; i < sends_.size(); ++i) {
       lent.Lend(*sends_[i], scratch_, const_cast<void*>(send));
-      if (paced_) clear_recvs_[i]->waitRecv();
+      if (paced_) {
+        AwaitData(peers_[i]);
+        clear_recvs_[i]->waitRecv();
+      }
       sends_[i]->send();
     }
     // The caller may change the data once this returns.
@@ -92,9 +100,15 @@ class BroadcastDirect : public gloo::Algorithm {
   void run() override { Run(scratch_, scratch_); }
 
  private:
+  void AwaitData(int peer) const {
+    if (spin_ != nullptr) spin_->AwaitData(peer);
+  }
+
   void* const scratch_;
   const int root_;
   const bool paced_;
+  const PeerSpin* const spin_;
+  std::vector<int> peers_;  // the root's: sends_[i] goes to peers_[i]
   int token_ = 0;
   std::vector<int> clear_tokens_;
   std::vector<std::unique_ptr<gloo::transport::Buffer>> sends_;        // the root's, one a peer

@@ -37,6 +37,10 @@ constexpr std::chrono::milliseconds kShutdownFlushBound{5000};
 
 // Up to this many ranks synchronous pairs are on unless turned off.
 constexpr int kMaxAutoSyncRanks = 64;
+// How long dist's own classes poll a synchronous pair before sleeping in
+// Gloo's read, where the group's ranks on this host fit its CPUs
+// (peer_spin.h; README.md, "Waiting awake").
+constexpr uint64_t kDefaultSpinMicros = 50;
 
 // Time left to compare notes after a Gloo timeout (see Fail): a tenth of
 // the operation's timeout, from 1 ms to 1 s.
@@ -124,6 +128,15 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
         absl::StrCat("gloo backend: gloo.sync_max_bytes (or DIST_GLOO_SYNC_MAX_BYTES) is '",
                      sync_max_setting, "'; give a number of bytes, e.g. 65536"));
   }
+  // How long a rank polls a synchronous pair before it sleeps in Gloo's
+  // read (peer_spin.h); 0 never polls.
+  uint64_t spin_us = kDefaultSpinMicros;
+  const std::string spin_setting = Setting(config, "gloo.spin_us", "DIST_GLOO_SPIN_US");
+  if (!spin_setting.empty() && (!absl::SimpleAtoi(spin_setting, &spin_us) || spin_us > 100000)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gloo backend: gloo.spin_us (or DIST_GLOO_SPIN_US) is '", spin_setting,
+                     "'; give microseconds from 0 (never poll) to 100000, e.g. 50"));
+  }
 
   const absl::Time start = absl::Now();
   if (device == nullptr) {
@@ -183,14 +196,15 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
                            absl::FormatDuration(absl::Now() - connect_start), " (device ",
                            absl::FormatDuration(connect_start - start), ")"));
   }
-  return std::shared_ptr<Communicator>(
-      new Communicator(config, std::move(device), std::move(context), *policy, inline_wait,
-                       sync_pairs, static_cast<size_t>(sync_max_bytes)));
+  return std::shared_ptr<Communicator>(new Communicator(
+      config, std::move(device), std::move(context), *policy, inline_wait, sync_pairs,
+      static_cast<size_t>(sync_max_bytes), absl::Microseconds(static_cast<int64_t>(spin_us))));
 }
 
 Communicator::Communicator(const dist_comm_config_t& config, std::shared_ptr<LoopKicker> device,
                            std::shared_ptr<gloo::Context> context, AlgorithmPolicy policy,
-                           bool inline_wait, bool sync_pairs, size_t sync_max_bytes)
+                           bool inline_wait, bool sync_pairs, size_t sync_max_bytes,
+                           absl::Duration spin)
     : rank_(config.rank),
       size_(config.world_size),
       group_(config.group_name ? config.group_name : ""),
@@ -205,7 +219,7 @@ Communicator::Communicator(const dist_comm_config_t& config, std::shared_ptr<Loo
                 ? std::make_unique<SyncMesh>(rank_, size_, store_, device_, pair_timeout_,
                                              kPairSendBufferBytes, sync_max_bytes)
                 : nullptr),
-      bound_(std::make_unique<BoundAlgorithms>(context_, sync_.get())) {
+      bound_(std::make_unique<BoundAlgorithms>(context_, sync_.get(), spin)) {
   peer_addresses_.resize(size_);
   for (int r = 0; r < size_; ++r) peer_addresses_[r] = PeerAddress(*context_, r);
   worker_ = std::thread([this] { WorkerLoop(); });

@@ -88,7 +88,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
 
   Communicator(const dist_comm_config_t& config, std::shared_ptr<LoopKicker> device,
                std::shared_ptr<gloo::Context> context, AlgorithmPolicy policy, bool inline_wait,
-               bool sync_pairs, size_t sync_max_bytes);
+               bool sync_pairs, size_t sync_max_bytes, absl::Duration spin);
 
   void WorkerLoop();
   void P2pLoop();

@@ -137,6 +137,11 @@ size_t SyncMesh::message_limit() const {
   return message_limit_;
 }
 
+std::vector<int> SyncMesh::peer_sockets() const {
+  absl::MutexLock lock(&mu_);
+  return sockets_;
+}
+
 void SyncMesh::Abort(const std::string& reason) {
   std::shared_ptr<gloo::Context> context;
   {

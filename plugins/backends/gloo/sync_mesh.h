@@ -69,6 +69,12 @@ class SyncMesh {
   // (sync_limit.h); 0 until Get has connected them.
   size_t message_limit() const;
 
+  // This rank's own descriptors of the pairs' sockets (indexed by rank; -1
+  // for this rank), for polling only: they stay open while this object
+  // lives (an abort shuts them down, which makes them readable). Empty
+  // until Get has connected the pairs.
+  std::vector<int> peer_sockets() const;
+
   // Wakes a thread blocked reading a pair and fails every pair with
   // `reason` (the peers see their connections close). Idempotent; never
   // throws.

@@ -1,0 +1,74 @@
+#include "plugins/backends/gloo/peer_spin.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <cstring>
+#include <utility>
+
+namespace dist_gloo {
+namespace {
+
+int64_t MonotonicNanos() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return int64_t{now.tv_sec} * 1000000000 + now.tv_nsec;
+}
+
+}  // namespace
+
+bool BothEndsOnThisHost(int fd) {
+  sockaddr_storage local{};
+  sockaddr_storage peer{};
+  socklen_t local_length = sizeof(local);
+  socklen_t peer_length = sizeof(peer);
+  if (fd < 0 || getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_length) != 0 ||
+      getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_length) != 0 ||
+      local.ss_family != peer.ss_family) {
+    return false;
+  }
+  if (peer.ss_family == AF_INET) {
+    const in_addr& own = reinterpret_cast<const sockaddr_in&>(local).sin_addr;
+    const in_addr& other = reinterpret_cast<const sockaddr_in&>(peer).sin_addr;
+    return (ntohl(other.s_addr) >> 24) == 127 || own.s_addr == other.s_addr;
+  }
+  if (peer.ss_family == AF_INET6) {
+    const in6_addr& own = reinterpret_cast<const sockaddr_in6&>(local).sin6_addr;
+    const in6_addr& other = reinterpret_cast<const sockaddr_in6&>(peer).sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(&other) || std::memcmp(&own, &other, sizeof(other)) == 0;
+  }
+  return false;
+}
+
+int UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  const int count = CPU_COUNT(&set);
+  return count > 0 ? count : 1;
+}
+
+PeerSpin::PeerSpin(std::vector<int> sockets, absl::Duration budget)
+    : sockets_(std::move(sockets)) {
+  int on_this_host = 1;  // this rank
+  for (int fd : sockets_) {
+    if (BothEndsOnThisHost(fd)) ++on_this_host;
+  }
+  if (on_this_host <= UsableCpus()) budget_ns_ = absl::ToInt64Nanoseconds(budget);
+}
+
+void PeerSpin::AwaitData(int peer) const {
+  if (budget_ns_ <= 0 || peer < 0 || static_cast<size_t>(peer) >= sockets_.size()) return;
+  pollfd socket = {sockets_[peer], POLLIN, 0};
+  if (socket.fd < 0) return;
+  const int64_t start = MonotonicNanos();
+  do {
+    if (poll(&socket, 1, 0) != 0) return;  // data, a hang-up or an error: read now
+  } while (MonotonicNanos() - start < budget_ns_);
+}
+
+}  // namespace dist_gloo

@@ -1,0 +1,58 @@
+// Polling a peer's socket for a few microseconds before Gloo's blocking
+// read on a synchronous pair.
+//
+// Why: on the synchronous pairs (sync_mesh.h) a rank that waits for a
+// message sleeps in read(), and the peer's write has to wake it. On this
+// project's virtual machines that wake-up (an interrupt to the other CPU)
+// is most of a small message's latency: raw Gloo's own busy-polling mode
+// took 8.6 µs for a 2-rank barrier where the sleeping read took 15 µs
+// (2026-12-03, README.md, "Waiting awake"). A rank that polls the socket
+// for a moment first is awake when the message lands. Gloo's busy-polling
+// mode polls until the message comes, however long; this polls for at
+// most `budget` and then sleeps in Gloo's read as before, so a rank
+// waiting long for a slow peer does not burn its CPU.
+//
+// Only where each rank of the group on this host has a CPU of its own
+// (ranks whose pair ends on this host, plus this one, at most the CPUs
+// this process may run on): otherwise a polling rank takes the CPU from
+// the very rank it waits for.
+#ifndef DIST_PLUGINS_BACKENDS_GLOO_PEER_SPIN_H_
+#define DIST_PLUGINS_BACKENDS_GLOO_PEER_SPIN_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace dist_gloo {
+
+class PeerSpin {
+ public:
+  PeerSpin() = default;  // never polls
+
+  // `sockets[r]`: a descriptor of the socket to rank r (borrowed: it stays
+  // open while this object is used; -1 for none). Polls up to `budget`
+  // before each wait where ranks on this host fit its CPUs, else never.
+  PeerSpin(std::vector<int> sockets, absl::Duration budget);
+
+  // Returns once rank `peer`'s socket has something to read (or has
+  // closed), or the budget has passed; the caller then reads as before.
+  void AwaitData(int peer) const;
+
+  bool polls() const { return budget_ns_ > 0; }
+
+ private:
+  std::vector<int> sockets_;
+  int64_t budget_ns_ = 0;
+};
+
+// Whether the TCP socket `fd` is connected to a peer on this host: a
+// loopback address, or the peer's address is the socket's own.
+bool BothEndsOnThisHost(int fd);
+
+// How many CPUs this process may run on (its affinity mask); at least 1.
+int UsableCpus();
+
+}  // namespace dist_gloo
+
+#endif  // DIST_PLUGINS_BACKENDS_GLOO_PEER_SPIN_H_
