@@ -571,22 +571,23 @@ absl::StatusOr<std::unique_ptr<Baseline>> MakeGlooBaseline(const BaselineSetup& 
   }
   try {
     auto device = gloo::transport::tcp::CreateDevice(attr);
-    auto context = std::make_shared<gloo::rendezvous::Context>(setup.rank, setup.world_size);
-    context->setTimeout(std::chrono::milliseconds(setup.timeout_ms));
-    dist_gloo::GlooStore adapter((*store)->get(), absl::Milliseconds(setup.timeout_ms),
-                                 "distbench/gloo/");
-    context->connectFullMesh(adapter, device);
+    // A context of the same ranks under `prefix` in the store; `sync`: its
+    // pairs in Gloo's synchronous mode, polling the socket if `busy_poll`.
+    auto connect = [&](const char* prefix, bool sync, bool busy_poll) {
+      auto made = std::make_shared<gloo::rendezvous::Context>(setup.rank, setup.world_size);
+      made->setTimeout(std::chrono::milliseconds(setup.timeout_ms));
+      dist_gloo::GlooStore adapter((*store)->get(), absl::Milliseconds(setup.timeout_ms), prefix);
+      made->connectFullMesh(adapter, device);
+      for (int peer = 0; sync && peer < setup.world_size; ++peer) {
+        if (peer != setup.rank) made->getPair(peer)->setSync(true, busy_poll);
+      }
+      return made;
+    };
+    auto context = connect("distbench/gloo/", false, false);
     // The legacy classes' "_sync" variants run on a second context: a
     // synchronous pair is no longer read by the device's loop thread, which
     // the unbound-buffer entry points need.
-    auto sync_context = std::make_shared<gloo::rendezvous::Context>(setup.rank, setup.world_size);
-    sync_context->setTimeout(std::chrono::milliseconds(setup.timeout_ms));
-    dist_gloo::GlooStore sync_adapter((*store)->get(), absl::Milliseconds(setup.timeout_ms),
-                                      "distbench/gloo_sync/");
-    sync_context->connectFullMesh(sync_adapter, device);
-    for (int peer = 0; peer < setup.world_size; ++peer) {
-      if (peer != setup.rank) sync_context->getPair(peer)->setSync(true, /*busyPoll=*/false);
-    }
+    auto sync_context = connect("distbench/gloo_sync/", true, false);
     const size_t sync_limit =
         dist_gloo::AgreeSyncMessageLimit(sync_context, dist_gloo::kPairSendBufferBytes);
     // Busy-polling pairs only where each rank has a CPU of its own (all
@@ -594,14 +595,7 @@ absl::StatusOr<std::unique_ptr<Baseline>> MakeGlooBaseline(const BaselineSetup& 
     // one it waits for, and no user would choose them.
     std::shared_ptr<gloo::Context> busy_context;
     if (setup.world_size <= UsableCpus()) {
-      auto busy = std::make_shared<gloo::rendezvous::Context>(setup.rank, setup.world_size);
-      busy->setTimeout(std::chrono::milliseconds(setup.timeout_ms));
-      dist_gloo::GlooStore busy_adapter((*store)->get(), absl::Milliseconds(setup.timeout_ms),
-                                        "distbench/gloo_busypoll/");
-      busy->connectFullMesh(busy_adapter, device);
-      for (int peer = 0; peer < setup.world_size; ++peer) {
-        if (peer != setup.rank) busy->getPair(peer)->setSync(true, /*busyPoll=*/true);
-      }
+      auto busy = connect("distbench/gloo_busypoll/", true, true);
       dist_gloo::EnlargeSendBuffers(*busy, dist_gloo::kPairSendBufferBytes);
       busy_context = std::move(busy);
     }

@@ -52,8 +52,7 @@ int UsableCpus() {
   return count > 0 ? count : 1;
 }
 
-PeerSpin::PeerSpin(std::vector<int> sockets, absl::Duration budget)
-    : sockets_(std::move(sockets)) {
+PeerSpin::PeerSpin(std::vector<int> sockets, absl::Duration budget) : sockets_(std::move(sockets)) {
   int on_this_host = 1;  // this rank
   for (int fd : sockets_) {
     if (BothEndsOnThisHost(fd)) ++on_this_host;
