@@ -6,9 +6,11 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <thread>
 #include <vector>
 
@@ -130,6 +132,41 @@ TEST(PeerSpin, ReturnsWhenDataArrivesAndGivesUpAfterTheBudget) {
   const absl::Time closed = absl::Now();
   spin.AwaitData(1);
   EXPECT_LT(absl::Now() - closed, absl::Seconds(10));
+}
+
+// A message larger than one segment: it waits for all of it (as far as the
+// receive buffer holds), not just its first piece.
+TEST(PeerSpin, WaitsForTheWholeOfALargeMessage) {
+  if (UsableCpus() < 2) GTEST_SKIP() << "one CPU: two ranks never fit it";
+  LocalGroup group(2);
+  const int mine = group.sockets[1];
+  const int from_peer = group.connections[0].server;
+  const int ask = 4 << 20;
+  ASSERT_EQ(setsockopt(mine, SOL_SOCKET, SO_RCVBUF, &ask, sizeof(ask)), 0);
+  int buffer = 0;
+  socklen_t length = sizeof(buffer);
+  ASSERT_EQ(getsockopt(mine, SOL_SOCKET, SO_RCVBUF, &buffer, &length), 0);
+  const size_t payload = 256 << 10;
+  const size_t header = 6 * sizeof(size_t);  // what Gloo sends before it
+  const size_t whole = std::min(payload + header, static_cast<size_t>(buffer) / 4);
+  ASSERT_GT(whole, size_t{16} << 10) << "receive buffer too small to tell";
+  const PeerSpin spin(group.sockets, absl::Seconds(30));
+  std::vector<char> bytes(payload + header, 'y');
+  std::thread writer([&] {
+    const size_t first = whole / 2;
+    (void)send(from_peer, bytes.data(), first, MSG_NOSIGNAL);
+    absl::SleepFor(absl::Milliseconds(50));
+    (void)send(from_peer, bytes.data() + first, bytes.size() - first, MSG_NOSIGNAL);
+  });
+  const absl::Time start = absl::Now();
+  spin.AwaitData(1, payload);
+  const absl::Duration waited = absl::Now() - start;
+  int queued = 0;
+  ASSERT_EQ(ioctl(mine, FIONREAD, &queued), 0);
+  writer.join();
+  EXPECT_GE(waited, absl::Milliseconds(40)) << "returned at the first piece";
+  EXPECT_LT(waited, absl::Seconds(10));
+  EXPECT_GE(static_cast<size_t>(queued), whole);
 }
 
 TEST(PeerSpin, IgnoresRanksItHasNoSocketFor) {

@@ -73,7 +73,7 @@ class AllgatherDirect : public gloo::Algorithm {
     }
     for (auto& one : sends_) one->send();
     for (size_t k = 0; k < recvs_.size(); ++k) {
-      if (spin_ != nullptr) spin_->AwaitData(peers_[k]);
+      if (spin_ != nullptr) spin_->AwaitData(peers_[k], block_);
       recvs_[k]->waitRecv();
     }
     for (auto& one : sends_) one->waitSend();

@@ -142,7 +142,7 @@ class AllreduceRecursiveDoubling : public gloo::Algorithm {
 
  private:
   void AwaitData(int peer) const {
-    if (spin_ != nullptr) spin_->AwaitData(peer);
+    if (spin_ != nullptr) spin_->AwaitData(peer, bytes_);
   }
 
   struct Step {

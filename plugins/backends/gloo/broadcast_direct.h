@@ -50,7 +50,12 @@ class BroadcastDirect : public gloo::Algorithm {
   // (peer_spin.h).
   BroadcastDirect(const std::shared_ptr<gloo::Context>& context, void* scratch, size_t bytes,
                   int root, bool paced, const PeerSpin* spin = nullptr)
-      : gloo::Algorithm(context), scratch_(scratch), root_(root), paced_(paced), spin_(spin) {
+      : gloo::Algorithm(context),
+        scratch_(scratch),
+        bytes_(bytes),
+        root_(root),
+        paced_(paced),
+        spin_(spin) {
     if (contextSize_ == 1 || bytes == 0) return;
     const int slot = context_->nextSlot(2);
     const int clear_slot = slot + 1;
@@ -80,7 +85,7 @@ class BroadcastDirect : public gloo::Algorithm {
     if (recv_ != nullptr) {
       lent.Lend(*recv_, scratch_, recv);
       if (clear_send_ != nullptr) clear_send_->send();
-      AwaitData(root_);
+      if (spin_ != nullptr) spin_->AwaitData(root_, bytes_);
       recv_->waitRecv();
       if (clear_send_ != nullptr) clear_send_->waitSend();
       return;
@@ -88,7 +93,7 @@ class BroadcastDirect : public gloo::Algorithm {
     for (size_t i = 0; i < sends_.size(); ++i) {
       lent.Lend(*sends_[i], scratch_, const_cast<void*>(send));
       if (paced_) {
-        AwaitData(peers_[i]);
+        if (spin_ != nullptr) spin_->AwaitData(peers_[i]);
         clear_recvs_[i]->waitRecv();
       }
       sends_[i]->send();
@@ -100,11 +105,8 @@ class BroadcastDirect : public gloo::Algorithm {
   void run() override { Run(scratch_, scratch_); }
 
  private:
-  void AwaitData(int peer) const {
-    if (spin_ != nullptr) spin_->AwaitData(peer);
-  }
-
   void* const scratch_;
+  const size_t bytes_;
   const int root_;
   const bool paced_;
   const PeerSpin* const spin_;

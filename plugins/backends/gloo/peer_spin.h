@@ -19,6 +19,7 @@
 #ifndef DIST_PLUGINS_BACKENDS_GLOO_PEER_SPIN_H_
 #define DIST_PLUGINS_BACKENDS_GLOO_PEER_SPIN_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -37,7 +38,11 @@ class PeerSpin {
 
   // Returns once rank `peer`'s socket has something to read (or has
   // closed), or the budget has passed; the caller then reads as before.
-  void AwaitData(int peer) const;
+  // With `message_bytes` (the payload of the message awaited) above one
+  // segment, waits for the whole message to be queued, with the budget
+  // stretched by its size at 2 GB/s: Gloo's read would otherwise sleep
+  // again between its pieces.
+  void AwaitData(int peer, size_t message_bytes = 0) const;
 
   bool polls() const { return budget_ns_ > 0; }
 
