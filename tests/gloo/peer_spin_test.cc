@@ -101,7 +101,7 @@ TEST(PeerSpin, ReturnsWhenDataArrivesAndGivesUpAfterTheBudget) {
   const int from_peer = group.connections[0].server;  // the peer's end writes here
   // A budget far longer than the test may take: it can only return early
   // because the data came.
-  const PeerSpin spin(group.sockets, absl::Seconds(30));
+  PeerSpin spin(group.sockets, absl::Seconds(30));
   ASSERT_TRUE(spin.polls());
   std::thread writer([&] {
     absl::SleepFor(absl::Milliseconds(50));
@@ -119,7 +119,7 @@ TEST(PeerSpin, ReturnsWhenDataArrivesAndGivesUpAfterTheBudget) {
   EXPECT_EQ(byte, 'x');
 
   // Nothing comes: it gives up after its budget (and not long before).
-  const PeerSpin short_spin(group.sockets, absl::Milliseconds(20));
+  PeerSpin short_spin(group.sockets, absl::Milliseconds(20));
   const absl::Time again = absl::Now();
   short_spin.AwaitData(1);
   const absl::Duration gave_up = absl::Now() - again;
@@ -150,7 +150,7 @@ TEST(PeerSpin, WaitsForTheWholeOfALargeMessage) {
   const size_t header = 6 * sizeof(size_t);  // what Gloo sends before it
   const size_t whole = std::min(payload + header, static_cast<size_t>(buffer) / 4);
   ASSERT_GT(whole, size_t{16} << 10) << "receive buffer too small to tell";
-  const PeerSpin spin(group.sockets, absl::Seconds(30));
+  PeerSpin spin(group.sockets, absl::Seconds(30));
   std::vector<char> bytes(payload + header, 'y');
   std::thread writer([&] {
     const size_t first = whole / 2;
@@ -169,9 +169,32 @@ TEST(PeerSpin, WaitsForTheWholeOfALargeMessage) {
   EXPECT_GE(static_cast<size_t>(queued), whole);
 }
 
+// Polls that find nothing shorten the next (halving, down to a sixteenth
+// of the budget); one that finds its message lengthens it again.
+TEST(PeerSpin, PollsLessAfterPollsThatFoundNothing) {
+  if (UsableCpus() < 2) GTEST_SKIP() << "one CPU: two ranks never fit it";
+  LocalGroup group(2);
+  PeerSpin spin(group.sockets, absl::Milliseconds(160));
+  auto timed = [&] {
+    const absl::Time start = absl::Now();
+    spin.AwaitData(1);
+    return absl::Now() - start;
+  };
+  EXPECT_GE(timed(), absl::Milliseconds(150));  // the whole budget
+  for (int i = 0; i < 4; ++i) timed();          // 80, 40, 20, 10 ms
+  EXPECT_LT(timed(), absl::Milliseconds(80)) << "still polling the whole budget";
+  // A message: found at once, and the next poll is longer again.
+  const char byte = 'z';
+  ASSERT_EQ(send(group.connections[0].server, &byte, 1, MSG_NOSIGNAL), 1);
+  EXPECT_LT(timed(), absl::Milliseconds(80));
+  char read_back = 0;
+  ASSERT_EQ(recv(group.sockets[1], &read_back, 1, MSG_DONTWAIT), 1);
+  EXPECT_GE(timed(), absl::Milliseconds(18));  // 10 ms doubled to 20
+}
+
 TEST(PeerSpin, IgnoresRanksItHasNoSocketFor) {
   LocalGroup group(2);
-  const PeerSpin spin(group.sockets, absl::Seconds(30));
+  PeerSpin spin(group.sockets, absl::Seconds(30));
   const absl::Time start = absl::Now();
   spin.AwaitData(0);   // this rank: -1
   spin.AwaitData(7);   // out of range

@@ -40,7 +40,7 @@ class AllgatherDirect : public gloo::Algorithm {
   // blocks long) are what run() uses. `spin` (borrowed, may be null) polls
   // a peer's socket before each wait (peer_spin.h).
   AllgatherDirect(const std::shared_ptr<gloo::Context>& context, void* scratch_in,
-                  void* scratch_out, size_t block, const PeerSpin* spin = nullptr)
+                  void* scratch_out, size_t block, PeerSpin* spin = nullptr)
       : gloo::Algorithm(context),
         scratch_in_(scratch_in),
         scratch_out_(scratch_out),
@@ -89,7 +89,7 @@ class AllgatherDirect : public gloo::Algorithm {
   void* const scratch_in_;
   void* const scratch_out_;
   const size_t block_;
-  const PeerSpin* const spin_;
+  PeerSpin* const spin_;
   std::vector<std::unique_ptr<gloo::transport::Buffer>> sends_;  // one a peer
   std::vector<std::unique_ptr<gloo::transport::Buffer>> recvs_;  // one a peer
   std::vector<int> peers_;                                       // recvs_[k] is from peers_[k]

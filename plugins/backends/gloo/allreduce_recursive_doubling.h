@@ -61,7 +61,7 @@ class AllreduceRecursiveDoubling : public gloo::Algorithm {
   // in place on every run, with `fn` (x = x op y). `spin` (borrowed, may
   // be null) polls a partner's socket before each wait (peer_spin.h).
   AllreduceRecursiveDoubling(const std::shared_ptr<gloo::Context>& context, T* data, int count,
-                             const gloo::ReductionFunction<T>* fn, const PeerSpin* spin = nullptr)
+                             const gloo::ReductionFunction<T>* fn, PeerSpin* spin = nullptr)
       : gloo::Algorithm(context),
         data_(data),
         count_(static_cast<size_t>(count)),
@@ -141,7 +141,7 @@ class AllreduceRecursiveDoubling : public gloo::Algorithm {
   }
 
  private:
-  void AwaitData(int peer) const {
+  void AwaitData(int peer) {
     if (spin_ != nullptr) spin_->AwaitData(peer, bytes_);
   }
 
@@ -157,7 +157,7 @@ class AllreduceRecursiveDoubling : public gloo::Algorithm {
   const size_t count_;
   const size_t bytes_;
   const gloo::ReductionFunction<T>* const fn_;
-  const PeerSpin* const spin_;
+  PeerSpin* const spin_;
   int fold_partner_ = -1;
   // Where the peers' messages land: the fold's (if any) first, then one a
   // step. Never resized once a buffer points into them.

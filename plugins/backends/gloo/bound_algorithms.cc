@@ -97,7 +97,7 @@ void WithReduceType(dist_dtype_t dtype, F&& f) {
 template <typename T>
 std::unique_ptr<gloo::Algorithm> MakeAllReduce(const std::shared_ptr<gloo::Context>& context,
                                                AllReduceAlgorithm algorithm, T* data, int count,
-                                               dist_reduce_op_t op, const PeerSpin* spin) {
+                                               dist_reduce_op_t op, PeerSpin* spin) {
   const std::vector<T*> ptrs = {data};
   const gloo::ReductionFunction<T>* fn = Function<T>(op);
   switch (algorithm) {

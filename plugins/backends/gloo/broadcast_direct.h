@@ -49,7 +49,7 @@ class BroadcastDirect : public gloo::Algorithm {
   // `spin` (borrowed, may be null) polls a peer's socket before each wait
   // (peer_spin.h).
   BroadcastDirect(const std::shared_ptr<gloo::Context>& context, void* scratch, size_t bytes,
-                  int root, bool paced, const PeerSpin* spin = nullptr)
+                  int root, bool paced, PeerSpin* spin = nullptr)
       : gloo::Algorithm(context),
         scratch_(scratch),
         bytes_(bytes),
@@ -109,7 +109,7 @@ class BroadcastDirect : public gloo::Algorithm {
   const size_t bytes_;
   const int root_;
   const bool paced_;
-  const PeerSpin* const spin_;
+  PeerSpin* const spin_;
   std::vector<int> peers_;  // the root's: sends_[i] goes to peers_[i]
   int token_ = 0;
   std::vector<int> clear_tokens_;

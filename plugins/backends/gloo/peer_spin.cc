@@ -68,16 +68,19 @@ PeerSpin::PeerSpin(std::vector<int> sockets, absl::Duration budget) : sockets_(s
     if (BothEndsOnThisHost(fd)) ++on_this_host;
   }
   if (on_this_host <= UsableCpus()) budget_ns_ = absl::ToInt64Nanoseconds(budget);
+  now_ns_ = budget_ns_;
 }
 
-void PeerSpin::AwaitData(int peer, size_t message_bytes) const {
+void PeerSpin::AwaitData(int peer, size_t message_bytes) {
   if (budget_ns_ <= 0 || peer < 0 || static_cast<size_t>(peer) >= sockets_.size()) return;
   pollfd socket = {sockets_[peer], POLLIN, 0};
   if (socket.fd < 0) return;
   const int64_t start = MonotonicNanos();
   do {
     if (poll(&socket, 1, 0) != 0) break;  // data, a hang-up or an error
-  } while (MonotonicNanos() - start < budget_ns_);
+  } while (MonotonicNanos() - start < now_ns_);
+  now_ns_ = socket.revents != 0 ? std::min(budget_ns_, now_ns_ * 2)
+                                : std::max(budget_ns_ / 16, now_ns_ / 2);
   if (message_bytes <= kOneSegmentBytes || socket.revents != POLLIN) return;
   // The whole message, Gloo's header first, as far as the socket's
   // receive buffer can hold it (a quarter: the kernel counts its own
