@@ -21,7 +21,7 @@
 // host whose other threads keep the CPUs busy, or a peer that is often
 // late, so costs a few microseconds a wait, not the whole budget (in a
 // Python process that also ran torch's threads, a fixed 50 µs made some
-// 2-rank operations take 62-80 µs against 20-29 µs sleeping).
+// 2-rank operations take 62-80 µs against 19-40 µs sleeping).
 //
 // Not thread-safe: one operation at a time uses it, as the communicator
 // runs them.
