@@ -64,10 +64,13 @@ int CheckAll(const std::string& json_path, const std::string& csv_path, int tabl
   Expect(doc["world_size"] == 2, "world_size is not 2");
   Expect(static_cast<int>(results.size()) == table_rows, "JSON rows differ from the table's");
   // dist_init counted from the last rank's call can be no longer than the
-  // slowest rank's whole dist_init, and no shorter than nothing.
+  // slowest rank's whole dist_init, and no shorter than nothing. It is a
+  // difference of milliseconds since the epoch (about 1.7e12, which a
+  // double holds to 2.4e-4 ms), so it may exceed init_ms by that much: a
+  // run failed with 29.344482 against 29.344439 at a 1e-6 tolerance.
   const double init_ms = doc["init_ms"];
   const double after_last = doc["init_ms_after_last_call"];
-  Expect(init_ms > 0 && after_last >= 0 && after_last <= init_ms + 1e-6,
+  Expect(init_ms > 0 && after_last >= -1e-3 && after_last <= init_ms + 1e-3,
          "init_ms_after_last_call " + std::to_string(after_last) + " is not within 0.." +
              std::to_string(init_ms));
 
