@@ -1,6 +1,5 @@
 // Raw Gloo: a gloo::rendezvous::Context over its own dist store and Gloo's
 // tcp transport, running Gloo's own algorithms on the same buffers.
-#include <sched.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -38,20 +37,13 @@
 #include "gloo/types.h"
 #include "plugins/backends/gloo/gloo_store.h"
 #include "plugins/backends/gloo/pair_access.h"
+#include "plugins/backends/gloo/peer_spin.h"
 #include "plugins/backends/gloo/sync_limit.h"
 #include "tools/distbench/baseline.h"
 #include "tools/distbench/baseline_store.h"
 
 namespace distbench {
 namespace {
-
-// How many CPUs this process may run on.
-int UsableCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
-}
 
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
@@ -594,7 +586,7 @@ absl::StatusOr<std::unique_ptr<Baseline>> MakeGlooBaseline(const BaselineSetup& 
     // ranks counted as on this host): elsewhere a polling rank starves the
     // one it waits for, and no user would choose them.
     std::shared_ptr<gloo::Context> busy_context;
-    if (setup.world_size <= UsableCpus()) {
+    if (setup.world_size <= dist_gloo::UsableCpus()) {
       auto busy = connect("distbench/gloo_busypoll/", true, true);
       dist_gloo::EnlargeSendBuffers(*busy, dist_gloo::kPairSendBufferBytes);
       busy_context = std::move(busy);
