@@ -16,6 +16,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "dist/cpp/job_cpus.hpp"
 #include "gtest/gtest.h"
 
 namespace dist_gloo {
@@ -80,7 +81,7 @@ struct LocalGroup {
 };
 
 TEST(PeerSpin, NeverPollsWhenTheRanksOnThisHostOutnumberItsCpus) {
-  LocalGroup group(UsableCpus() + 1);
+  LocalGroup group(dist::JobCpus() + 1);
   EXPECT_FALSE(PeerSpin(group.sockets, absl::Seconds(10)).polls());
   // Not polling, it returns at once although nothing will come.
   const absl::Time start = absl::Now();
@@ -89,14 +90,14 @@ TEST(PeerSpin, NeverPollsWhenTheRanksOnThisHostOutnumberItsCpus) {
 }
 
 TEST(PeerSpin, PollsWhereEveryRankHasACpu) {
-  if (UsableCpus() < 2) GTEST_SKIP() << "one CPU: two ranks never fit it";
+  if (dist::JobCpus() < 2) GTEST_SKIP() << "one CPU: two ranks never fit it";
   LocalGroup group(2);
   EXPECT_TRUE(PeerSpin(group.sockets, absl::Microseconds(50)).polls());
   EXPECT_FALSE(PeerSpin(group.sockets, absl::ZeroDuration()).polls());  // 0: off
 }
 
 TEST(PeerSpin, ReturnsWhenDataArrivesAndGivesUpAfterTheBudget) {
-  if (UsableCpus() < 2) GTEST_SKIP() << "one CPU: two ranks never fit it";
+  if (dist::JobCpus() < 2) GTEST_SKIP() << "one CPU: two ranks never fit it";
   LocalGroup group(2);
   const int from_peer = group.connections[0].server;  // the peer's end writes here
   // A budget far longer than the test may take: it can only return early
@@ -137,7 +138,7 @@ TEST(PeerSpin, ReturnsWhenDataArrivesAndGivesUpAfterTheBudget) {
 // A message larger than one segment: it waits for all of it (as far as the
 // receive buffer holds), not just its first piece.
 TEST(PeerSpin, WaitsForTheWholeOfALargeMessage) {
-  if (UsableCpus() < 2) GTEST_SKIP() << "one CPU: two ranks never fit it";
+  if (dist::JobCpus() < 2) GTEST_SKIP() << "one CPU: two ranks never fit it";
   LocalGroup group(2);
   const int mine = group.sockets[1];
   const int from_peer = group.connections[0].server;
@@ -172,7 +173,7 @@ TEST(PeerSpin, WaitsForTheWholeOfALargeMessage) {
 // Polls that find nothing shorten the next (halving, down to a sixteenth
 // of the budget); one that finds its message lengthens it again.
 TEST(PeerSpin, PollsLessAfterPollsThatFoundNothing) {
-  if (UsableCpus() < 2) GTEST_SKIP() << "one CPU: two ranks never fit it";
+  if (dist::JobCpus() < 2) GTEST_SKIP() << "one CPU: two ranks never fit it";
   LocalGroup group(2);
   PeerSpin spin(group.sockets, absl::Milliseconds(160));
   auto timed = [&] {

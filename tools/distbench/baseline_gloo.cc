@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "dist/cpp/job_cpus.hpp"
 #include "gloo/algorithm.h"
 #include "gloo/allgather.h"
 #include "gloo/allgather_ring.h"
@@ -37,7 +38,6 @@
 #include "gloo/types.h"
 #include "plugins/backends/gloo/gloo_store.h"
 #include "plugins/backends/gloo/pair_access.h"
-#include "plugins/backends/gloo/peer_spin.h"
 #include "plugins/backends/gloo/sync_limit.h"
 #include "tools/distbench/baseline.h"
 #include "tools/distbench/baseline_store.h"
@@ -583,10 +583,11 @@ absl::StatusOr<std::unique_ptr<Baseline>> MakeGlooBaseline(const BaselineSetup& 
     const size_t sync_limit =
         dist_gloo::AgreeSyncMessageLimit(sync_context, dist_gloo::kPairSendBufferBytes);
     // Busy-polling pairs only where each rank has a CPU of its own (all
-    // ranks counted as on this host): elsewhere a polling rank starves the
-    // one it waits for, and no user would choose them.
+    // ranks counted as on this host; the plugin's rule, dist/cpp/job_cpus.hpp):
+    // elsewhere a polling rank starves the one it waits for, and no user
+    // would choose them.
     std::shared_ptr<gloo::Context> busy_context;
-    if (setup.world_size <= dist_gloo::UsableCpus()) {
+    if (setup.world_size <= dist::JobCpus()) {
       auto busy = connect("distbench/gloo_busypoll/", true, true);
       dist_gloo::EnlargeSendBuffers(*busy, dist_gloo::kPairSendBufferBytes);
       busy_context = std::move(busy);

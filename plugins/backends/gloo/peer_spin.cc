@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -12,6 +11,7 @@
 #include <cstring>
 #include <utility>
 
+#include "dist/cpp/job_cpus.hpp"
 #include "gloo/transport/tcp/pair.h"
 
 namespace dist_gloo {
@@ -54,20 +54,12 @@ bool BothEndsOnThisHost(int fd) {
   return false;
 }
 
-int UsableCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  const int count = CPU_COUNT(&set);
-  return count > 0 ? count : 1;
-}
-
 PeerSpin::PeerSpin(std::vector<int> sockets, absl::Duration budget) : sockets_(std::move(sockets)) {
   int on_this_host = 1;  // this rank
   for (int fd : sockets_) {
     if (BothEndsOnThisHost(fd)) ++on_this_host;
   }
-  if (on_this_host <= UsableCpus()) budget_ns_ = absl::ToInt64Nanoseconds(budget);
+  if (on_this_host <= dist::JobCpus()) budget_ns_ = absl::ToInt64Nanoseconds(budget);
   now_ns_ = budget_ns_;
 }
 

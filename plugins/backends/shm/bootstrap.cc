@@ -1,6 +1,5 @@
 #include "bootstrap.h"
 
-#include <sched.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "dist/cpp/job_cpus.hpp"
 #include "dist/cpp/status.hpp"
 #include "dist/cpp/store.hpp"
 #include "process_identity.h"
@@ -142,29 +142,11 @@ absl::Status Register(Segment& segment, const dist_comm_config_t& config, const 
   return waiter.Wait(ready, pending, context);
 }
 
-// How many CPUs the job's ranks may run on, as far as one rank can tell: its
-// own affinity, or its launcher's where that is wider. Launchers such as
-// mpirun bind each rank to a core of its own (an affinity of 1 CPU), which
-// says nothing about crowding; a job confined as a whole (taskset or a
-// cpuset around the launcher) shows in the launcher's affinity too.
-int JobCpus() {
-  int widest = 0;
-  for (pid_t pid : {getpid(), getppid()}) {
-    cpu_set_t cpus;
-    CPU_ZERO(&cpus);
-    if (sched_getaffinity(pid, sizeof(cpus), &cpus) == 0) {
-      widest = std::max(widest, CPU_COUNT(&cpus));
-    }
-  }
-  return widest;
-}
-
 }  // namespace
 
 absl::StatusOr<Tuning> ParseTuning(const dist_comm_config_t& config) {
   Tuning tuning;
-  const int cpus = JobCpus();
-  tuning.spin_yields = cpus > 0 && config.world_size > cpus;
+  tuning.spin_yields = config.world_size > dist::JobCpus();  // dist/cpp/job_cpus.hpp
   for (size_t i = 0; i < config.num_options; ++i) {
     const dist_kv_t& kv = config.options[i];
     if (kv.key == nullptr || kv.value == nullptr || !absl::StartsWith(kv.key, "shm.")) continue;
