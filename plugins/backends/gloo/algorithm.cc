@@ -152,10 +152,13 @@ bool AlgorithmPolicy::BoundAllGather(size_t bytes, int /*world_size*/) const {
 bool AlgorithmPolicy::BoundBarrier(int /*world_size*/) const { return true; }
 
 bool AlgorithmPolicy::BarrierAllToAll(int world_size) const {
-  // Measured on the 2-core VM (README.md, "Algorithm choice"): on 2 ranks
-  // AllToAll's one hop took 40-50 us where AllToOne took 65-78; from 3
-  // ranks AllToAll's W*(W-1) messages lost (237-484 us against 123-193).
-  return world_size == 2;
+  // Measured on the 2-core VM on the synchronous pairs (README.md,
+  // "Algorithm choice", 2026-12-03): on 3 ranks AllToAll's one hop took
+  // 49-50 us where AllToOne's two took 72-87; from 4 ranks AllToAll's
+  // W*(W-1) messages lose (4 ranks 88-92 us against 76-79, 8 ranks 331-334
+  // against 136-150). On 2 ranks the synchronous pairs run dist's own
+  // exchange instead (barrier_dissemination.h); elsewhere AllToAll.
+  return world_size <= 3;
 }
 
 }  // namespace dist_gloo

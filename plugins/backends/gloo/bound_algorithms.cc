@@ -18,6 +18,7 @@
 #include "gloo/math.h"
 #include "plugins/backends/gloo/allgather_direct.h"
 #include "plugins/backends/gloo/allreduce_recursive_doubling.h"
+#include "plugins/backends/gloo/barrier_dissemination.h"
 #include "plugins/backends/gloo/broadcast_direct.h"
 #include "plugins/backends/gloo/pair_access.h"
 #include "plugins/backends/gloo/reduction.h"
@@ -332,13 +333,12 @@ void BoundAlgorithms::AllGather(uint32_t tag, const void* send, void* recv, size
 void BoundAlgorithms::Barrier(uint32_t tag, bool all_to_all) {
   const bool sync = UseSync(0);
   if (sync && context_->size == 2) {
-    // One exchange, as BarrierAllToAll's on 2 ranks, but in dist's own
-    // class, which polls the socket before it sleeps (peer_spin.h): a
-    // 4-byte all_reduce whose result nobody reads.
+    // One exchange of empty messages, as BarrierAllToAll's on 2 ranks, but
+    // in dist's own class, which polls the socket before it sleeps
+    // (barrier_dissemination.h).
     const Key key{true, DIST_COLL_BARRIER, 2, 0, 0, 0, 0};
-    Entry& entry = Find(key, tag, sizeof(int32_t), 0, [&](Entry& e, const auto& context) {
-      return std::make_unique<AllreduceRecursiveDoubling<int32_t>>(
-          context, reinterpret_cast<int32_t*>(e.in.data()), 1, Function<int32_t>(DIST_SUM), &spin_);
+    Entry& entry = Find(key, tag, 0, 0, [&](Entry&, const auto& context) {
+      return std::make_unique<BarrierDissemination>(context, &spin_);
     });
     entry.algorithm->run();
     return;

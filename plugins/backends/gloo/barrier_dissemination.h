@@ -1,0 +1,76 @@
+// Barrier by dissemination, dist's own class in the shape of Gloo's legacy
+// ones (bound buffers, built once, run many times), for the synchronous
+// pairs only.
+//
+// Step k sends an empty message to rank + 2^k and waits for one from
+// rank - 2^k (mod W): ceil(log2(W)) messages in turn, one on two ranks,
+// where it is the exchange BarrierAllToAll makes. What it adds to Gloo's
+// classes is the wait: it polls the peer's socket before it sleeps
+// (peer_spin.h). Empty messages, as Gloo's barriers send: a receiver reads
+// the header alone, one read a message (a 4-byte all_reduce, which this
+// replaced on two ranks, reads twice).
+//
+// Why no notifications: as in AllreduceRecursiveDoubling, on the
+// synchronous pairs a message is read only when its receiver waits for it,
+// in the order it was sent, and each direction of a pair carries at most
+// one message a run (the steps' offsets 2^k < W are distinct). A rank that
+// has left run n and entered run n+1 leaves its message in the socket until
+// its peer waits for it in run n+1.
+#ifndef DIST_PLUGINS_BACKENDS_GLOO_BARRIER_DISSEMINATION_H_
+#define DIST_PLUGINS_BACKENDS_GLOO_BARRIER_DISSEMINATION_H_
+
+#include <memory>
+#include <vector>
+
+#include "gloo/algorithm.h"
+#include "gloo/context.h"
+#include "gloo/transport/buffer.h"
+#include "plugins/backends/gloo/peer_spin.h"
+
+namespace dist_gloo {
+
+class BarrierDissemination : public gloo::Algorithm {
+ public:
+  // `spin` (borrowed, may be null) polls a peer's socket before each wait.
+  BarrierDissemination(const std::shared_ptr<gloo::Context>& context, PeerSpin* spin = nullptr)
+      : gloo::Algorithm(context), spin_(spin) {
+    int steps = 0;
+    while ((1 << steps) < contextSize_) ++steps;
+    if (steps == 0) return;  // one rank: nothing to wait for (nor slots to take)
+    // The same slot numbers on every rank, one a step.
+    const int base = context_->nextSlot(steps);
+    for (int step = 0; step < steps; ++step) {
+      const int offset = 1 << step;
+      Step next;
+      next.from = (contextRank_ - offset + contextSize_) % contextSize_;
+      next.send = getPair((contextRank_ + offset) % contextSize_)
+                      ->createSendBuffer(base + step, &empty_, 0);
+      next.recv = getPair(next.from)->createRecvBuffer(base + step, &empty_, 0);
+      steps_.push_back(std::move(next));
+    }
+  }
+
+  void run() override {
+    for (Step& step : steps_) {
+      step.send->send();
+      if (spin_ != nullptr) spin_->AwaitData(step.from, 0);
+      step.recv->waitRecv();
+      step.send->waitSend();
+    }
+  }
+
+ private:
+  struct Step {
+    int from = -1;  // the rank this step's message comes from
+    std::unique_ptr<gloo::transport::Buffer> send;
+    std::unique_ptr<gloo::transport::Buffer> recv;
+  };
+
+  PeerSpin* const spin_;
+  char empty_ = 0;  // what the empty messages point at; never read or written
+  std::vector<Step> steps_;
+};
+
+}  // namespace dist_gloo
+
+#endif  // DIST_PLUGINS_BACKENDS_GLOO_BARRIER_DISSEMINATION_H_
