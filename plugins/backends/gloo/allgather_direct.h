@@ -73,7 +73,8 @@ class AllgatherDirect : public gloo::Algorithm {
     }
     for (auto& one : sends_) one->send();
     for (size_t k = 0; k < recvs_.size(); ++k) {
-      if (spin_ != nullptr) spin_->AwaitData(peers_[k], block_);
+      const bool arriving = spin_ != nullptr && spin_->AwaitData(peers_[k], block_);
+      AwakeRead awake(arriving ? getPair(peers_[k]).get() : nullptr);
       recvs_[k]->waitRecv();
     }
     for (auto& one : sends_) one->waitSend();

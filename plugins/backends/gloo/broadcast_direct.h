@@ -85,8 +85,11 @@ class BroadcastDirect : public gloo::Algorithm {
     if (recv_ != nullptr) {
       lent.Lend(*recv_, scratch_, recv);
       if (clear_send_ != nullptr) clear_send_->send();
-      if (spin_ != nullptr) spin_->AwaitData(root_, bytes_);
-      recv_->waitRecv();
+      const bool arriving = spin_ != nullptr && spin_->AwaitData(root_, bytes_);
+      {
+        AwakeRead awake(arriving ? getPair(root_).get() : nullptr);
+        recv_->waitRecv();
+      }
       if (clear_send_ != nullptr) clear_send_->waitSend();
       return;
     }

@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -12,7 +11,6 @@
 #include <utility>
 
 #include "dist/cpp/job_cpus.hpp"
-#include "gloo/transport/tcp/pair.h"
 
 namespace dist_gloo {
 namespace {
@@ -20,8 +18,6 @@ namespace {
 // A message this small arrives in one piece (loopback's segments are 64
 // KiB; a NIC's are smaller, but then the first piece is what matters).
 constexpr size_t kOneSegmentBytes = 16 << 10;
-// The header Gloo's tcp transport sends before each message's payload.
-constexpr size_t kGlooHeaderBytes = sizeof(gloo::transport::tcp::Op{}.preamble);
 
 int64_t MonotonicNanos() {
   timespec now;
@@ -63,28 +59,28 @@ PeerSpin::PeerSpin(std::vector<int> sockets, absl::Duration budget) : sockets_(s
   now_ns_ = budget_ns_;
 }
 
-void PeerSpin::AwaitData(int peer, size_t message_bytes) {
-  if (budget_ns_ <= 0 || peer < 0 || static_cast<size_t>(peer) >= sockets_.size()) return;
+bool PeerSpin::AwaitData(int peer, size_t message_bytes) {
+  if (budget_ns_ <= 0 || peer < 0 || static_cast<size_t>(peer) >= sockets_.size()) return false;
   pollfd socket = {sockets_[peer], POLLIN, 0};
-  if (socket.fd < 0) return;
+  if (socket.fd < 0) return false;
   const int64_t start = MonotonicNanos();
   do {
     if (poll(&socket, 1, 0) != 0) break;  // data, a hang-up or an error
   } while (MonotonicNanos() - start < now_ns_);
   now_ns_ = socket.revents != 0 ? std::min(budget_ns_, now_ns_ * 2)
                                 : std::max(budget_ns_ / 16, now_ns_ / 2);
-  if (message_bytes <= kOneSegmentBytes || socket.revents != POLLIN) return;
-  // The whole message, Gloo's header first, as far as the socket's
-  // receive buffer can hold it (a quarter: the kernel counts its own
-  // bookkeeping against the buffer too).
-  int buffer = 0;
-  socklen_t length = sizeof(buffer);
-  if (getsockopt(socket.fd, SOL_SOCKET, SO_RCVBUF, &buffer, &length) != 0) return;
-  const size_t want = std::min(message_bytes + kGlooHeaderBytes, static_cast<size_t>(buffer) / 4);
-  const int64_t budget = budget_ns_ + static_cast<int64_t>(message_bytes / 2);  // 2 GB/s
-  int queued = 0;
-  while (ioctl(socket.fd, FIONREAD, &queued) == 0 && static_cast<size_t>(queued) < want &&
-         MonotonicNanos() - start < budget) {
+  return message_bytes > kOneSegmentBytes && socket.revents == POLLIN;
+}
+
+AwakeRead::AwakeRead(gloo::transport::Pair* pair) : pair_(pair) {
+  if (pair_ != nullptr) pair_->setSync(/*sync=*/true, /*busyPoll=*/true);
+}
+
+AwakeRead::~AwakeRead() {
+  if (pair_ == nullptr) return;
+  try {
+    pair_->setSync(/*sync=*/true, /*busyPoll=*/false);
+  } catch (...) {  // the pair failed meanwhile: the read has said so already
   }
 }
 
