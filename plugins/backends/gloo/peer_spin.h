@@ -14,13 +14,15 @@
 //
 // Only where each rank of the group on this host has a CPU of its own
 // (ranks whose pair ends on this host, plus this one, at most the job's
-// CPUs: dist::JobCpus, dist/cpp/job_cpus.hpp, the rule shm follows too):
-// otherwise a polling rank takes the CPU from the very rank it waits for. And adaptive, as shm's
-// waits are: a poll that found nothing halves the next one (down to a sixteenth of the budget), one
-// that found its message doubles it (up to the budget). A host whose other threads keep the CPUs
-// busy, or a peer that is often late, so costs a few microseconds a wait, not the whole budget (in
-// a Python process that also ran torch's threads, a fixed 50 µs made some 2-rank operations take
-// 62-80 µs against 19-40 µs sleeping).
+// CPUs: dist::JobCpus in dist/cpp/job_cpus.hpp, the rule shm follows too):
+// otherwise a polling rank takes the CPU from the very rank it waits for.
+// And adaptive, as shm's waits are: a poll that found nothing halves the
+// next one (down to a sixteenth of the budget), one that found its message
+// doubles it (up to the budget). A host whose other threads keep the CPUs
+// busy, or a peer that is often late, so costs a few microseconds a wait,
+// not the whole budget (in a Python process that also ran torch's threads,
+// a fixed 50 µs made some 2-rank operations take 62-80 µs against 19-40 µs
+// sleeping).
 //
 // Not thread-safe: one operation at a time uses it, as the communicator
 // runs them.
