@@ -73,9 +73,7 @@ class AllgatherDirect : public gloo::Algorithm {
     }
     for (auto& one : sends_) one->send();
     for (size_t k = 0; k < recvs_.size(); ++k) {
-      const bool arriving = spin_ != nullptr && spin_->AwaitData(peers_[k], block_);
-      AwakeRead awake(arriving ? getPair(peers_[k]).get() : nullptr);
-      recvs_[k]->waitRecv();
+      ReceiveFrom(spin_, peers_[k], block_, *getPair(peers_[k]), *recvs_[k]);
     }
     for (auto& one : sends_) one->waitSend();
   }

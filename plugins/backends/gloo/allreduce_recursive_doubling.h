@@ -112,19 +112,16 @@ class AllreduceRecursiveDoubling : public gloo::Algorithm {
     if (fold_send_ != nullptr) {  // an extra rank
       fold_send_->send();
       fold_send_->waitSend();
-      AwaitData(fold_partner_);
-      unfold_recv_->waitRecv();
+      Receive(fold_partner_, *unfold_recv_);
       return;
     }
     if (fold_recv_ != nullptr) {
-      AwaitData(fold_partner_);
-      fold_recv_->waitRecv();
+      Receive(fold_partner_, *fold_recv_);
       fn_->call(data_, inboxes_.front().data(), count_);  // rank i < rank P + i
     }
     for (Step& step : steps_) {
       step.send->send();
-      AwaitData(step.partner);
-      step.recv->waitRecv();
+      Receive(step.partner, *step.recv);
       // The send reads data_ until it completes; only then is it reduced into.
       step.send->waitSend();
       if (step.lower) {
@@ -141,8 +138,8 @@ class AllreduceRecursiveDoubling : public gloo::Algorithm {
   }
 
  private:
-  void AwaitData(int peer) {
-    if (spin_ != nullptr) spin_->AwaitData(peer, bytes_);
+  void Receive(int peer, gloo::transport::Buffer& recv) {
+    ReceiveFrom(spin_, peer, bytes_, *getPair(peer), recv);
   }
 
   struct Step {

@@ -53,8 +53,7 @@ class BarrierDissemination : public gloo::Algorithm {
   void run() override {
     for (Step& step : steps_) {
       step.send->send();
-      if (spin_ != nullptr) spin_->AwaitData(step.from, 0);
-      step.recv->waitRecv();
+      ReceiveFrom(spin_, step.from, 0, *getPair(step.from), *step.recv);
       step.send->waitSend();
     }
   }

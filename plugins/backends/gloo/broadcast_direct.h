@@ -85,19 +85,14 @@ class BroadcastDirect : public gloo::Algorithm {
     if (recv_ != nullptr) {
       lent.Lend(*recv_, scratch_, recv);
       if (clear_send_ != nullptr) clear_send_->send();
-      const bool arriving = spin_ != nullptr && spin_->AwaitData(root_, bytes_);
-      {
-        AwakeRead awake(arriving ? getPair(root_).get() : nullptr);
-        recv_->waitRecv();
-      }
+      ReceiveFrom(spin_, root_, bytes_, *getPair(root_), *recv_);
       if (clear_send_ != nullptr) clear_send_->waitSend();
       return;
     }
     for (size_t i = 0; i < sends_.size(); ++i) {
       lent.Lend(*sends_[i], scratch_, const_cast<void*>(send));
       if (paced_) {
-        if (spin_ != nullptr) spin_->AwaitData(peers_[i]);
-        clear_recvs_[i]->waitRecv();
+        ReceiveFrom(spin_, peers_[i], sizeof(int), *getPair(peers_[i]), *clear_recvs_[i]);
       }
       sends_[i]->send();
     }

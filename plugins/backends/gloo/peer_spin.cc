@@ -76,6 +76,13 @@ AwakeRead::AwakeRead(gloo::transport::Pair* pair) : pair_(pair) {
   if (pair_ != nullptr) pair_->setSync(/*sync=*/true, /*busyPoll=*/true);
 }
 
+void ReceiveFrom(PeerSpin* spin, int peer, size_t bytes, gloo::transport::Pair& pair,
+                 gloo::transport::Buffer& recv) {
+  const bool arriving = spin != nullptr && spin->AwaitData(peer, bytes);
+  AwakeRead awake(arriving ? &pair : nullptr);
+  recv.waitRecv();
+}
+
 AwakeRead::~AwakeRead() {
   if (pair_ == nullptr) return;
   try {

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "gloo/transport/buffer.h"
 #include "gloo/transport/pair.h"
 
 namespace dist_gloo {
@@ -88,6 +89,14 @@ class AwakeRead {
  private:
   gloo::transport::Pair* const pair_;
 };
+
+// Receives rank `peer`'s next message (`bytes` of payload) into `recv`, a
+// buffer on `pair`, the pair to `peer`: polls with `spin` first (null:
+// never), and reads a large message busy-polling once its first piece is
+// there (AwakeRead). Every read of the plugin's own classes goes through
+// here.
+void ReceiveFrom(PeerSpin* spin, int peer, size_t bytes, gloo::transport::Pair& pair,
+                 gloo::transport::Buffer& recv);
 
 // Whether the TCP socket `fd` is connected to a peer on this host: a
 // loopback address, or the peer's address is the socket's own.
