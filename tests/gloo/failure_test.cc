@@ -3,6 +3,7 @@
 // get an error within the timeout that names the rank at fault, and later
 // calls must fail at once with the same reason.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -129,6 +130,73 @@ TEST(GlooFailure, SilentPeerTimesOutAndIsNamed) {
     return 0;
   });
   for (const RankResult& r : results) EXPECT_TRUE(r.ok()) << r.Describe();
+}
+
+// User plus system CPU time of this process so far.
+absl::Duration ProcessCpuTime() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return absl::DurationFromTimeval(usage.ru_utime) + absl::DurationFromTimeval(usage.ru_stime);
+}
+
+// dist's own classes on the synchronous pairs, on 2 ranks (which poll
+// before they read here: they fit the CPUs): the dissemination barrier,
+// recursive doubling, the direct broadcast and all_gather. Each op runs
+// once to connect the pairs; then rank 1 stays alive, connected and
+// silent. Rank 0 must time out within the timeout, not hang or spin on,
+// and name rank 1.
+TEST(GlooFailure, SilentPeerInDistsOwnClassesIsNamed) {
+  constexpr int64_t kTimeoutMs = 2000;
+  const struct {
+    const char* name;
+    dist_backend_op_fn dist_backend_plugin_t::*op;
+  } kOps[] = {
+      {"barrier", &dist_backend_plugin_t::barrier},
+      {"all_reduce", &dist_backend_plugin_t::all_reduce},
+      {"broadcast", &dist_backend_plugin_t::broadcast},
+      {"all_gather", &dist_backend_plugin_t::all_gather},
+  };
+  for (const auto& one : kOps) {
+    SCOPED_TRACE(one.name);
+    const std::string dir = TempDir(std::string("silent_own_") + one.name);
+    auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
+      const dist_backend_op_fn op = Plugin()->*one.op;
+      dist_backend_comm_t* comm = ConnectWithTimeout(rank, 2, dir, kTimeoutMs);
+      std::vector<float> in = {1.f + rank, 2.f}, out(4);
+      dist_op_args_t a = Args();
+      a.send = Buffer(in.data(), in.size(), DIST_FLOAT32);
+      a.recv = Buffer(out.data(), op == Plugin()->all_gather ? 4 : 2, DIST_FLOAT32);
+      a.op = DIST_SUM;
+      a.root = 1;  // broadcast: the silent rank is the root
+      if (op == Plugin()->broadcast) a.recv = a.send;
+      RANK_OK(rank, RunOp(op, comm, a));
+      if (rank == 1) {  // alive, connected, but never calls the next one
+        absl::SleepFor(absl::Milliseconds(kTimeoutMs + 1500));
+        std::_Exit(0);
+      }
+      const absl::Duration cpu_before = ProcessCpuTime();
+      const absl::Time start = absl::Now();
+      dist_error_t* e = RunOp(op, comm, a);
+      const absl::Duration took = absl::Now() - start;
+      const absl::Duration cpu = ProcessCpuTime() - cpu_before;
+      std::fprintf(stderr, "%s: rank %d after %s (CPU %s): %s: %s\n", one.name, rank,
+                   absl::FormatDuration(took).c_str(), absl::FormatDuration(cpu).c_str(),
+                   dist_error_code_name(dist_error_code(e)), dist_error_message(e));
+      // It slept through the wait: polling is bounded (peer_spin.h).
+      RANK_CHECK(rank, cpu < took / 4);
+      RANK_CHECK(rank, dist_error_code(e) == DIST_UNAVAILABLE);
+      RANK_CHECK(rank, took >= absl::Milliseconds(kTimeoutMs / 2));  // it did wait
+      RANK_CHECK(rank, took <= absl::Milliseconds(kTimeoutMs + 1000));
+      const std::string message = dist_error_message(e);
+      RANK_CHECK(rank, absl::StrContains(message, ": 1 (dead, stuck"));
+      dist_error_destroy(e);
+      CheckLaterCallsFail(rank, comm, message);
+      Plugin()->comm_destroy(comm);
+      return 0;
+    });
+    EXPECT_TRUE(results[0].ok()) << results[0].Describe();
+    EXPECT_TRUE(results[1].ok()) << results[1].Describe();
+  }
 }
 
 // Two ranks poll before they read (they fit this machine's CPUs), and read
