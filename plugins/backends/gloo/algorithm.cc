@@ -157,7 +157,9 @@ bool AlgorithmPolicy::BarrierAllToAll(int world_size) const {
   // 49-50 us where AllToOne's two took 72-87; from 4 ranks AllToAll's
   // W*(W-1) messages lose (4 ranks 88-92 us against 76-79, 8 ranks 331-334
   // against 136-150). On 2 ranks the synchronous pairs run dist's own
-  // exchange instead (barrier_dissemination.h); elsewhere AllToAll.
+  // exchange instead (barrier_dissemination.h). On the synchronous pairs
+  // both are dist's own classes with empty messages
+  // (barrier_all_to_all.h, barrier_all_to_one.h).
   return world_size <= 3;
 }
 

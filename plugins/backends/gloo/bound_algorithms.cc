@@ -18,6 +18,8 @@
 #include "gloo/math.h"
 #include "plugins/backends/gloo/allgather_direct.h"
 #include "plugins/backends/gloo/allreduce_recursive_doubling.h"
+#include "plugins/backends/gloo/barrier_all_to_all.h"
+#include "plugins/backends/gloo/barrier_all_to_one.h"
 #include "plugins/backends/gloo/barrier_dissemination.h"
 #include "plugins/backends/gloo/broadcast_direct.h"
 #include "plugins/backends/gloo/pair_access.h"
@@ -348,6 +350,11 @@ void BoundAlgorithms::Barrier(uint32_t tag, bool all_to_all) {
       Find(key, tag, 0, 0,
            [&](Entry&,
                const std::shared_ptr<gloo::Context>& context) -> std::unique_ptr<gloo::Algorithm> {
+             // On the synchronous pairs dist's own, with empty messages
+             // (barrier_all_to_all.h); Gloo's need the device's loop on
+             // the asynchronous ones.
+             if (sync && all_to_all) return std::make_unique<BarrierAllToAll>(context, &spin_);
+             if (sync) return std::make_unique<BarrierAllToOne>(context, 0, &spin_);
              if (all_to_all) return std::make_unique<gloo::BarrierAllToAll>(context);
              return std::make_unique<gloo::BarrierAllToOne>(context, 0);
            });
