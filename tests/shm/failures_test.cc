@@ -350,7 +350,7 @@ TEST(ShmFailures, MismatchedCollectivesFailOnEveryRankAndTheCommunicatorRecovers
         float small[3] = {1.0f + round, 2, 3};
         RANK_OK(rank, RunOp(Plugin()->all_reduce, comm, AllReduceArgs(small, 3)));
         RANK_CHECK(rank, small[0] == 2 * (1 + round) && small[2] == 6);
-        // 200 bytes: several flagged lines.
+        // 200 bytes: through the slots.
         std::vector<float> lines(50, static_cast<float>(rank + round));
         lines[49] = 7;
         RANK_OK(rank, RunOp(Plugin()->all_reduce, comm, AllReduceArgs(lines.data(), 50)));
@@ -361,9 +361,8 @@ TEST(ShmFailures, MismatchedCollectivesFailOnEveryRankAndTheCommunicatorRecovers
     RANK_CHECK(rank, Is(rank, RunOp(Plugin()->all_reduce, comm, AllReduceArgs(data, rank * 4)),
                         DIST_INVALID_ARGUMENT, "ranks disagree"));
     still_right();
-    // Small messages (up to 256 bytes) travel in flagged lines, larger ones
-    // in the slots: one line against the five the other rank waits for,
-    // then a flagged message against a slotted one.
+    // Messages up to 32 bytes travel in a flagged line, larger ones in the
+    // slots: a flagged message against slotted ones, small and chunked.
     std::vector<float> wide(1000, 1.f);
     for (const uint64_t other : {uint64_t{60}, uint64_t{1000}}) {
       RANK_CHECK(rank, Is(rank,

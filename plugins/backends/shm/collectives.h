@@ -9,10 +9,10 @@
 // before finishing its reads of half b. Large messages stream through in
 // slot-sized chunks, so the segment never needs to be as large as a message.
 //
-// All-reduce and reduce of up to 256 bytes skip the slots: each rank writes
-// its data into flagged cache lines (layout.h), so a peer's one transfer of
-// a line brings the data with the news that it is there, and the unit's
-// barrier is the arrival of every rank's lines.
+// All-reduce and reduce of up to 32 bytes skip the slots: each rank writes
+// its data into a flagged cache line (layout.h), so a peer's one transfer of
+// the line brings the data with the news that it is there, and the unit's
+// barrier is the arrival of every rank's line.
 #ifndef DIST_PLUGINS_BACKENDS_SHM_COLLECTIVES_H_
 #define DIST_PLUGINS_BACKENDS_SHM_COLLECTIVES_H_
 
