@@ -40,8 +40,20 @@ inline absl::Status ValidateReduceOp(dist_dtype_t dtype, dist_reduce_op_t op) {
 
 namespace internal {
 
+// The loops below are most of a CPU reduction's time, and the SDK's headers
+// build with each plugin's flags. At -O2 GCC 12 vectorizes no loop that
+// needs a run-time check that `acc` and `in` do not overlap, so without
+// this a -c opt plugin adds one float at a time (the shm plugin's 2 KiB
+// all_reduce spent a quarter of its samples there). Clang vectorizes such
+// loops at -O2 already and has no `optimize` attribute.
+#if defined(__GNUC__) && !defined(__clang__)
+#define DIST_VECTORIZE_LOOPS __attribute__((optimize("tree-vectorize")))
+#else
+#define DIST_VECTORIZE_LOOPS
+#endif
+
 template <typename T>
-void ReduceTyped(dist_reduce_op_t op, T* acc, const T* in, size_t count) {
+DIST_VECTORIZE_LOOPS void ReduceTyped(dist_reduce_op_t op, T* acc, const T* in, size_t count) {
   switch (op) {
     case DIST_SUM:
     case DIST_AVG:  // divided once at the end, see FinishAverage
@@ -74,9 +86,25 @@ void ReduceTyped(dist_reduce_op_t op, T* acc, const T* in, size_t count) {
 template <typename Half>
 void ReduceHalf(dist_reduce_op_t op, Half* acc, const Half* in, size_t count) {
   for (size_t i = 0; i < count; ++i) {
-    float a = ToFloat(acc[i]);
     const float b = ToFloat(in[i]);
-    ReduceTyped<float>(op, &a, &b, 1);
+    float a = ToFloat(acc[i]);
+    switch (op) {
+      case DIST_PRODUCT:
+        a *= b;
+        break;
+      case DIST_MIN:
+        a = std::min(a, b);
+        break;
+      case DIST_MAX:
+        a = std::max(a, b);
+        break;
+      case DIST_SUM:
+      case DIST_AVG:  // divided once at the end, see FinishAverage
+        a += b;
+        break;
+      default:  // bitwise: refused for floating point (ValidateReduceOp)
+        break;
+    }
     if constexpr (std::is_same_v<Half, Float16>) {
       acc[i] = ToFloat16(a);
     } else {
