@@ -5,10 +5,9 @@
 // Every other rank sends an empty message to the root and waits for one
 // back; the root waits for all of them, then answers each: two message
 // latencies, 2 (W - 1) messages in all. Gloo's BarrierAllToOne does the
-// same with 4-byte messages, which a receiver reads twice (Gloo's header,
-// then the 4 bytes); an empty message is its header alone, one read. The
-// waits poll the peer's socket before they sleep where the ranks fit the
-// CPUs (peer_spin.h).
+// same with 4-byte messages (empty_messages.h says why empty ones are
+// cheaper). The waits poll the peer's socket before they sleep where the
+// ranks fit the CPUs (peer_spin.h).
 //
 // Why no notifications: as in BarrierDissemination, on the synchronous
 // pairs a message is read only when its receiver waits for it, in the
@@ -22,7 +21,7 @@
 
 #include "gloo/algorithm.h"
 #include "gloo/context.h"
-#include "gloo/transport/buffer.h"
+#include "plugins/backends/gloo/empty_messages.h"
 #include "plugins/backends/gloo/peer_spin.h"
 
 namespace dist_gloo {
@@ -36,40 +35,29 @@ class BarrierAllToOne : public gloo::Algorithm {
     const int slot = context_->nextSlot();
     for (int rank = 0; rank < contextSize_; ++rank) {
       if (rank == contextRank_ || (contextRank_ != root_ && rank != root_)) continue;
-      Peer peer;
-      peer.rank = rank;
-      auto& pair = getPair(rank);
-      peer.send = pair->createSendBuffer(slot, &empty_, 0);
-      peer.recv = pair->createRecvBuffer(slot, &empty_, 0);
-      peers_.push_back(std::move(peer));
+      peers_.push_back(std::make_unique<EmptyMessages>(*context_, slot, rank, rank));
     }
   }
 
   void run() override {
     if (contextRank_ == root_) {
-      for (Peer& peer : peers_) ReceiveFrom(spin_, peer.rank, 0, *getPair(peer.rank), *peer.recv);
-      for (Peer& peer : peers_) peer.send->send();
-      for (Peer& peer : peers_) peer.send->waitSend();
+      for (auto& peer : peers_) peer->WaitFor(spin_);
+      for (auto& peer : peers_) peer->Send();
+      for (auto& peer : peers_) peer->WaitSent();
       return;
     }
-    for (Peer& root : peers_) {  // the root alone
-      root.send->send();
-      ReceiveFrom(spin_, root.rank, 0, *getPair(root.rank), *root.recv);
-      root.send->waitSend();
+    for (auto& root : peers_) {  // the root alone
+      root->Send();
+      root->WaitFor(spin_);
+      root->WaitSent();
     }
   }
 
  private:
-  struct Peer {
-    int rank = -1;
-    std::unique_ptr<gloo::transport::Buffer> send;
-    std::unique_ptr<gloo::transport::Buffer> recv;
-  };
-
   const int root_;
   PeerSpin* const spin_;
-  char empty_ = 0;  // what the empty messages point at; never read or written
-  std::vector<Peer> peers_;
+  // The root's: every other rank; everyone else's: the root alone.
+  std::vector<std::unique_ptr<EmptyMessages>> peers_;
 };
 
 }  // namespace dist_gloo

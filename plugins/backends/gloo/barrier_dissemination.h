@@ -6,8 +6,8 @@
 // rank - 2^k (mod W): ceil(log2(W)) messages in turn, one on two ranks,
 // where it is the exchange BarrierAllToAll makes. What it adds to Gloo's
 // classes is the wait: it polls the peer's socket before it sleeps
-// (peer_spin.h). Empty messages, as Gloo's barriers send: a receiver reads
-// the header alone, one read a message (a 4-byte all_reduce, which this
+// (peer_spin.h). Empty messages (empty_messages.h): a receiver reads the
+// header alone, one read a message (a 4-byte all_reduce, which this
 // replaced on two ranks, reads twice).
 //
 // Why no notifications: as in AllreduceRecursiveDoubling, on the
@@ -24,7 +24,7 @@
 
 #include "gloo/algorithm.h"
 #include "gloo/context.h"
-#include "gloo/transport/buffer.h"
+#include "plugins/backends/gloo/empty_messages.h"
 #include "plugins/backends/gloo/peer_spin.h"
 
 namespace dist_gloo {
@@ -41,33 +41,24 @@ class BarrierDissemination : public gloo::Algorithm {
     const int base = context_->nextSlot(steps);
     for (int step = 0; step < steps; ++step) {
       const int offset = 1 << step;
-      Step next;
-      next.from = (contextRank_ - offset + contextSize_) % contextSize_;
-      next.send = getPair((contextRank_ + offset) % contextSize_)
-                      ->createSendBuffer(base + step, &empty_, 0);
-      next.recv = getPair(next.from)->createRecvBuffer(base + step, &empty_, 0);
-      steps_.push_back(std::move(next));
+      steps_.push_back(std::make_unique<EmptyMessages>(
+          *context_, base + step, (contextRank_ + offset) % contextSize_,
+          (contextRank_ - offset + contextSize_) % contextSize_));
     }
   }
 
   void run() override {
-    for (Step& step : steps_) {
-      step.send->send();
-      ReceiveFrom(spin_, step.from, 0, *getPair(step.from), *step.recv);
-      step.send->waitSend();
+    for (auto& step : steps_) {
+      step->Send();
+      step->WaitFor(spin_);
+      step->WaitSent();
     }
   }
 
  private:
-  struct Step {
-    int from = -1;  // the rank this step's message comes from
-    std::unique_ptr<gloo::transport::Buffer> send;
-    std::unique_ptr<gloo::transport::Buffer> recv;
-  };
-
   PeerSpin* const spin_;
-  char empty_ = 0;  // what the empty messages point at; never read or written
-  std::vector<Step> steps_;
+  // Step k: to rank + 2^k, from rank - 2^k.
+  std::vector<std::unique_ptr<EmptyMessages>> steps_;
 };
 
 }  // namespace dist_gloo
