@@ -1,7 +1,9 @@
 // Checks the SDK's C++ helpers against values computed independently.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <vector>
 
 #include "dist/cpp/half.hpp"
 #include "dist/cpp/reduce.hpp"
@@ -41,6 +43,44 @@ TEST(Half, BFloat16RoundsToNearestEven) {
     const float f = ToFloat(b);
     if (std::isnan(f)) continue;
     ASSERT_EQ(ToBFloat16(f).bits, b.bits) << bits;
+  }
+}
+
+// The array conversions are loops the compiler vectorizes (reduce.hpp);
+// each element must come out as the scalar conversion, checked above, makes
+// it: every bfloat16 and float16 pattern widened, and floats with every
+// upper half and the rounding cases of the lower half narrowed, in an array
+// whose length is no multiple of a vector.
+TEST(Half, ArrayConversionsMatchTheScalarOnes) {
+  std::vector<uint16_t> halves(0x10000 + 3);
+  for (size_t i = 0; i < halves.size(); ++i) halves[i] = static_cast<uint16_t>(i * 40503u);
+  std::vector<float> widened(halves.size());
+  for (const dist_dtype_t dtype : {DIST_BFLOAT16, DIST_FLOAT16}) {
+    WidenToFloat(dtype, halves.data(), widened.data(), halves.size());
+    for (size_t i = 0; i < halves.size(); ++i) {
+      const float one =
+          dtype == DIST_BFLOAT16 ? ToFloat(BFloat16{halves[i]}) : ToFloat(Float16{halves[i]});
+      ASSERT_EQ(std::memcmp(&one, &widened[i], sizeof(float)), 0) << dtype << " " << halves[i];
+    }
+  }
+  std::vector<float> floats;
+  for (uint32_t upper = 0; upper < 0x10000; ++upper) {
+    for (const uint32_t lower : {0x0000u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu, 0x1235u}) {
+      const uint32_t bits = upper << 16 | lower;
+      float value;
+      std::memcpy(&value, &bits, sizeof(value));
+      floats.push_back(value);
+    }
+  }
+  floats.push_back(1.0f);  // an odd length
+  std::vector<uint16_t> narrowed(floats.size());
+  for (const dist_dtype_t dtype : {DIST_BFLOAT16, DIST_FLOAT16}) {
+    NarrowFromFloat(dtype, floats.data(), narrowed.data(), floats.size());
+    for (size_t i = 0; i < floats.size(); ++i) {
+      const uint16_t one =
+          dtype == DIST_BFLOAT16 ? ToBFloat16(floats[i]).bits : ToFloat16(floats[i]).bits;
+      ASSERT_EQ(one, narrowed[i]) << dtype << " " << floats[i];
+    }
   }
 }
 

@@ -197,23 +197,42 @@ inline void FinishAverage(dist_dtype_t dtype, void* data, size_t count, int rank
 }
 
 // float16/bfloat16 <-> float, for accumulating in float.
+namespace internal {
+
+// One loop per 16-bit type, vectorized like ReduceTyped. bfloat16's
+// conversions are shifts and a rounding add, which vectorize; float16's
+// branch on subnormals and do not.
+template <typename Half>
+DIST_VECTORIZE_LOOPS void WidenAll(const Half* in, float* out, size_t count) {
+  for (size_t i = 0; i < count; ++i) out[i] = ToFloat(in[i]);
+}
+
+template <typename Half>
+DIST_VECTORIZE_LOOPS void NarrowAll(const float* in, Half* out, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    if constexpr (std::is_same_v<Half, Float16>) {
+      out[i] = ToFloat16(in[i]);
+    } else {
+      out[i] = ToBFloat16(in[i]);
+    }
+  }
+}
+
+}  // namespace internal
+
 inline void WidenToFloat(dist_dtype_t dtype, const void* in, float* out, size_t count) {
   if (dtype == DIST_FLOAT16) {
-    const auto* values = static_cast<const Float16*>(in);
-    for (size_t i = 0; i < count; ++i) out[i] = ToFloat(values[i]);
+    internal::WidenAll(static_cast<const Float16*>(in), out, count);
   } else {
-    const auto* values = static_cast<const BFloat16*>(in);
-    for (size_t i = 0; i < count; ++i) out[i] = ToFloat(values[i]);
+    internal::WidenAll(static_cast<const BFloat16*>(in), out, count);
   }
 }
 
 inline void NarrowFromFloat(dist_dtype_t dtype, const float* in, void* out, size_t count) {
   if (dtype == DIST_FLOAT16) {
-    auto* values = static_cast<Float16*>(out);
-    for (size_t i = 0; i < count; ++i) values[i] = ToFloat16(in[i]);
+    internal::NarrowAll(in, static_cast<Float16*>(out), count);
   } else {
-    auto* values = static_cast<BFloat16*>(out);
-    for (size_t i = 0; i < count; ++i) values[i] = ToBFloat16(in[i]);
+    internal::NarrowAll(in, static_cast<BFloat16*>(out), count);
   }
 }
 
