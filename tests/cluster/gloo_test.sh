@@ -125,7 +125,9 @@ expect_error ifname_eth1 "connect: Network is unreachable"
 # byte must arrive (--check: distbench exits 1 on a wrong result).
 PROGRAM="$distbench --op broadcast --root 1 -b 4 -e 1M -f 4 --check -w 2 --iters 10 --rounds 2" \
   run broadcast_across_hosts --master_addr h1
-if [[ $rc1 == 0 && $rc2 == 0 ]] && out broadcast_across_hosts | grep -qE " 1048576 +262144 .* 0 *$"; then
+# grep without -q: with pipefail, a grep that stops at the first match
+# leaves `cat` writing into a closed pipe (SIGPIPE), failing the check.
+if [[ $rc1 == 0 && $rc2 == 0 ]] && out broadcast_across_hosts | grep -E " 1048576 +262144 .* 0 *$" >/dev/null; then
   echo "ok   broadcast_across_hosts"
 else
   fail "broadcast_across_hosts (exit codes $rc1 $rc2)"; out broadcast_across_hosts | tail -20
