@@ -41,7 +41,10 @@ declare -A libs=(
 
 # One object per source, rebuilt when the source or a header of the tree
 # is newer than it.
-newest_header=$(find plugins core sdk/include -name '*.h' -o -name '*.hpp' | xargs ls -t | head -1)
+# (sort | tail reads all of find's output: under pipefail, `ls -t | head -1`
+# failed once the list outgrew one stdio buffer, ls dying of SIGPIPE.)
+newest_header=$(find plugins core sdk/include \( -name '*.h' -o -name '*.hpp' \) -printf '%T@ %p\n' |
+  sort -n | tail -1 | cut -d' ' -f2-)
 compile() {
   local source=$1 object="$out/obj/${1//\//_}.o"
   if [[ ! -f $object || $source -nt $object || $newest_header -nt $object ]]; then
