@@ -115,6 +115,43 @@ TEST(Reduce, HalfAccumulatesInFloat) {
   EXPECT_EQ(ToFloat(acc[0]), 0.75f);
 }
 
+// ReduceInto and FinishAverage run 16-bit floats through float in blocks;
+// each element must come out as one scalar widen, op, narrow makes it, over
+// more elements than a block, with a tail, for every op a float takes.
+TEST(Reduce, HalfArraysMatchOneElementAtATime) {
+  const size_t count = 1000;
+  for (const dist_dtype_t dtype : {DIST_FLOAT16, DIST_BFLOAT16}) {
+    const auto narrow = [dtype](float value) {
+      return dtype == DIST_FLOAT16 ? ToFloat16(value).bits : ToBFloat16(value).bits;
+    };
+    const auto widen = [dtype](uint16_t bits) {
+      return dtype == DIST_FLOAT16 ? ToFloat(Float16{bits}) : ToFloat(BFloat16{bits});
+    };
+    std::vector<uint16_t> a(count), b(count);
+    for (size_t i = 0; i < count; ++i) {
+      a[i] = narrow(std::ldexp(static_cast<float>(i % 97) - 48.3f, static_cast<int>(i % 7) - 3));
+      b[i] = narrow(1.0f / (static_cast<float>(i % 13) + 0.7f) - 0.5f);
+    }
+    for (const dist_reduce_op_t op : {DIST_SUM, DIST_PRODUCT, DIST_MIN, DIST_MAX, DIST_AVG}) {
+      std::vector<uint16_t> acc = a;
+      ReduceInto(dtype, op, acc.data(), b.data(), count);
+      if (op == DIST_AVG) FinishAverage(dtype, acc.data(), count, 3);
+      for (size_t i = 0; i < count; ++i) {
+        const float x = widen(a[i]);
+        const float y = widen(b[i]);
+        float expected = x + y;
+        if (op == DIST_PRODUCT) expected = x * y;
+        if (op == DIST_MIN) expected = y < x ? y : x;
+        if (op == DIST_MAX) expected = x < y ? y : x;
+        uint16_t want = narrow(expected);
+        if (op == DIST_AVG) want = narrow(widen(want) / 3);
+        ASSERT_EQ(acc[i], want) << dist_dtype_name(dtype) << " " << dist_reduce_op_name(op)
+                                << " element " << i;
+      }
+    }
+  }
+}
+
 TEST(Status, RoundTripThroughTheAbi) {
   dist_error_t* error = ToError(absl::DeadlineExceededError("peer 3 silent"));
   ASSERT_NE(error, nullptr);

@@ -91,7 +91,11 @@ DIST_VECTORIZE_LOOPS void DivideAll(T* values, size_t count, int ranks) {
   for (size_t i = 0; i < count; ++i) values[i] = static_cast<T>(values[i] / ranks);
 }
 
-// 16-bit floats: widen, reduce, narrow (one rounding per pair).
+// 16-bit floats: widen, reduce, narrow (one rounding per pair), one element
+// at a time. Blocks through WidenAll, ReduceTyped<float> and NarrowAll were
+// slower (2026-12-04, 64 Ki elements, -O2: bfloat16 sum 37 -> 50 us, float16
+// 230 -> 247): narrowing to 16 bits with SSE2 alone costs about as much as
+// this whole loop.
 template <typename Half>
 void ReduceHalf(dist_reduce_op_t op, Half* acc, const Half* in, size_t count) {
   for (size_t i = 0; i < count; ++i) {
