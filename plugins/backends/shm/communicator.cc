@@ -21,6 +21,10 @@ constexpr absl::Duration kDeferral = absl::Microseconds(500);
 constexpr absl::Duration kPollWindow = absl::Milliseconds(20);
 constexpr absl::Duration kBusyPoll = absl::Milliseconds(2);
 
+bool IsPointToPoint(dist_collective_t collective) {
+  return collective == DIST_COLL_SEND || collective == DIST_COLL_RECV;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
@@ -119,10 +123,12 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t coll
   auto work = std::make_shared<Work>(what, group_, inline_wait_ ? gate_ : nullptr);
   absl::MutexLock lock(&mu_);
   DIST_RETURN_IF_ERROR(Refusal(what));
-  // Deferred for the caller's wait only on an idle communicator: anything
-  // in flight, and send/recv (which the worker streams), go to the worker.
-  const bool defer = inline_wait_ && outstanding_ == 0 && collective != DIST_COLL_SEND &&
-                     collective != DIST_COLL_RECV;
+  // Deferred for the caller's wait only on an idle communicator, or, for
+  // send/recv, behind other send/recv deferred the same way (a send and a
+  // recv issued together, then waited for, move on the caller's thread:
+  // DriveSendRecv). Anything else in flight goes to the worker.
+  const bool defer =
+      inline_wait_ && (outstanding_ == 0 || (IsPointToPoint(collective) && OnlySendRecvDeferred()));
   queue_.push_back(Task{collective, args, work});
   ++outstanding_;
   queued_.fetch_add(1, std::memory_order_release);
@@ -160,22 +166,33 @@ OpContext Communicator::ContextFor(const char* what, const dist_op_args_t& args)
   return OpContext{what, CoarseNow() + absl::Milliseconds(timeout_ms), timeout_ms};
 }
 
+bool Communicator::OnlySendRecvDeferred() const {
+  if (wake_ || outstanding_ != static_cast<int64_t>(queue_.size())) return false;
+  return std::all_of(queue_.begin(), queue_.end(),
+                     [](const Task& task) { return IsPointToPoint(task.collective); });
+}
+
 bool Communicator::MayRunInline(dist_collective_t collective, const dist_op_args_t& args,
                                 absl::Duration wait_timeout, int64_t in_flight) const {
   // Only the one operation in flight, on an idle worker, for a caller
   // willing to wait as long as it may take: then it runs here, in order.
-  // send/recv only post here; their progress is the worker's, which must
-  // not sleep through them, so they always go to the worker.
-  const bool p2p = collective == DIST_COLL_SEND || collective == DIST_COLL_RECV;
-  return inline_wait_ && !p2p && outstanding_ == in_flight && !worker_busy_ && !inline_running_ &&
-         !stopping_ && wait_timeout >= absl::Milliseconds(TimeoutMs(args));
+  // send/recv run here only through DriveSendRecv.
+  return inline_wait_ && !IsPointToPoint(collective) && outstanding_ == in_flight &&
+         !worker_busy_ && !inline_running_ && !stopping_ &&
+         wait_timeout >= absl::Milliseconds(TimeoutMs(args));
 }
 
 void Communicator::EndInlineRun(int64_t completed) {
   absl::MutexLock lock(&mu_);
   inline_running_ = false;
   outstanding_ -= completed;
-  if (worker_waits_inline_) worker_cv_.Signal();
+  if (!p2p_.idle()) {
+    // send/recv a caller posted and left unfinished (its own op is done, or
+    // its wait ran out): the worker moves them from now on.
+    wake_ = true;
+    waiter_.NotifySelf();
+  }
+  if (worker_waits_inline_ || wake_) worker_cv_.Signal();
 }
 
 absl::Status Communicator::Run(dist_collective_t collective, const dist_op_args_t& args,
@@ -242,7 +259,8 @@ void Communicator::WorkerLoop() {
         } else {
           wake_ = false;
           worker_idle_ = true;
-          while (queue_.empty() && !stopping_) worker_cv_.Wait(&mu_);
+          // wake_ with an empty queue: a caller left send/recv to move.
+          while (queue_.empty() && !stopping_ && !wake_) worker_cv_.Wait(&mu_);
           worker_idle_ = false;
           if (!queue_.empty()) wake_ = true;
         }
@@ -276,23 +294,68 @@ bool Communicator::AwaitWake(absl::Duration timeout) {
 
 bool Communicator::TryRunInline(const void* work, absl::Duration wait_timeout) {
   Task task;
+  std::vector<Task> send_recv;
+  std::shared_ptr<Work> mine;
   {
     absl::MutexLock lock(&mu_);
-    if (queue_.empty() || queue_.front().work.get() != work) return false;
-    const Task& front = queue_.front();
-    if (!MayRunInline(front.collective, front.args, wait_timeout, /*in_flight=*/1)) {
-      wake_ = true;
-      worker_cv_.Signal();
-      waiter_.NotifySelf();
-      return false;
+    if (!queue_.empty() && IsPointToPoint(queue_.front().collective)) {
+      if (!TakeSendRecv(work, wait_timeout, &send_recv, &mine)) {
+        wake_ = true;
+        worker_cv_.Signal();
+        waiter_.NotifySelf();
+        return false;
+      }
+    } else {
+      if (queue_.empty() || queue_.front().work.get() != work) return false;
+      const Task& front = queue_.front();
+      if (!MayRunInline(front.collective, front.args, wait_timeout, /*in_flight=*/1)) {
+        wake_ = true;
+        worker_cv_.Signal();
+        waiter_.NotifySelf();
+        return false;
+      }
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      queued_.fetch_sub(1, std::memory_order_relaxed);
     }
-    task = std::move(queue_.front());
-    queue_.pop_front();
-    queued_.fetch_sub(1, std::memory_order_relaxed);
     inline_running_ = true;
   }
-  Execute(task);
+  if (mine != nullptr) {
+    // Post them all (a small send completes right here), then move bytes
+    // until this caller's operation is done, its wait runs out, or another
+    // operation is issued (from another thread: the worker runs it, and
+    // moves these meanwhile). The wait fails nothing itself: each operation
+    // keeps its own deadline, which Progress enforces, and Progress notices
+    // failed peers.
+    for (const Task& posted : send_recv) Execute(posted);
+    const OpContext until{"send/recv", CoarseNow() + wait_timeout, 0};
+    (void)waiter_.Wait(
+        [this, &mine] { return mine->Done() || queued_.load(std::memory_order_acquire) > 0; },
+        [](std::vector<int>*) {}, until);
+  } else {
+    Execute(task);
+  }
   EndInlineRun(/*completed=*/0);  // Finish counted it
+  return true;
+}
+
+bool Communicator::TakeSendRecv(const void* work, absl::Duration wait_timeout,
+                                std::vector<Task>* tasks, std::shared_ptr<Work>* mine) {
+  // Only when the queue holds nothing but send/recv: a collective queued
+  // behind them must start while they wait (its peers may send only after
+  // it), and only the worker runs both at once.
+  for (const Task& task : queue_) {
+    if (!IsPointToPoint(task.collective)) return false;
+    if (task.work.get() == work) *mine = task.work;
+  }
+  if (*mine == nullptr || !inline_wait_ || worker_busy_ || inline_running_ || stopping_ ||
+      wait_timeout <= absl::ZeroDuration()) {
+    mine->reset();
+    return false;
+  }
+  tasks->assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
+  queued_.fetch_sub(static_cast<int>(queue_.size()), std::memory_order_relaxed);
+  queue_.clear();
   return true;
 }
 

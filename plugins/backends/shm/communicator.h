@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "abort_state.h"
 #include "absl/base/thread_annotations.h"
@@ -84,6 +85,16 @@ class Communicator {
   int64_t TimeoutMs(const dist_op_args_t& args) const;
   // Name and deadline (from now) of an operation about to run.
   OpContext ContextFor(const char* what, const dist_op_args_t& args) const;
+  // Whether everything in flight is send/recv still queued for a caller's
+  // wait (DriveSendRecv).
+  bool OnlySendRecvDeferred() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A caller waits for `work`, a send or recv in the queue: takes every
+  // queued operation, if all are send/recv and the worker is not at work,
+  // for the caller to post and move on its own thread (TryRunInline) until
+  // `work` is done, its wait runs out or something else is issued. Refuses
+  // (false) otherwise; the worker takes them then.
+  bool TakeSendRecv(const void* work, absl::Duration wait_timeout, std::vector<Task>* tasks,
+                    std::shared_ptr<Work>* mine) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether a caller may run this operation on its own thread now:
   // `in_flight` operations are outstanding (counting this one if it is
   // queued already), and nothing else.

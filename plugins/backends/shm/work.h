@@ -60,7 +60,8 @@ class Work {
     // communicator lets us (no thread hand-off), else wait for the worker.
     if (gate_ != nullptr && !Done()) gate_->TryRun(this, timeout);
     absl::MutexLock lock(&mu_);
-    if (!mu_.AwaitWithTimeout(absl::Condition(&done_), timeout)) {
+    // Done already (it ran here): no deadline to compute, no clock read.
+    if (!done_ && !mu_.AwaitWithTimeout(absl::Condition(&done_), timeout)) {
       return absl::DeadlineExceededError(
           absl::StrCat("shm: ", what_, " on group '", group_, "' still runs after waiting ",
                        absl::ToInt64Milliseconds(timeout),

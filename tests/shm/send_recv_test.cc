@@ -1,0 +1,165 @@
+// send/recv that a waiting caller moves on its own thread (the shm
+// communicator's TryRunInline) and what it must hand back to the worker:
+// real forked processes, data checked element by element.
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/shm/shm_suite.h"
+
+namespace dist_test {
+namespace {
+
+// Every operation has 4 s; each scenario below finishes in well under one
+// when nothing is left unmoved, and one that is fails with a timeout.
+CommOptions ShortTimeoutSmallRings() {
+  CommOptions options;
+  options.timeout_ms = 4000;
+  options.options = {{"shm.ring_bytes", "4096"}};
+  return options;
+}
+
+dist_op_args_t SendArgs(void* data, uint64_t count, dist_dtype_t dtype, int peer, int64_t tag) {
+  dist_op_args_t a = Args();
+  a.send = Buffer(data, count, dtype);
+  a.peer = peer;
+  a.tag = tag;
+  return a;
+}
+
+dist_op_args_t RecvArgs(void* data, uint64_t count, dist_dtype_t dtype, int peer, int64_t tag) {
+  dist_op_args_t a = Args();
+  a.recv = Buffer(data, count, dtype);
+  a.peer = peer;
+  a.tag = tag;
+  return a;
+}
+
+void ExpectAllOk(const std::vector<RankResult>& results) {
+  for (size_t r = 0; r < results.size(); ++r) {
+    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].Describe();
+  }
+}
+
+// Rank 0's wait for a small recv posts a large send with it and moves both;
+// the recv ends first, with most of the send still to go through a 4 KiB
+// ring, and the worker (asleep: nothing was issued for 60 ms) must move the
+// rest while rank 0 waits for the send without running it.
+TEST(ShmSendRecv, ASendLeftByTheCallersWaitIsMovedByTheWorker) {
+  const std::string store = TempDir("leftover") + "/store";
+  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, 2);
+    dist_backend_comm_t* comm = nullptr;
+    RANK_OK(rank, CreateComm(s, rank, 2, ShortTimeoutSmallRings(), &comm));
+    const dist_backend_plugin_t* p = Plugin();
+    const uint64_t big = 100000;  // 400 KB: about a hundred ring-fulls
+    for (int round = 0; round < 5; ++round) {
+      std::vector<float> large(big);
+      int32_t small = 0;
+      absl::SleepFor(absl::Milliseconds(60));
+      const absl::Time start = absl::Now();
+      if (rank == 0) {
+        for (uint64_t i = 0; i < big; ++i) large[i] = static_cast<float>(round * 1000000 + i);
+        dist_op_args_t send = SendArgs(large.data(), big, DIST_FLOAT32, 1, 1);
+        dist_op_args_t recv = RecvArgs(&small, 1, DIST_INT32, 1, 2);
+        dist_backend_work_t* send_work = nullptr;
+        dist_backend_work_t* recv_work = nullptr;
+        RANK_OK(rank, p->send(comm, &send, &send_work));
+        RANK_OK(rank, p->recv(comm, &recv, &recv_work));
+        RANK_OK(rank, p->work_wait(recv_work, 10000));
+        RANK_CHECK(rank, small == 100 + round);
+        RANK_OK(rank, p->work_wait(send_work, 10000));
+        p->work_destroy(recv_work);
+        p->work_destroy(send_work);
+      } else {
+        small = 100 + round;
+        RANK_OK(rank, RunOp(p->send, comm, SendArgs(&small, 1, DIST_INT32, 0, 2)));
+        absl::SleepFor(absl::Milliseconds(50));  // rank 0's recv is done by now
+        RANK_OK(rank, RunOp(p->recv, comm, RecvArgs(large.data(), big, DIST_FLOAT32, 0, 1)));
+        for (uint64_t i = 0; i < big; ++i) {
+          RANK_CHECK(rank, large[i] == static_cast<float>(round * 1000000 + i));
+        }
+      }
+      RANK_CHECK(rank, absl::Now() - start < absl::Seconds(3));
+    }
+    p->comm_destroy(comm);
+    s->release(s->ctx);
+    return 0;
+  });
+  ExpectAllOk(results);
+}
+
+// A recv waited for must not hold back a collective issued after it: the
+// peer sends only once that barrier is over.
+TEST(ShmSendRecv, AWaitedRecvDoesNotHoldBackABarrierIssuedAfterIt) {
+  const std::string store = TempDir("behind") + "/store";
+  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, 2);
+    dist_backend_comm_t* comm = nullptr;
+    RANK_OK(rank, CreateComm(s, rank, 2, ShortTimeoutSmallRings(), &comm));
+    const dist_backend_plugin_t* p = Plugin();
+    int32_t value = 0;
+    const absl::Time start = absl::Now();
+    if (rank == 0) {
+      dist_op_args_t recv = RecvArgs(&value, 1, DIST_INT32, 1, 5);
+      dist_op_args_t barrier = Args();
+      dist_backend_work_t* recv_work = nullptr;
+      dist_backend_work_t* barrier_work = nullptr;
+      RANK_OK(rank, p->recv(comm, &recv, &recv_work));
+      RANK_OK(rank, p->barrier(comm, &barrier, &barrier_work));
+      RANK_OK(rank, p->work_wait(recv_work, 10000));
+      RANK_CHECK(rank, value == 42);
+      RANK_OK(rank, p->work_wait(barrier_work, 10000));
+      p->work_destroy(recv_work);
+      p->work_destroy(barrier_work);
+    } else {
+      RANK_OK(rank, RunOp(p->barrier, comm, Args()));
+      value = 42;
+      RANK_OK(rank, RunOp(p->send, comm, SendArgs(&value, 1, DIST_INT32, 0, 5)));
+    }
+    RANK_CHECK(rank, absl::Now() - start < absl::Seconds(3));
+    p->comm_destroy(comm);
+    s->release(s->ctx);
+    return 0;
+  });
+  ExpectAllOk(results);
+}
+
+// The same with the barrier issued by a second thread while the first
+// waits for (and moves) its recv.
+TEST(ShmSendRecv, ABarrierFromAnotherThreadRunsWhileARecvIsWaitedFor) {
+  const std::string store = TempDir("threads") + "/store";
+  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, 2);
+    dist_backend_comm_t* comm = nullptr;
+    RANK_OK(rank, CreateComm(s, rank, 2, ShortTimeoutSmallRings(), &comm));
+    const dist_backend_plugin_t* p = Plugin();
+    int32_t value = 0;
+    const absl::Time start = absl::Now();
+    if (rank == 0) {
+      dist_error_t* barrier_error = nullptr;
+      std::thread second([&] {
+        absl::SleepFor(absl::Milliseconds(100));  // the recv is being waited for
+        barrier_error = RunOp(p->barrier, comm, Args());
+      });
+      dist_error_t* recv_error = RunOp(p->recv, comm, RecvArgs(&value, 1, DIST_INT32, 1, 5));
+      second.join();
+      RANK_OK(rank, recv_error);
+      RANK_OK(rank, barrier_error);
+      RANK_CHECK(rank, value == 42);
+    } else {
+      RANK_OK(rank, RunOp(p->barrier, comm, Args()));
+      value = 42;
+      RANK_OK(rank, RunOp(p->send, comm, SendArgs(&value, 1, DIST_INT32, 0, 5)));
+    }
+    RANK_CHECK(rank, absl::Now() - start < absl::Seconds(3));
+    p->comm_destroy(comm);
+    s->release(s->ctx);
+    return 0;
+  });
+  ExpectAllOk(results);
+}
+
+}  // namespace
+}  // namespace dist_test
