@@ -358,6 +358,9 @@ bool Comm::Test(PendingOp& op) {
 }
 
 absl::Status Comm::Wait(PendingOp& op, absl::Duration timeout) {
+  // Done already (a send completed while the caller waited for a recv
+  // issued after it): no MPI call, so no SIGPIPE block and its syscalls.
+  if (op.done.load(std::memory_order_acquire)) return op.status;
   // One SIGPIPE block for the whole wait: the MPI calls' own (MpiCallGuard,
   // once per poll) then cost nothing.
   dist::ScopedSigpipeBlock no_sigpipe;
