@@ -41,12 +41,6 @@ bool Is(int rank, dist_error_t* error, dist_error_code_t code, const char* text)
   return ok;
 }
 
-void ExpectAllOk(const std::vector<RankResult>& results) {
-  for (size_t r = 0; r < results.size(); ++r) {
-    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].Describe();
-  }
-}
-
 TEST(ShmFailures, KilledPeerGivesUnavailableNamingItAndLeavesNoSegment) {
   const std::string store = TempDir("killed") + "/store";
   pid_t leader = 0;

@@ -36,22 +36,39 @@ dist_op_args_t RecvArgs(void* data, uint64_t count, dist_dtype_t dtype, int peer
   return a;
 }
 
-void ExpectAllOk(const std::vector<RankResult>& results) {
-  for (size_t r = 0; r < results.size(); ++r) {
-    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].Describe();
-  }
+// Runs `body(rank, comm)` on 2 forked ranks, each on a communicator with
+// ShortTimeoutSmallRings, and expects both to succeed.
+template <typename Body>
+void OnTwoRanks(const std::string& name, Body body) {
+  const std::string store = TempDir(name) + "/store";
+  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, 2);
+    dist_backend_comm_t* comm = nullptr;
+    RANK_OK(rank, CreateComm(s, rank, 2, ShortTimeoutSmallRings(), &comm));
+    body(rank, comm);
+    Plugin()->comm_destroy(comm);
+    s->release(s->ctx);
+    return 0;
+  });
+  ExpectAllOk(results);
+}
+
+// Rank 1's side of the next two tests: a barrier, then 42 to rank 0.
+void BarrierThenSend(int rank, dist_backend_comm_t* comm) {
+  const dist_backend_plugin_t* p = Plugin();
+  RANK_OK(rank, RunOp(p->barrier, comm, Args()));
+  int32_t value = 42;
+  RANK_OK(rank, RunOp(p->send, comm, SendArgs(&value, 1, DIST_INT32, 0, 5)));
 }
 
 // Rank 0's wait for a small recv posts a large send with it and moves both;
 // the recv ends first, with most of the send still to go through a 4 KiB
 // ring, and the worker (asleep: nothing was issued for 60 ms) must move the
-// rest while rank 0 waits for the send without running it.
+// rest while rank 0 waits for the send without running it. (Whether the
+// caller or the worker takes the two first is a race; over five rounds
+// the caller usually wins some.)
 TEST(ShmSendRecv, ASendLeftByTheCallersWaitIsMovedByTheWorker) {
-  const std::string store = TempDir("leftover") + "/store";
-  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
-    dist_store_t* s = OpenStore(store, rank, 2);
-    dist_backend_comm_t* comm = nullptr;
-    RANK_OK(rank, CreateComm(s, rank, 2, ShortTimeoutSmallRings(), &comm));
+  OnTwoRanks("leftover", [](int rank, dist_backend_comm_t* comm) {
     const dist_backend_plugin_t* p = Plugin();
     const uint64_t big = 100000;  // 400 KB: about a hundred ring-fulls
     for (int round = 0; round < 5; ++round) {
@@ -83,25 +100,17 @@ TEST(ShmSendRecv, ASendLeftByTheCallersWaitIsMovedByTheWorker) {
       }
       RANK_CHECK(rank, absl::Now() - start < absl::Seconds(3));
     }
-    p->comm_destroy(comm);
-    s->release(s->ctx);
-    return 0;
   });
-  ExpectAllOk(results);
 }
 
 // A recv waited for must not hold back a collective issued after it: the
 // peer sends only once that barrier is over.
 TEST(ShmSendRecv, AWaitedRecvDoesNotHoldBackABarrierIssuedAfterIt) {
-  const std::string store = TempDir("behind") + "/store";
-  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
-    dist_store_t* s = OpenStore(store, rank, 2);
-    dist_backend_comm_t* comm = nullptr;
-    RANK_OK(rank, CreateComm(s, rank, 2, ShortTimeoutSmallRings(), &comm));
-    const dist_backend_plugin_t* p = Plugin();
-    int32_t value = 0;
+  OnTwoRanks("behind", [](int rank, dist_backend_comm_t* comm) {
     const absl::Time start = absl::Now();
     if (rank == 0) {
+      const dist_backend_plugin_t* p = Plugin();
+      int32_t value = 0;
       dist_op_args_t recv = RecvArgs(&value, 1, DIST_INT32, 1, 5);
       dist_op_args_t barrier = Args();
       dist_backend_work_t* recv_work = nullptr;
@@ -114,30 +123,20 @@ TEST(ShmSendRecv, AWaitedRecvDoesNotHoldBackABarrierIssuedAfterIt) {
       p->work_destroy(recv_work);
       p->work_destroy(barrier_work);
     } else {
-      RANK_OK(rank, RunOp(p->barrier, comm, Args()));
-      value = 42;
-      RANK_OK(rank, RunOp(p->send, comm, SendArgs(&value, 1, DIST_INT32, 0, 5)));
+      BarrierThenSend(rank, comm);
     }
     RANK_CHECK(rank, absl::Now() - start < absl::Seconds(3));
-    p->comm_destroy(comm);
-    s->release(s->ctx);
-    return 0;
   });
-  ExpectAllOk(results);
 }
 
 // The same with the barrier issued by a second thread while the first
 // waits for (and moves) its recv.
 TEST(ShmSendRecv, ABarrierFromAnotherThreadRunsWhileARecvIsWaitedFor) {
-  const std::string store = TempDir("threads") + "/store";
-  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
-    dist_store_t* s = OpenStore(store, rank, 2);
-    dist_backend_comm_t* comm = nullptr;
-    RANK_OK(rank, CreateComm(s, rank, 2, ShortTimeoutSmallRings(), &comm));
-    const dist_backend_plugin_t* p = Plugin();
-    int32_t value = 0;
+  OnTwoRanks("threads", [](int rank, dist_backend_comm_t* comm) {
     const absl::Time start = absl::Now();
     if (rank == 0) {
+      const dist_backend_plugin_t* p = Plugin();
+      int32_t value = 0;
       dist_error_t* barrier_error = nullptr;
       std::thread second([&] {
         absl::SleepFor(absl::Milliseconds(100));  // the recv is being waited for
@@ -149,16 +148,10 @@ TEST(ShmSendRecv, ABarrierFromAnotherThreadRunsWhileARecvIsWaitedFor) {
       RANK_OK(rank, barrier_error);
       RANK_CHECK(rank, value == 42);
     } else {
-      RANK_OK(rank, RunOp(p->barrier, comm, Args()));
-      value = 42;
-      RANK_OK(rank, RunOp(p->send, comm, SendArgs(&value, 1, DIST_INT32, 0, 5)));
+      BarrierThenSend(rank, comm);
     }
     RANK_CHECK(rank, absl::Now() - start < absl::Seconds(3));
-    p->comm_destroy(comm);
-    s->release(s->ctx);
-    return 0;
   });
-  ExpectAllOk(results);
 }
 
 }  // namespace

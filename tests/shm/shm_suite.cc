@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "dist/registry.h"
+#include "gtest/gtest.h"
 
 namespace dist_test {
 
@@ -24,6 +25,12 @@ const dist_backend_plugin_t* Plugin() {
     return table;
   }();
   return plugin;
+}
+
+void ExpectAllOk(const std::vector<RankResult>& results) {
+  for (size_t r = 0; r < results.size(); ++r) {
+    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].Describe();
+  }
 }
 
 dist_store_t* OpenStore(const std::string& path, int rank, int world) {

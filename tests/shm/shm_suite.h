@@ -20,6 +20,9 @@ dist_store_t* OpenStore(const std::string& path, int rank, int world);
 // A view of `base` with `prefix` before every key (the core's helper).
 dist_store_t* PrefixStore(const dist_store_t* base, const std::string& prefix);
 
+// One gtest failure per rank that did not exit 0, with its story.
+void ExpectAllOk(const std::vector<RankResult>& results);
+
 // Names under /dev/shm that a segment of a job led by `pid` would have.
 std::vector<std::string> SegmentsOf(pid_t pid);
 
