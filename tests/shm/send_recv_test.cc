@@ -154,5 +154,32 @@ TEST(ShmSendRecv, ABarrierFromAnotherThreadRunsWhileARecvIsWaitedFor) {
   });
 }
 
+// A small send issued on a quiet communicator is posted by the issuing
+// thread: done when the call returns, before anyone waits for it, so a
+// caller that computes before waiting does not hold its peer back.
+TEST(ShmSendRecv, ASmallSendIsDoneWhenIssued) {
+  OnTwoRanks("eager", [](int rank, dist_backend_comm_t* comm) {
+    const dist_backend_plugin_t* p = Plugin();
+    for (int round = 0; round < 3; ++round) {
+      RANK_OK(rank, RunOp(p->barrier, comm, Args()));
+      int32_t value = 0;
+      if (rank == 0) {
+        value = 7 + round;
+        dist_op_args_t send = SendArgs(&value, 1, DIST_INT32, 1, 3);
+        dist_backend_work_t* work = nullptr;
+        RANK_OK(rank, p->send(comm, &send, &work));
+        int done = 0;
+        RANK_OK(rank, p->work_test(work, &done));
+        RANK_CHECK(rank, done == 1);
+        RANK_OK(rank, p->work_wait(work, 10000));
+        p->work_destroy(work);
+      } else {
+        RANK_OK(rank, RunOp(p->recv, comm, RecvArgs(&value, 1, DIST_INT32, 0, 3)));
+        RANK_CHECK(rank, value == 7 + round);
+      }
+    }
+  });
+}
+
 }  // namespace
 }  // namespace dist_test

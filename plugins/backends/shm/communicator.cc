@@ -121,18 +121,40 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t coll
   if (abort_.aborted()) return waiter_.AbortedError(what);
   DIST_RETURN_IF_ERROR(ValidateOp(collective, args, rank_));
   auto work = std::make_shared<Work>(what, group_, inline_wait_ ? gate_ : nullptr);
-  absl::MutexLock lock(&mu_);
-  DIST_RETURN_IF_ERROR(Refusal(what));
+  {
+    absl::MutexLock lock(&mu_);
+    DIST_RETURN_IF_ERROR(Refusal(what));
+    last_issue_ = absl::Now();
+    ++outstanding_;
+    if (!PostHere(collective)) {
+      Enqueue(Task{collective, args, work});
+      return work;
+    }
+    inline_running_ = true;
+  }
+  // A send with nothing queued before it, while nobody moves send/recv:
+  // posted here, so that its bytes are in the ring at once (a send that
+  // fits is done now) even if its caller computes before waiting for it.
+  // The worker moves what does not fit (EndInlineRun).
+  Execute(Task{collective, args, work});
+  EndInlineRun(/*completed=*/0);  // Finish counted it
+  return work;
+}
+
+bool Communicator::PostHere(dist_collective_t collective) const {
+  return inline_wait_ && collective == DIST_COLL_SEND && queue_.empty() && !worker_busy_ &&
+         !inline_running_ && !stopping_;
+}
+
+void Communicator::Enqueue(Task task) {
   // Deferred for the caller's wait only on an idle communicator, or, for
   // send/recv, behind other send/recv deferred the same way (a send and a
   // recv issued together, then waited for, move on the caller's thread:
-  // DriveSendRecv). Anything else in flight goes to the worker.
-  const bool defer =
-      inline_wait_ && (outstanding_ == 0 || (IsPointToPoint(collective) && OnlySendRecvDeferred()));
-  queue_.push_back(Task{collective, args, work});
-  ++outstanding_;
+  // TryRunInline). Anything else in flight goes to the worker.
+  const bool defer = inline_wait_ && (outstanding_ == 1 || (IsPointToPoint(task.collective) &&
+                                                            OnlySendRecvDeferred(/*issuing=*/1)));
+  queue_.push_back(std::move(task));
   queued_.fetch_add(1, std::memory_order_release);
-  last_issue_ = absl::Now();
   if (!defer) {
     wake_ = true;
     worker_cv_.Signal();
@@ -140,7 +162,6 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t coll
   } else if (worker_idle_) {
     worker_cv_.Signal();  // asleep for good: it must take this one after kDeferral
   }
-  return work;
 }
 
 absl::Status Communicator::Refusal(const char* what) const {
@@ -166,8 +187,8 @@ OpContext Communicator::ContextFor(const char* what, const dist_op_args_t& args)
   return OpContext{what, CoarseNow() + absl::Milliseconds(timeout_ms), timeout_ms};
 }
 
-bool Communicator::OnlySendRecvDeferred() const {
-  if (wake_ || outstanding_ != static_cast<int64_t>(queue_.size())) return false;
+bool Communicator::OnlySendRecvDeferred(int64_t issuing) const {
+  if (wake_ || outstanding_ != static_cast<int64_t>(queue_.size()) + issuing) return false;
   return std::all_of(queue_.begin(), queue_.end(),
                      [](const Task& task) { return IsPointToPoint(task.collective); });
 }

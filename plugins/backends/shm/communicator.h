@@ -85,9 +85,16 @@ class Communicator {
   int64_t TimeoutMs(const dist_op_args_t& args) const;
   // Name and deadline (from now) of an operation about to run.
   OpContext ContextFor(const char* what, const dist_op_args_t& args) const;
-  // Whether everything in flight is send/recv still queued for a caller's
-  // wait (DriveSendRecv).
-  bool OnlySendRecvDeferred() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether everything in flight (but the `issuing` operations, counted
+  // already and not queued yet) is send/recv still queued for a caller's
+  // wait (TryRunInline).
+  bool OnlySendRecvDeferred(int64_t issuing) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether Issue posts this operation on the issuing thread (a send with
+  // nothing queued, while no thread moves send/recv).
+  bool PostHere(dist_collective_t collective) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues an issued operation (counted in outstanding_ already) for the
+  // worker, or for its caller's wait (deferred: README.md, "Asynchrony").
+  void Enqueue(Task task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A caller waits for `work`, a send or recv in the queue: takes every
   // queued operation, if all are send/recv and the worker is not at work,
   // for the caller to post and move on its own thread (TryRunInline) until
