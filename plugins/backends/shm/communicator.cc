@@ -126,24 +126,27 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t coll
     DIST_RETURN_IF_ERROR(Refusal(what));
     last_issue_ = absl::Now();
     ++outstanding_;
-    if (!PostHere(collective)) {
+    if (!PostHere(collective, args)) {
       Enqueue(Task{collective, args, work});
       return work;
     }
     inline_running_ = true;
   }
-  // A send with nothing queued before it, while nobody moves send/recv:
-  // posted here, so that its bytes are in the ring at once (a send that
-  // fits is done now) even if its caller computes before waiting for it.
-  // The worker moves what does not fit (EndInlineRun).
+  // A send with nothing queued before it, while nobody moves send/recv,
+  // that fits in the ring: posted and done here, even if its caller
+  // computes for a while before waiting for it.
   Execute(Task{collective, args, work});
   EndInlineRun(/*completed=*/0);  // Finish counted it
   return work;
 }
 
-bool Communicator::PostHere(dist_collective_t collective) const {
+bool Communicator::PostHere(dist_collective_t collective, const dist_op_args_t& args) const {
+  // Only a send that is done as it is posted: one that left bytes behind
+  // would need the worker, whose moves (a futex wake per ring-full) are far
+  // slower than a waiting caller's.
   return inline_wait_ && collective == DIST_COLL_SEND && queue_.empty() && !worker_busy_ &&
-         !inline_running_ && !stopping_;
+         !inline_running_ && !stopping_ &&
+         p2p_.SendFitsNow(args.peer, args.send.count * dist_dtype_size(args.send.dtype));
 }
 
 void Communicator::Enqueue(Task task) {

@@ -89,9 +89,11 @@ class Communicator {
   // already and not queued yet) is send/recv still queued for a caller's
   // wait (TryRunInline).
   bool OnlySendRecvDeferred(int64_t issuing) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether Issue posts this operation on the issuing thread (a send with
-  // nothing queued, while no thread moves send/recv).
-  bool PostHere(dist_collective_t collective) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether Issue posts this operation on the issuing thread: a send with
+  // nothing queued, while no thread moves send/recv, that fits in its ring
+  // now (so it is done when posted).
+  bool PostHere(dist_collective_t collective, const dist_op_args_t& args) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues an issued operation (counted in outstanding_ already) for the
   // worker, or for its caller's wait (deferred: README.md, "Asynchrony").
   void Enqueue(Task task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -33,6 +33,14 @@ absl::Status PointToPoint::SizeMismatch(int peer, int64_t tag, uint64_t expected
                    " bytes; send and recv must use the same count and dtype"));
 }
 
+bool PointToPoint::SendFitsNow(int peer, uint64_t bytes) const {
+  if (!peers_[peer].sends.empty()) return false;  // it would wait behind them
+  RingControl& ring = segment_->ring(rank_, peer);
+  const uint64_t used =
+      ring.head.load(std::memory_order_relaxed) - ring.tail.load(std::memory_order_acquire);
+  return kHeaderBytes + Padded(bytes) <= segment_->ring_bytes() - used;
+}
+
 void PointToPoint::PostSend(int peer, int64_t tag, const void* data, uint64_t bytes,
                             const OpContext& context, Done done) {
   ++pending_;

@@ -38,6 +38,9 @@ class PointToPoint {
   void PostRecv(int peer, int64_t tag, void* data, uint64_t bytes, const OpContext& context,
                 Done done);
 
+  // Whether a send of `bytes` to `peer` posted now would be done at once:
+  // no send to that peer waits, and the ring has room for all of it.
+  bool SendFitsNow(int peer, uint64_t bytes) const;
   // Moves every byte the rings allow, completes what is finished, fails
   // what timed out or whose peer failed. Returns true if anything moved.
   bool Progress();
