@@ -200,7 +200,7 @@ bool Communicator::MayRunInline(dist_collective_t collective, const dist_op_args
                                 absl::Duration wait_timeout, int64_t in_flight) const {
   // Only the one operation in flight, on an idle worker, for a caller
   // willing to wait as long as it may take: then it runs here, in order.
-  // send/recv run here only through DriveSendRecv.
+  // send/recv run here only through TakeSendRecv.
   return inline_wait_ && !IsPointToPoint(collective) && outstanding_ == in_flight &&
          !worker_busy_ && !inline_running_ && !stopping_ &&
          wait_timeout >= absl::Milliseconds(TimeoutMs(args));
@@ -323,20 +323,12 @@ bool Communicator::TryRunInline(const void* work, absl::Duration wait_timeout) {
   {
     absl::MutexLock lock(&mu_);
     if (!queue_.empty() && IsPointToPoint(queue_.front().collective)) {
-      if (!TakeSendRecv(work, wait_timeout, &send_recv, &mine)) {
-        wake_ = true;
-        worker_cv_.Signal();
-        waiter_.NotifySelf();
-        return false;
-      }
+      if (!TakeSendRecv(work, wait_timeout, &send_recv, &mine)) return HandToWorker();
     } else {
       if (queue_.empty() || queue_.front().work.get() != work) return false;
       const Task& front = queue_.front();
       if (!MayRunInline(front.collective, front.args, wait_timeout, /*in_flight=*/1)) {
-        wake_ = true;
-        worker_cv_.Signal();
-        waiter_.NotifySelf();
-        return false;
+        return HandToWorker();
       }
       task = std::move(queue_.front());
       queue_.pop_front();
@@ -361,6 +353,13 @@ bool Communicator::TryRunInline(const void* work, absl::Duration wait_timeout) {
   }
   EndInlineRun(/*completed=*/0);  // Finish counted it
   return true;
+}
+
+bool Communicator::HandToWorker() {
+  wake_ = true;
+  worker_cv_.Signal();
+  waiter_.NotifySelf();  // it may sleep on its bell with send/recv pending
+  return false;
 }
 
 bool Communicator::TakeSendRecv(const void* work, absl::Duration wait_timeout,

@@ -97,6 +97,9 @@ class Communicator {
   // Queues an issued operation (counted in outstanding_ already) for the
   // worker, or for its caller's wait (deferred: README.md, "Asynchrony").
   void Enqueue(Task task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes the worker take what is queued now (a caller will not run it);
+  // returns false, for TryRunInline to return.
+  bool HandToWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A caller waits for `work`, a send or recv in the queue: takes every
   // queued operation, if all are send/recv and the worker is not at work,
   // for the caller to post and move on its own thread (TryRunInline) until

@@ -38,7 +38,10 @@ bool PointToPoint::SendFitsNow(int peer, uint64_t bytes) const {
   RingControl& ring = segment_->ring(rank_, peer);
   const uint64_t used =
       ring.head.load(std::memory_order_relaxed) - ring.tail.load(std::memory_order_acquire);
-  return kHeaderBytes + Padded(bytes) <= segment_->ring_bytes() - used;
+  if (used > segment_->ring_bytes()) return false;  // a tail past the head: not ours to judge
+  const uint64_t room = segment_->ring_bytes() - used;
+  // bytes < room first: Padded cannot overflow then.
+  return bytes < room && kHeaderBytes + Padded(bytes) <= room;
 }
 
 void PointToPoint::PostSend(int peer, int64_t tag, const void* data, uint64_t bytes,
