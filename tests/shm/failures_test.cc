@@ -376,6 +376,41 @@ TEST(ShmFailures, MismatchedCollectivesFailOnEveryRankAndTheCommunicatorRecovers
   ExpectAllOk(results);
 }
 
+TEST(ShmFailures, AMismatchARootThatOnlyWroteNeverSawFailsItsNextCallAndItsPeers) {
+  const std::string store = TempDir("rooted_mismatch") + "/store";
+  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, 2);
+    dist_backend_comm_t* comm = nullptr;
+    CommOptions options;
+    options.timeout_ms = 5000;
+    RANK_OK(rank, CreateComm(s, rank, 2, options, &comm));
+    const dist_backend_plugin_t* p = Plugin();
+    std::vector<int32_t> data(16, rank + 1);
+    dist_op_args_t a = Args();
+    a.send = Buffer(data.data(), 16, DIST_INT32);
+    a.recv = a.send;
+    a.op = DIST_SUM;
+    if (rank == 0) {
+      // The root of a one-unit broadcast writes and returns: it cannot
+      // know yet that rank 1 called all_reduce.
+      RANK_OK(rank, RunOp(p->broadcast, comm, a));
+      RANK_CHECK(rank, Is(rank, RunOp(p->all_reduce, comm, a), DIST_FAILED_PRECONDITION,
+                          "rank 0 called broadcast(count=16, int32, root=0) but rank 1 called "
+                          "all_reduce(count=16, int32, op=sum)"));
+    } else {
+      RANK_CHECK(rank,
+                 Is(rank, RunOp(p->all_reduce, comm, a), DIST_INVALID_ARGUMENT, "ranks disagree"));
+      // Rank 0 went on as if the broadcast had matched: its failure ends
+      // this rank's next call instead of a hang or a silent mix-up.
+      RANK_CHECK(rank, Is(rank, RunOp(p->all_reduce, comm, a), DIST_UNAVAILABLE, "rank 0 failed"));
+    }
+    p->comm_destroy(comm);
+    s->release(s->ctx);
+    return 0;
+  });
+  ExpectAllOk(results);
+}
+
 TEST(ShmFailures, BadArgumentsAndCudaBuffersAreRefusedAtIssue) {
   const std::string store = TempDir("args") + "/store";
   auto results = RunRanks(1, absl::Seconds(30), [&](int rank) {

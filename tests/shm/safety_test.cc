@@ -71,8 +71,8 @@ TEST(ShmSafety, ACorruptSegmentHeaderIsRefused) {
       const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
       RANK_CHECK(rank, fd >= 0);
       RANK_CHECK(rank, ftruncate(fd, kSize) == 0);
-      // magic "distshm1", layout version 4 (plugins/backends/shm/layout.h)
-      RawHeader header{0x316d687374736964ull, 4, 2, uint64_t{1} << 62, 4096, kSize};
+      // magic "distshm1", layout version 5 (plugins/backends/shm/layout.h)
+      RawHeader header{0x316d687374736964ull, 5, 2, uint64_t{1} << 62, 4096, kSize};
       RANK_CHECK(rank, pwrite(fd, &header, sizeof(header), 0) == sizeof(header));
       close(fd);
       RANK_CHECK(rank, view.Set("shm/segment", name).ok());

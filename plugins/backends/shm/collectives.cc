@@ -69,63 +69,107 @@ void Segmentation(uint64_t count, int world, size_t element, int q, uint64_t* be
 void Collectives::Begin(dist_collective_t collective, const dist_op_args_t& a, dist_dtype_t dtype,
                         uint64_t count) {
   OpSignature s{};
-  s.collective = collective;
-  s.dtype = dtype;
+  s.collective = static_cast<uint8_t>(collective);
+  s.dtype = static_cast<uint8_t>(dtype);
   s.count = count;
   s.root = dist::IsRooted(collective) ? a.root : -1;
-  s.op = dist::IsReducing(collective) ? a.op : 0;
-  segment_->rank(rank_).signature[collectives_ & 1u] = s;
+  s.op = static_cast<uint8_t>(dist::IsReducing(collective) ? a.op : 0);
+  segment_->rank(rank_).signature[collectives_ % kSignatures] = s;
   ++collectives_;
   check_signature_ = true;
 }
 
-absl::Status Collectives::CompareSignatures() const {
-  const unsigned parity = (collectives_ - 1) & 1u;
-  const OpSignature& mine = segment_->rank(rank_).signature[parity];
+absl::Status Collectives::CompareSignatures(uint64_t collective, int only) const {
+  const size_t at = collective % kSignatures;
+  auto signature = [&](int q) -> const OpSignature& { return segment_->rank(q).signature[at]; };
   for (int q = 0; q < world_; ++q) {
-    const OpSignature& theirs = segment_->rank(q).signature[parity];
-    if (std::memcmp(&mine, &theirs, sizeof(OpSignature)) != 0) {
-      const OpSignature& first = segment_->rank(0).signature[parity];
-      int other = q;
-      if (q == 0) other = rank_;
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shm: ranks disagree on the collective: rank 0 called ", Describe(first), " but rank ",
-          other, " called ", Describe(segment_->rank(other).signature[parity]),
-          "; every rank must issue the same collectives in the same order with the "
-          "same counts, dtypes, ops and roots"));
+    if (only >= 0 && q != only) continue;
+    if (std::memcmp(&signature(rank_), &signature(q), sizeof(OpSignature)) == 0) continue;
+    // Named against rank 0 when all were compared, else against this rank.
+    int one = 0;
+    int other = q == 0 ? rank_ : q;
+    if (only >= 0) {
+      one = rank_;
+      other = q;
     }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shm: ranks disagree on the collective: rank ", one, " called ", Describe(signature(one)),
+        " but rank ", other, " called ", Describe(signature(other)),
+        "; every rank must issue the same collectives in the same order with the "
+        "same counts, dtypes, ops and roots"));
   }
   return absl::OkStatus();
 }
 
-absl::Status Collectives::Step(const OpContext& c) {
+uint64_t Collectives::Arrive() {
   const uint64_t seq = ++sequence_;
   segment_->rank(rank_).arrived.store(seq, std::memory_order_release);
-  int first = 0;  // ranks before it are known to have arrived
+  return seq;
+}
+
+absl::Status Collectives::Await(uint64_t seq, int only, const OpContext& c) {
+  if (all_arrived_ >= seq) return absl::OkStatus();
+  const int begin = only < 0 ? 0 : only;
+  const int end = only < 0 ? world_ : only + 1;
+  int first = begin;  // ranks before it are known to have arrived
   auto ready = [&]() {
-    while (first < world_ && segment_->rank(first).arrived.load(std::memory_order_acquire) >= seq) {
+    while (first < end && segment_->rank(first).arrived.load(std::memory_order_acquire) >= seq) {
       ++first;
     }
-    return first == world_;
+    return first == end;
   };
   auto pending = [&](std::vector<int>* out) {
-    for (int q = 0; q < world_; ++q) {
+    for (int q = begin; q < end; ++q) {
       if (segment_->rank(q).arrived.load(std::memory_order_acquire) < seq) out->push_back(q);
     }
   };
   absl::Status status = waiter_->Wait(ready, pending, c);
+  if (status.ok() && only < 0) all_arrived_ = seq;
+  return status;
+}
+
+absl::Status Collectives::StepFrom(int from, const OpContext& c) {
+  absl::Status status = Await(Arrive(), from, c);
   // Wake the peers that sleep waiting for this rank only now. A peer that
-  // waits for this rank has arrived itself, so this wait did not need it
-  // awake; and NotifyOthers' fence, which waits for this rank's stores to
-  // reach the peers, costs nothing now instead of a cross-core round trip
-  // before the wait. (A notice lost on a failed wait costs a sleeper at
-  // most one slice: Waiter::Wait sleeps in slices.)
+  // waits for this rank has arrived itself (at this unit, or past it for a
+  // writer's AwaitWritable), so this wait, which at most waits for it too,
+  // did not need it awake; and NotifyOthers' fence, which waits for this
+  // rank's stores to reach the peers, costs nothing now instead of a
+  // cross-core round trip before the wait. (A notice lost on a failed wait
+  // costs a sleeper at most one slice: Waiter::Wait sleeps in slices.)
   waiter_->NotifyOthers();
   if (status.ok() && check_signature_) {
     check_signature_ = false;
-    status = CompareSignatures();
+    status = CompareSignatures(collectives_ - 1, from);
   }
   return status;
+}
+
+void Collectives::PublishUnit() {
+  Arrive();
+  EndWithoutWaiting();
+}
+
+void Collectives::EndWithoutWaiting() {
+  // Now: nothing later in this operation would wake the readers.
+  waiter_->NotifyOthers();
+  check_signature_ = false;
+  published_ = true;
+}
+
+absl::Status Collectives::CheckPublished(const OpContext& c) {
+  if (!published_) return absl::OkStatus();
+  published_ = false;
+  DIST_RETURN_IF_ERROR(AwaitAll(sequence_, c));
+  const absl::Status status = CompareSignatures(collectives_ - 1, -1);
+  if (status.ok()) return status;
+  // Not InvalidArgument: the peers failed that collective, this rank went
+  // on, so the communicator cannot recover (Communicator::NoteFailure).
+  return absl::FailedPreconditionError(absl::StrCat(
+      status.message(),
+      ". Found at the next operation: this rank had returned from that collective without "
+      "waiting for its peers (it only wrote), so it is out of step with them; destroy this "
+      "communicator and create a new one"));
 }
 
 absl::Status Collectives::EmptyStep(const OpContext& c) {
@@ -170,6 +214,7 @@ void Collectives::ReduceRows(uint64_t len, dist_dtype_t dtype, dist_reduce_op_t 
 
 absl::Status Collectives::Run(dist_collective_t collective, const dist_op_args_t& a,
                               const OpContext& c) {
+  DIST_RETURN_IF_ERROR(CheckPublished(c));
   switch (collective) {
     case DIST_COLL_ALL_REDUCE:
       return AllReduce(a, -1, c);
@@ -204,6 +249,7 @@ absl::Status Collectives::AllReduce(const dist_op_args_t& a, int reader, const O
   const bool reads = reader < 0 || reader == rank_;
   Begin(reader < 0 ? DIST_COLL_ALL_REDUCE : DIST_COLL_REDUCE, a, dtype, n);
   if (n == 0) return EmptyStep(c);
+  DIST_RETURN_IF_ERROR(AwaitWritable(c));
   const char* send = Bytes(a.send.data);
   char* recv = reads ? Bytes(a.recv.data) : nullptr;
   const uint64_t bytes = n * element;
@@ -212,8 +258,12 @@ absl::Status Collectives::AllReduce(const dist_op_args_t& a, int reader, const O
   if (bytes <= kSmallReduceBytes && bytes <= segment_->slot_bytes()) {
     const int b = NextBuffer();
     std::memcpy(segment_->slot(b, rank_), send, bytes);
+    if (!reads) {  // reduce: one-sided (collectives.h)
+      PublishUnit();
+      return absl::OkStatus();
+    }
     DIST_RETURN_IF_ERROR(Step(c));
-    if (reads) ReduceSlots(b, 0, n, dtype, a.op, recv);
+    ReduceSlots(b, 0, n, dtype, a.op, recv);
     return absl::OkStatus();
   }
 
@@ -252,9 +302,9 @@ absl::Status Collectives::FlaggedAllReduce(const dist_op_args_t& a, bool reads,
   const uint64_t bytes = n * dist_dtype_size(dtype);
   const int lines = FlaggedLinesFor(bytes);
   const int b = NextBuffer();
-  const uint64_t seq = ++sequence_;
+  const uint64_t seq = sequence_ + 1;  // Arrive's, below
   RankControl& own = segment_->rank(rank_);
-  const OpSignature& mine = own.signature[(collectives_ - 1) & 1u];
+  const OpSignature& mine = own.signature[(collectives_ - 1) % kSignatures];
   // Every line's bytes, then its number: a reader that sees the number has
   // the bytes (release/acquire on the same line).
   FlaggedLine* out = own.flagged[b];
@@ -266,7 +316,11 @@ absl::Status Collectives::FlaggedAllReduce(const dist_op_args_t& a, bool reads,
   for (int k = 0; k < lines; ++k) out[k].seq.store(seq, std::memory_order_release);
   // A rank on another path (it issued another collective: a mismatch)
   // waits for `arrived`, and failure reports name ranks by it.
-  own.arrived.store(seq, std::memory_order_release);
+  Arrive();
+  if (!reads) {  // reduce: one-sided (collectives.h)
+    EndWithoutWaiting();
+    return absl::OkStatus();
+  }
   check_signature_ = false;  // compared below, from the lines
 
   int first = 0;  // ranks before it are known to be ready
@@ -301,7 +355,8 @@ absl::Status Collectives::FlaggedAllReduce(const dist_op_args_t& a, bool reads,
   waiter_->NotifyOthers();  // after the wait, as in Step
   DIST_RETURN_IF_ERROR(waited);
   DIST_RETURN_IF_ERROR(CheckFlagged(b, seq, lines));
-  if (!reads) return absl::OkStatus();
+  // Every rank wrote this unit, so had read the one before.
+  all_arrived_ = seq;
   // Line 0 alone holds a message of up to 32 bytes contiguously; longer
   // ones are gathered. Own data from own lines: with send == recv (in
   // place) the send buffer is overwritten while others are still reduced.
@@ -325,14 +380,14 @@ absl::Status Collectives::FlaggedAllReduce(const dist_op_args_t& a, bool reads,
 }
 
 absl::Status Collectives::CheckFlagged(int buffer, uint64_t seq, int lines) const {
-  const OpSignature& mine = segment_->rank(rank_).signature[(collectives_ - 1) & 1u];
+  const OpSignature& mine = segment_->rank(rank_).signature[(collectives_ - 1) % kSignatures];
   for (int q = 0; q < world_; ++q) {
     const FlaggedLine* theirs = segment_->rank(q).flagged[buffer];
     if (AllAt(theirs, lines, seq) && std::memcmp(theirs[0].bytes, &mine, sizeof(mine)) == 0) {
       continue;
     }
     // Every rank published its signature before arriving.
-    DIST_RETURN_IF_ERROR(CompareSignatures());
+    DIST_RETURN_IF_ERROR(CompareSignatures(collectives_ - 1, -1));
     return absl::InternalError(absl::StrCat("shm: rank ", q, " reached unit ", seq,
                                             " of the same collective without its data"));
   }
@@ -345,11 +400,23 @@ absl::Status Collectives::Broadcast(const dist_op_args_t& a, const OpContext& c)
   Begin(DIST_COLL_BROADCAST, a, a.recv.dtype, n);
   if (n == 0) return EmptyStep(c);
   const bool root = a.root == rank_;
+  if (root) DIST_RETURN_IF_ERROR(AwaitWritable(c));
   char* recv = Bytes(a.recv.data);
   const char* source = root && a.send.data != nullptr ? Bytes(a.send.data) : recv;
   if (root && source != recv) std::memcpy(recv, source, n * element);
   // One writer: the root streams through the whole half (all slots).
   const uint64_t chunk = segment_->slot_bytes() * world_ / element;
+  if (n <= chunk) {  // one unit: one-sided (collectives.h)
+    const int b = NextBuffer();
+    if (root) {
+      std::memcpy(segment_->slot(b, 0), source, n * element);
+      PublishUnit();
+      return absl::OkStatus();
+    }
+    DIST_RETURN_IF_ERROR(StepFrom(a.root, c));
+    std::memcpy(recv, segment_->slot(b, 0), n * element);
+    return absl::OkStatus();
+  }
   for (uint64_t off = 0; off < n; off += chunk) {
     const uint64_t count = std::min(chunk, n - off);
     const int b = NextBuffer();
@@ -366,6 +433,7 @@ absl::Status Collectives::AllGather(const dist_op_args_t& a, int reader, const O
   const size_t element = dist_dtype_size(a.send.dtype);
   Begin(reader < 0 ? DIST_COLL_ALL_GATHER : DIST_COLL_GATHER, a, a.send.dtype, n);
   if (n == 0) return EmptyStep(c);
+  DIST_RETURN_IF_ERROR(AwaitWritable(c));
   const bool reads = reader < 0 || reader == rank_;
   const char* send = Bytes(a.send.data);
   char* recv = reads ? Bytes(a.recv.data) : nullptr;
@@ -374,6 +442,10 @@ absl::Status Collectives::AllGather(const dist_op_args_t& a, int reader, const O
     const uint64_t count = std::min(chunk, n - off);
     const int b = NextBuffer();
     std::memcpy(segment_->slot(b, rank_), send + off * element, count * element);
+    if (!reads && n <= chunk) {  // gather of one unit: one-sided (collectives.h)
+      PublishUnit();
+      return absl::OkStatus();
+    }
     DIST_RETURN_IF_ERROR(Step(c));
     if (!reads) continue;
     // Own block too, from the slot: with send inside recv (in place) the
@@ -391,18 +463,28 @@ absl::Status Collectives::Scatter(const dist_op_args_t& a, const OpContext& c) {
   Begin(DIST_COLL_SCATTER, a, a.recv.dtype, n);
   if (n == 0) return EmptyStep(c);
   const bool root = a.root == rank_;
+  if (root) DIST_RETURN_IF_ERROR(AwaitWritable(c));
   const char* send = root ? Bytes(a.send.data) : nullptr;
   char* recv = Bytes(a.recv.data);
   const uint64_t chunk = segment_->slot_bytes() / element;
+  // One unit: one-sided (collectives.h); the root copies its own block
+  // straight across.
+  const bool one_sided = n <= chunk;
   for (uint64_t off = 0; off < n; off += chunk) {
     const uint64_t count = std::min(chunk, n - off);
     const int b = NextBuffer();
     if (root) {
       for (int q = 0; q < world_; ++q) {
+        if (one_sided && q == rank_) continue;
         std::memcpy(segment_->slot(b, q), send + (q * n + off) * element, count * element);
       }
+      if (one_sided) {
+        std::memmove(recv, send + rank_ * n * element, n * element);
+        PublishUnit();
+        return absl::OkStatus();
+      }
     }
-    DIST_RETURN_IF_ERROR(Step(c));
+    DIST_RETURN_IF_ERROR(one_sided ? StepFrom(a.root, c) : Step(c));
     std::memcpy(recv + off * element, segment_->slot(b, rank_), count * element);
   }
   return absl::OkStatus();
@@ -414,6 +496,7 @@ absl::Status Collectives::ReduceScatter(const dist_op_args_t& a, const OpContext
   const size_t element = dist_dtype_size(dtype);
   Begin(DIST_COLL_REDUCE_SCATTER, a, dtype, n);
   if (n == 0) return EmptyStep(c);
+  DIST_RETURN_IF_ERROR(AwaitWritable(c));
   const char* send = Bytes(a.send.data);
   char* recv = Bytes(a.recv.data);
   // Each slot holds this chunk of every block: [block 0 | block 1 | ...].
@@ -436,6 +519,7 @@ absl::Status Collectives::AllToAll(const dist_op_args_t& a, const OpContext& c) 
   const size_t element = dist_dtype_size(a.send.dtype);
   Begin(DIST_COLL_ALL_TO_ALL, a, a.send.dtype, n);
   if (n == 0) return EmptyStep(c);
+  DIST_RETURN_IF_ERROR(AwaitWritable(c));
   const char* send = Bytes(a.send.data);
   char* recv = Bytes(a.recv.data);
   const uint64_t chunk = segment_->slot_bytes() / (element * world_);

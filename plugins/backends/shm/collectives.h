@@ -9,10 +9,24 @@
 // before finishing its reads of half b. Large messages stream through in
 // slot-sized chunks, so the segment never needs to be as large as a message.
 //
-// All-reduce and reduce of up to 32 bytes skip the slots: each rank writes
+// All-reduce and reduce of up to 40 bytes skip the slots: each rank writes
 // its data into a flagged cache line (layout.h), so a peer's one transfer of
 // the line brings the data with the news that it is there, and the unit's
 // barrier is the arrival of every rank's line.
+//
+// The rooted operations of one unit (broadcast, scatter, gather and reduce
+// of a message that fits the slots once) are one-sided, as Open MPI's eager
+// sends: a rank that only writes (the root of broadcast and scatter, the
+// others in gather and reduce) publishes its data and returns, and the
+// ranks that read wait only for the ranks they read. What keeps a writer
+// from overwriting data still read is the rule every writer follows: before
+// writing a unit, wait until every rank reached the previous unit, so
+// finished reading the unit before it, which used the same half. In a loop
+// the writer thus runs up to one operation ahead of its readers instead of
+// meeting all of them at every call. A writer that returned early compares
+// its peers' signatures at its next operation (kSignatures in layout.h);
+// a mismatch found then fails that operation and the communicator, since
+// this rank went on as if the earlier one had matched.
 #ifndef DIST_PLUGINS_BACKENDS_SHM_COLLECTIVES_H_
 #define DIST_PLUGINS_BACKENDS_SHM_COLLECTIVES_H_
 
@@ -57,11 +71,32 @@ class Collectives {
   // Announces the operation; the next Step compares it across ranks.
   void Begin(dist_collective_t collective, const dist_op_args_t& a, dist_dtype_t dtype,
              uint64_t count);
-  // One barrier across all ranks.
-  absl::Status Step(const OpContext& c);
+  // Publishes this rank's arrival at the next unit; returns its number.
+  uint64_t Arrive();
+  // Waits until every rank arrived at unit `seq`.
+  absl::Status AwaitAll(uint64_t seq, const OpContext& c) { return Await(seq, -1, c); }
+  // Waits until rank `only` (every rank if negative) arrived at unit `seq`.
+  absl::Status Await(uint64_t seq, int only, const OpContext& c);
+  // Waits until every rank arrived at the last unit this rank arrived at:
+  // call before writing a unit's data (the one-sided rule above).
+  absl::Status AwaitWritable(const OpContext& c) { return AwaitAll(sequence_, c); }
+  // One barrier across all ranks: arrive, wait for every rank, compare.
+  absl::Status Step(const OpContext& c) { return StepFrom(-1, c); }
+  // Arrive, then wait for `from` alone (every rank if negative) and compare
+  // this collective's signature with the ranks waited for.
+  absl::Status StepFrom(int from, const OpContext& c);
+  // A writer's whole step in a one-sided unit: arrive, wake the readers,
+  // and leave this collective's signatures to the next operation.
+  void PublishUnit();
+  // The end of a writer's one-sided unit after it arrived.
+  void EndWithoutWaiting();
+  // At the start of an operation: the signatures a PublishUnit left.
+  absl::Status CheckPublished(const OpContext& c);
   // The first (and only) barrier of an operation without data.
   absl::Status EmptyStep(const OpContext& c);
-  absl::Status CompareSignatures() const;
+  // OK when rank `only` (every rank if negative) issued collective number
+  // `collective` as this rank did.
+  absl::Status CompareSignatures(uint64_t collective, int only) const;
   int NextBuffer() { return static_cast<int>(units_++ & 1u); }
 
   // dest[0..len) = reduction over every rank q (in rank order, so all ranks
@@ -75,10 +110,12 @@ class Collectives {
   Waiter* waiter_;
   int rank_;
   int world_;
-  uint64_t sequence_ = 0;     // barriers passed
+  uint64_t sequence_ = 0;     // units arrived at
+  uint64_t all_arrived_ = 0;  // units every rank is known to have arrived at
   uint64_t units_ = 0;        // staging units used (double-buffer parity)
-  uint64_t collectives_ = 0;  // collectives begun (signature parity)
+  uint64_t collectives_ = 0;  // collectives begun (signature index)
   bool check_signature_ = false;
+  bool published_ = false;  // the last collective ended in PublishUnit, unchecked
   std::vector<char> scratch_;
   std::vector<const char*> rows_;  // one per rank: ReduceRows' inputs
 };

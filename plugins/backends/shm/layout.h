@@ -13,8 +13,8 @@ namespace dist_shm {
 
 inline constexpr uint64_t kMagic = 0x316d687374736964ull;  // "distshm1"
 // 2: arrived and signatures on one line; 3: flagged lines for small reductions;
-// 4: one flagged line, not five.
-inline constexpr uint32_t kLayoutVersion = 4;
+// 4: one flagged line, not five; 5: three signatures of 16 bytes.
+inline constexpr uint32_t kLayoutVersion = 5;
 inline constexpr size_t kReasonBytes = 240;
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -32,12 +32,21 @@ enum RankState : uint32_t {
 // One collective as issued on one rank; compared across ranks so that a
 // mismatch is an error instead of garbage or a hang.
 struct OpSignature {
-  uint32_t collective;
-  uint32_t dtype;
   uint64_t count;  // elements per rank block ("n" in backend_plugin.h)
   int32_t root;
-  uint32_t op;
+  uint8_t collective;  // dist_collective_t
+  uint8_t dtype;       // dist_dtype_t
+  uint8_t op;          // dist_reduce_op_t
+  uint8_t unused;      // zero
 };
+static_assert(sizeof(OpSignature) == 16);
+
+// Signatures a rank keeps, by collective count modulo this. A rank that
+// returns from a collective without waiting for its peers (the root of a
+// small broadcast: Collectives) compares their signatures at its next
+// operation; by then a peer can have begun at most the two collectives
+// after it, so three never overwrite the one compared.
+inline constexpr int kSignatures = 3;
 
 struct alignas(64) Header {
   uint64_t magic;
@@ -60,7 +69,7 @@ struct alignas(64) FlaggedLine {
 static_assert(sizeof(FlaggedLine) == 64);
 
 // Flagged lines per rank and buffer half. Line 0 holds the operation's
-// signature and the first 32 bytes of data; each further line 56 bytes.
+// signature and the first 40 bytes of data; each further line 56 bytes.
 // One: with more, a reader polls, checks and gathers several lines, and at
 // 2 ranks the slots' path (copy in, arrival counter, reduce) was level with
 // two lines at 64 B and faster with three to five (128-256 B: 0.28-0.30 us
@@ -69,7 +78,7 @@ inline constexpr int kFlaggedLines = 1;
 inline constexpr uint64_t kFlaggedLineBytes = sizeof(FlaggedLine::bytes);
 inline constexpr uint64_t kFlaggedHeadBytes = kFlaggedLineBytes - sizeof(OpSignature);
 inline constexpr uint64_t kFlaggedBytes =
-    kFlaggedHeadBytes + (kFlaggedLines - 1) * kFlaggedLineBytes;  // 32
+    kFlaggedHeadBytes + (kFlaggedLines - 1) * kFlaggedLineBytes;  // 40
 
 // Per-rank control block. Fields written by the owner and fields written by
 // others live on separate cache lines, and so do the owner's rarely written
@@ -86,14 +95,14 @@ struct alignas(64) RankControl {
   uint64_t start_time;  // /proc/<pid>/stat field 22: tells pid reuse apart
   // Written by the owner at every collective, on one cache line.
   alignas(64) std::atomic<uint64_t> arrived;  // last barrier sequence number reached
-  OpSignature signature[2];                   // by collective count parity
+  OpSignature signature[kSignatures];         // by collective count, modulo
   alignas(64) char reason[kReasonBytes];      // valid once state is kFailed/kAborted
   // Written by the owner: small reductions' data, by buffer half.
   FlaggedLine flagged[2][kFlaggedLines];
 };
-static_assert(offsetof(RankControl, signature) + 2 * sizeof(OpSignature) <=
+static_assert(offsetof(RankControl, signature) + sizeof(RankControl::signature) <=
                   offsetof(RankControl, arrived) + 64,
-              "arrived and both signatures share one cache line");
+              "arrived and the signatures share one cache line");
 
 // Single-producer single-consumer byte ring for one ordered pair of ranks.
 struct alignas(64) RingControl {

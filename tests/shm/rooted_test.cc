@@ -1,0 +1,155 @@
+// The shm backend's one-sided rooted operations (plugins/backends/shm/
+// collectives.h): a rank that only writes a unit (the root of a small
+// broadcast or scatter, the others in a small gather or reduce) returns
+// without waiting for its readers, and waits before its next write until
+// every rank reached the unit before. These tests run such operations back
+// to back, with values that change every call and roots that move, so a
+// writer that ran too far ahead would overwrite data a reader had not read
+// yet. (failures_test: a mismatch such a writer never saw.)
+#include <cstdint>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/shm/shm_suite.h"
+
+namespace dist_test {
+namespace {
+
+constexpr int kWorld = 4;
+
+// What rank `rank` contributes to call `call` at element `i`.
+int32_t Value(int call, int rank, uint64_t i) {
+  return static_cast<int32_t>(call * 1000003 + rank * 10007 + i);
+}
+
+// The smallest slots, 4 KiB: 1024 int32 per slot. The sizes below take one
+// unit (one-sided) or several (every unit a barrier) for each operation,
+// and the calls alternate between them.
+CommOptions SmallSlots() {
+  CommOptions options;
+  options.options = {{"shm.slot_bytes", "4096"}};
+  return options;
+}
+
+uint64_t CountFor(int call) {
+  static const uint64_t kCounts[] = {1, 7, 64, 1500, 9, 1000, 2, 5000};
+  return kCounts[call % 8];
+}
+
+void Broadcast(int rank, dist_backend_comm_t* comm, int call) {
+  const int root = call % kWorld;
+  const uint64_t n = CountFor(call);
+  std::vector<int32_t> buf(n, -1);
+  if (rank == root) {
+    for (uint64_t i = 0; i < n; ++i) buf[i] = Value(call, root, i);
+  }
+  dist_op_args_t a = Args();
+  a.send = rank == root ? Buffer(buf.data(), n, DIST_INT32) : Buffer(nullptr, 0, DIST_INT32);
+  a.recv = Buffer(buf.data(), n, DIST_INT32);
+  a.root = root;
+  RANK_OK(rank, RunOp(Plugin()->broadcast, comm, a));
+  for (uint64_t i = 0; i < n; ++i) RANK_CHECK(rank, buf[i] == Value(call, root, i));
+}
+
+void Scatter(int rank, dist_backend_comm_t* comm, int call) {
+  const int root = (call + 1) % kWorld;
+  const uint64_t n = CountFor(call) / 2 + 1;
+  std::vector<int32_t> send(n * kWorld);
+  for (int q = 0; q < kWorld; ++q) {
+    for (uint64_t i = 0; i < n; ++i) send[q * n + i] = Value(call, q, i);
+  }
+  std::vector<int32_t> recv(n, -1);
+  dist_op_args_t a = Args();
+  a.send =
+      rank == root ? Buffer(send.data(), n * kWorld, DIST_INT32) : Buffer(nullptr, 0, DIST_INT32);
+  a.recv = Buffer(recv.data(), n, DIST_INT32);
+  a.root = root;
+  RANK_OK(rank, RunOp(Plugin()->scatter, comm, a));
+  for (uint64_t i = 0; i < n; ++i) RANK_CHECK(rank, recv[i] == Value(call, rank, i));
+}
+
+void Gather(int rank, dist_backend_comm_t* comm, int call) {
+  const int root = (call + 2) % kWorld;
+  const uint64_t n = CountFor(call);
+  std::vector<int32_t> send(n);
+  for (uint64_t i = 0; i < n; ++i) send[i] = Value(call, rank, i);
+  std::vector<int32_t> recv(n * kWorld, -1);
+  dist_op_args_t a = Args();
+  a.send = Buffer(send.data(), n, DIST_INT32);
+  a.recv =
+      rank == root ? Buffer(recv.data(), n * kWorld, DIST_INT32) : Buffer(nullptr, 0, DIST_INT32);
+  a.root = root;
+  RANK_OK(rank, RunOp(Plugin()->gather, comm, a));
+  if (rank != root) return;
+  for (int q = 0; q < kWorld; ++q) {
+    for (uint64_t i = 0; i < n; ++i) RANK_CHECK(rank, recv[q * n + i] == Value(call, q, i));
+  }
+}
+
+void Reduce(int rank, dist_backend_comm_t* comm, int call) {
+  const int root = (call + 3) % kWorld;
+  const uint64_t n = CountFor(call);
+  std::vector<int32_t> send(n);
+  for (uint64_t i = 0; i < n; ++i) send[i] = Value(call, rank, i);
+  std::vector<int32_t> recv(n, -1);
+  dist_op_args_t a = Args();
+  a.send = Buffer(send.data(), n, DIST_INT32);
+  a.recv = rank == root ? Buffer(recv.data(), n, DIST_INT32) : Buffer(nullptr, 0, DIST_INT32);
+  a.op = DIST_SUM;
+  a.root = root;
+  RANK_OK(rank, RunOp(Plugin()->reduce, comm, a));
+  if (rank != root) return;
+  for (uint64_t i = 0; i < n; ++i) {
+    int32_t want = 0;
+    for (int q = 0; q < kWorld; ++q) want += Value(call, q, i);
+    RANK_CHECK(rank, recv[i] == want);
+  }
+}
+
+void AllReduce(int rank, dist_backend_comm_t* comm, int call) {
+  const uint64_t n = CountFor(call);
+  std::vector<int32_t> data(n);
+  for (uint64_t i = 0; i < n; ++i) data[i] = Value(call, rank, i);
+  dist_op_args_t a = Args();
+  a.send = Buffer(data.data(), n, DIST_INT32);
+  a.recv = a.send;
+  a.op = DIST_SUM;
+  RANK_OK(rank, RunOp(Plugin()->all_reduce, comm, a));
+  for (uint64_t i = 0; i < n; ++i) {
+    int32_t want = 0;
+    for (int q = 0; q < kWorld; ++q) want += Value(call, q, i);
+    RANK_CHECK(rank, data[i] == want);
+  }
+}
+
+TEST(ShmRooted, BackToBackRootedCallsNeverReadAnotherCallsData) {
+  const std::string store = TempDir("rooted") + "/store";
+  auto results = RunRanks(kWorld, absl::Seconds(120), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, kWorld);
+    dist_backend_comm_t* comm = nullptr;
+    RANK_OK(rank, CreateComm(s, rank, kWorld, SmallSlots(), &comm));
+    // Runs of one kind (a writer may run ahead through all of them), then
+    // the kinds in turn (a writer of one meets a reader of the next).
+    void (*const kinds[])(int, dist_backend_comm_t*, int) = {Broadcast, Scatter, Gather, Reduce,
+                                                             AllReduce};
+    int call = 0;
+    for (auto* run : kinds) {
+      for (int k = 0; k < 400; ++k) run(rank, comm, call++);
+    }
+    for (int k = 0; k < 2000; ++k) kinds[k % 5](rank, comm, call++);
+    // And in the order a slower rank would see them: a rank that slept
+    // lets the writers reach it while it reads.
+    for (int k = 0; k < 200; ++k) {
+      if (k % 50 == rank) absl::SleepFor(absl::Milliseconds(5));
+      kinds[k % 4](rank, comm, call++);
+    }
+    Plugin()->comm_destroy(comm);
+    s->release(s->ctx);
+    return 0;
+  });
+  ExpectAllOk(results);
+}
+
+}  // namespace
+}  // namespace dist_test
