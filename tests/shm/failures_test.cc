@@ -376,35 +376,70 @@ TEST(ShmFailures, MismatchedCollectivesFailOnEveryRankAndTheCommunicatorRecovers
   ExpectAllOk(results);
 }
 
-TEST(ShmFailures, AMismatchARootThatOnlyWroteNeverSawFailsItsNextCallAndItsPeers) {
+// A rank that only writes a small rooted operation returns without waiting
+// (plugins/backends/shm/collectives.h): when its peer called something
+// else, the peer finds out, and its failure reaches the writer at its next
+// call; nobody hangs, nobody reads another call's data.
+TEST(ShmFailures, AMismatchWithARankThatDidNotWaitFailsEveryRank) {
   const std::string store = TempDir("rooted_mismatch") + "/store";
   auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
     dist_store_t* s = OpenStore(store, rank, 2);
-    dist_backend_comm_t* comm = nullptr;
+    const dist_backend_plugin_t* p = Plugin();
     CommOptions options;
     options.timeout_ms = 5000;
-    RANK_OK(rank, CreateComm(s, rank, 2, options, &comm));
-    const dist_backend_plugin_t* p = Plugin();
-    std::vector<int32_t> data(16, rank + 1);
-    dist_op_args_t a = Args();
-    a.send = Buffer(data.data(), 16, DIST_INT32);
-    a.recv = a.send;
-    a.op = DIST_SUM;
-    if (rank == 0) {
-      // The root of a one-unit broadcast writes and returns: it cannot
-      // know yet that rank 1 called all_reduce.
-      RANK_OK(rank, RunOp(p->broadcast, comm, a));
-      RANK_CHECK(rank, Is(rank, RunOp(p->all_reduce, comm, a), DIST_FAILED_PRECONDITION,
-                          "rank 0 called broadcast(count=16, int32, root=0) but rank 1 called "
-                          "all_reduce(count=16, int32, op=sum)"));
-    } else {
-      RANK_CHECK(rank,
-                 Is(rank, RunOp(p->all_reduce, comm, a), DIST_INVALID_ARGUMENT, "ranks disagree"));
-      // Rank 0 went on as if the broadcast had matched: its failure ends
-      // this rank's next call instead of a hang or a silent mix-up.
-      RANK_CHECK(rank, Is(rank, RunOp(p->all_reduce, comm, a), DIST_UNAVAILABLE, "rank 0 failed"));
+    std::vector<int32_t> data(2000, rank + 1);
+    auto args = [&](uint64_t n) {
+      dist_op_args_t a = Args();
+      a.send = Buffer(data.data(), n, DIST_INT32);
+      a.recv = a.send;
+      a.op = DIST_SUM;
+      return a;
+    };
+    struct Case {
+      uint64_t root_count;   // rank 0: broadcast from 0
+      bool peer_broadcasts;  // rank 1: broadcast (else all_reduce)
+      uint64_t peer_count;
+      const char* peer_error;  // what rank 1 gets (FAILED_PRECONDITION)
+    };
+    const Case cases[] = {
+        // Eager cells, against a rank that waits at a barrier.
+        {16, false, 16,
+         "rank 0 called broadcast(count=16, int32, root=0) but rank 1 called "
+         "all_reduce(count=16, int32, op=sum)"},
+        // Eager cells, against a reader that expects fewer bytes.
+        {16, true, 8,
+         "rank 1 called broadcast(count=8, int32, root=0) but rank 0 called "
+         "broadcast(count=16, int32, root=0)"},
+        // One unit of slots (8000 bytes), against a rank that waits.
+        {2000, false, 2000,
+         "rank 0 called broadcast(count=2000, int32, root=0) but rank 1 called "
+         "all_reduce(count=2000, int32, op=sum)"},
+    };
+    for (const Case& c : cases) {
+      dist_backend_comm_t* comm = nullptr;
+      RANK_OK(rank, CreateComm(s, rank, 2, options, &comm));
+      if (rank == 0) {
+        RANK_OK(rank, RunOp(p->broadcast, comm, args(c.root_count)));
+        // Its next call fails: the peer's failure, or its own check of the
+        // call it did not wait for (slots), both naming the two calls.
+        dist_error_t* next = RunOp(p->all_reduce, comm, args(4));
+        RANK_CHECK(rank, next != nullptr);
+        const std::string message = dist_error_message(next);
+        dist_error_destroy(next);
+        if (!absl::StrContains(message, "ranks disagree on the collective") ||
+            !absl::StrContains(message, absl::StrCat("rank 0 called broadcast(count=", c.root_count,
+                                                     ", int32, root=0)"))) {
+          std::fprintf(stderr, "rank 0: got %s\n", message.c_str());
+          std::_Exit(1);
+        }
+      } else {
+        RANK_CHECK(rank, Is(rank,
+                            RunOp(c.peer_broadcasts ? p->broadcast : p->all_reduce, comm,
+                                  args(c.peer_count)),
+                            DIST_FAILED_PRECONDITION, c.peer_error));
+      }
+      p->comm_destroy(comm);
     }
-    p->comm_destroy(comm);
     s->release(s->ctx);
     return 0;
   });

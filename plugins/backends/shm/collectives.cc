@@ -17,6 +17,16 @@ constexpr uint64_t kSmallReduceBytes = 16 * 1024;
 
 char* Bytes(void* p) { return static_cast<char*>(p); }
 
+constexpr char kRule[] =
+    "every rank must issue the same collectives in the same order with the same counts, "
+    "dtypes, ops and roots";
+// After a mismatch with a rank that did not wait, it went on as if the
+// collective had matched: the communicator cannot recover, so the error is
+// not INVALID_ARGUMENT (Communicator::NoteFailure).
+constexpr char kOutOfStep[] =
+    ". That rank returned without waiting (a small rooted operation is one-sided), so this "
+    "communicator is out of step: destroy it and create a new one";
+
 std::string Describe(const OpSignature& s) {
   const auto collective = static_cast<dist_collective_t>(s.collective);
   std::string text = absl::StrCat(dist_collective_name(collective), "(count=", s.count, ", ",
@@ -79,11 +89,38 @@ void Collectives::Begin(dist_collective_t collective, const dist_op_args_t& a, d
   check_signature_ = true;
 }
 
-absl::Status Collectives::CompareSignatures(uint64_t collective, int only) const {
+bool Collectives::ReturnsWithoutWaiting(const OpSignature& s, int q) const {
+  const uint64_t bytes = s.count * dist_dtype_size(static_cast<dist_dtype_t>(s.dtype));
+  if (bytes == 0) return false;
+  const uint64_t slot = segment_->slot_bytes();
+  switch (s.collective) {
+    case DIST_COLL_BROADCAST:
+      return q == s.root && bytes <= slot * world_;
+    case DIST_COLL_SCATTER:
+      return q == s.root && bytes <= slot;
+    case DIST_COLL_GATHER:
+      return q != s.root && bytes <= slot;
+    case DIST_COLL_REDUCE:  // eager (kEagerBytes < kMinSlotBytes) or one slot
+      return q != s.root && bytes <= std::min(kSmallReduceBytes, slot);
+    default:
+      return false;
+  }
+}
+
+absl::Status Collectives::CompareSignatures(uint64_t collective, uint64_t unit, int only) const {
   const size_t at = collective % kSignatures;
   auto signature = [&](int q) -> const OpSignature& { return segment_->rank(q).signature[at]; };
   for (int q = 0; q < world_; ++q) {
     if (only >= 0 && q != only) continue;
+    // A peer that called the same collective is at most two units further
+    // (AwaitEagerWritable), so its signature is still kept; one further on
+    // did not wait at this unit: it called something else.
+    if (segment_->rank(q).arrived.load(std::memory_order_acquire) > unit + 2) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shm: ranks disagree on the collective: rank ", rank_, " called ",
+          Describe(signature(rank_)), " but rank ", q,
+          " went on past it (it called small rooted operations there); ", kRule, kOutOfStep));
+    }
     if (std::memcmp(&signature(rank_), &signature(q), sizeof(OpSignature)) == 0) continue;
     // Named against rank 0 when all were compared, else against this rank.
     int one = 0;
@@ -92,18 +129,21 @@ absl::Status Collectives::CompareSignatures(uint64_t collective, int only) const
       one = rank_;
       other = q;
     }
-    return absl::InvalidArgumentError(absl::StrCat(
+    const std::string message = absl::StrCat(
         "shm: ranks disagree on the collective: rank ", one, " called ", Describe(signature(one)),
-        " but rank ", other, " called ", Describe(signature(other)),
-        "; every rank must issue the same collectives in the same order with the "
-        "same counts, dtypes, ops and roots"));
+        " but rank ", other, " called ", Describe(signature(other)), "; ", kRule);
+    if (ReturnsWithoutWaiting(signature(q), q)) {
+      return absl::FailedPreconditionError(absl::StrCat(message, kOutOfStep));
+    }
+    return absl::InvalidArgumentError(message);
   }
   return absl::OkStatus();
 }
 
-uint64_t Collectives::Arrive() {
+uint64_t Collectives::Arrive(bool eager) {
   const uint64_t seq = ++sequence_;
   segment_->rank(rank_).arrived.store(seq, std::memory_order_release);
+  if (!eager) last_other_ = seq;
   return seq;
 }
 
@@ -140,7 +180,7 @@ absl::Status Collectives::StepFrom(int from, const OpContext& c) {
   waiter_->NotifyOthers();
   if (status.ok() && check_signature_) {
     check_signature_ = false;
-    status = CompareSignatures(collectives_ - 1, from);
+    status = CompareSignatures(collectives_ - 1, sequence_, from);
   }
   return status;
 }
@@ -161,7 +201,7 @@ absl::Status Collectives::CheckPublished(const OpContext& c) {
   if (!published_) return absl::OkStatus();
   published_ = false;
   DIST_RETURN_IF_ERROR(AwaitAll(sequence_, c));
-  const absl::Status status = CompareSignatures(collectives_ - 1, -1);
+  const absl::Status status = CompareSignatures(collectives_ - 1, sequence_, -1);
   if (status.ok()) return status;
   // Not InvalidArgument: the peers failed that collective, this rank went
   // on, so the communicator cannot recover (Communicator::NoteFailure).
@@ -170,6 +210,162 @@ absl::Status Collectives::CheckPublished(const OpContext& c) {
       ". Found at the next operation: this rank had returned from that collective without "
       "waiting for its peers (it only wrote), so it is out of step with them; destroy this "
       "communicator and create a new one"));
+}
+
+absl::Status Collectives::AwaitEagerWritable(const OpContext& c) {
+  const uint64_t unit = sequence_ + 1;
+  // The entry's last unit, unit - kEagerDepth, has been read by everyone
+  // once every rank reached the unit after it.
+  uint64_t need = unit > kEagerDepth ? unit - kEagerDepth + 1 : 0;
+  // And a peer compares this rank's signature of its last collective of
+  // another kind (a barrier) when it arrives there; it must still be in
+  // this rank's history (kSignatures), so from the second unit after that
+  // one on, wait until everyone went past it. In a loop of broadcasts this
+  // holds already, so the root runs up to kEagerDepth - 1 calls ahead.
+  need = std::max(need, last_other_ + 1);
+  // The usual rule (AwaitWritable) is the most ever needed.
+  return AwaitAll(std::min(need, unit - 1), c);
+}
+
+void Collectives::WriteCell(EagerCell& cell, uint64_t unit, const void* data, uint64_t bytes) {
+  std::memcpy(cell.data, data, bytes);
+  cell.signature = segment_->rank(rank_).signature[(collectives_ - 1) % kSignatures];
+  cell.seq.store(unit, std::memory_order_release);
+}
+
+void Collectives::EndEagerWrite() {
+  Arrive(/*eager=*/true);
+  check_signature_ = false;  // the readers compare, with the cells
+  // Now: nothing later in this operation would wake the readers.
+  waiter_->NotifyOthers();
+}
+
+absl::Status Collectives::AwaitCells(uint64_t unit, CellOf cell_of, int only, const OpContext& c) {
+  Arrive(/*eager=*/true);
+  check_signature_ = false;  // compared below, from the cells
+  const int begin = only < 0 ? 0 : only;
+  const int end = only < 0 ? world_ : only + 1;
+  int first = begin;  // writers before it are known to be done
+  uint32_t polls = 0;
+  auto ready = [&]() {
+    for (; first < end; ++first) {
+      if (first == rank_ || cell_of(first).seq.load(std::memory_order_acquire) == unit) continue;
+      // A writer that arrived without filling its cell called something
+      // else (checked below). Its counter is read now and then only, so
+      // that its line stays out of the way while it writes; always once
+      // the spin is long over (a mismatch then costs no sleeps).
+      if (((++polls & 63u) == 0 || polls > 100000) &&
+          segment_->rank(first).arrived.load(std::memory_order_acquire) >= unit) {
+        continue;
+      }
+      return false;
+    }
+    return true;
+  };
+  auto pending = [&](std::vector<int>* out) {
+    for (int q = begin; q < end; ++q) {
+      if (q != rank_ && cell_of(q).seq.load(std::memory_order_acquire) != unit &&
+          segment_->rank(q).arrived.load(std::memory_order_acquire) < unit) {
+        out->push_back(q);
+      }
+    }
+  };
+  const absl::Status waited = waiter_->Wait(ready, pending, c);
+  waiter_->NotifyOthers();  // after the wait, as in StepFrom
+  DIST_RETURN_IF_ERROR(waited);
+  const OpSignature& mine = segment_->rank(rank_).signature[(collectives_ - 1) % kSignatures];
+  for (int q = begin; q < end; ++q) {
+    if (q == rank_) continue;
+    const EagerCell& cell = cell_of(q);
+    const bool filled = cell.seq.load(std::memory_order_acquire) == unit;
+    if (filled && std::memcmp(&cell.signature, &mine, sizeof(mine)) == 0) continue;
+    return absl::FailedPreconditionError(
+        absl::StrCat("shm: ranks disagree on the collective: rank ", rank_, " called ",
+                     Describe(mine), " but rank ", q,
+                     filled ? absl::StrCat(" called ", Describe(cell.signature))
+                            : std::string(" called another collective or count there"),
+                     "; ", kRule, kOutOfStep));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Collectives::EagerBroadcast(const dist_op_args_t& a, const OpContext& c) {
+  const uint64_t bytes = a.recv.count * dist_dtype_size(a.recv.dtype);
+  const uint64_t unit = sequence_ + 1;
+  const int entry = static_cast<int>(unit % kEagerDepth);
+  NextBuffer();  // every unit takes its turn of the halves' parity
+  if (a.root == rank_) {
+    DIST_RETURN_IF_ERROR(AwaitEagerWritable(c));
+    const void* source = a.send.data != nullptr ? a.send.data : a.recv.data;
+    WriteCell(segment_->eager(entry, rank_), unit, source, bytes);
+    EndEagerWrite();
+    if (source != a.recv.data) std::memcpy(a.recv.data, source, bytes);
+    return absl::OkStatus();
+  }
+  DIST_RETURN_IF_ERROR(AwaitCells(
+      unit, [&](int q) -> const EagerCell& { return segment_->eager(entry, q); }, a.root, c));
+  std::memcpy(a.recv.data, segment_->eager(entry, a.root).data, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status Collectives::EagerScatter(const dist_op_args_t& a, const OpContext& c) {
+  const uint64_t bytes = a.recv.count * dist_dtype_size(a.recv.dtype);
+  const uint64_t unit = sequence_ + 1;
+  const int entry = static_cast<int>(unit % kEagerDepth);
+  NextBuffer();
+  if (a.root == rank_) {
+    DIST_RETURN_IF_ERROR(AwaitEagerWritable(c));
+    const char* send = Bytes(a.send.data);
+    // The root writes every other rank's cell of the entry.
+    for (int q = 0; q < world_; ++q) {
+      if (q != rank_) WriteCell(segment_->eager(entry, q), unit, send + q * bytes, bytes);
+    }
+    EndEagerWrite();
+    std::memmove(a.recv.data, send + rank_ * bytes, bytes);  // in place: the same bytes
+    return absl::OkStatus();
+  }
+  EagerCell& mine = segment_->eager(entry, rank_);
+  DIST_RETURN_IF_ERROR(AwaitCells(
+      unit, [&](int) -> const EagerCell& { return mine; }, a.root, c));
+  std::memcpy(a.recv.data, mine.data, bytes);
+  return absl::OkStatus();
+}
+
+// reduce: false for gather.
+absl::Status Collectives::EagerGather(const dist_op_args_t& a, bool reduce, const OpContext& c) {
+  const uint64_t n = a.send.count;
+  const uint64_t bytes = n * dist_dtype_size(a.send.dtype);
+  const uint64_t unit = sequence_ + 1;
+  const int entry = static_cast<int>(unit % kEagerDepth);
+  NextBuffer();
+  if (a.root != rank_) {
+    DIST_RETURN_IF_ERROR(AwaitEagerWritable(c));
+    WriteCell(segment_->eager(entry, rank_), unit, a.send.data, bytes);
+    EndEagerWrite();
+    return absl::OkStatus();
+  }
+  // The root's own block never goes through its cell. Reduce keeps a copy:
+  // in place, the result overwrites it before the other rows are added.
+  const char* own = Bytes(a.send.data);
+  if (reduce && a.send.data == a.recv.data) {
+    if (scratch_.size() < bytes) scratch_.resize(bytes);
+    std::memcpy(scratch_.data(), own, bytes);
+    own = scratch_.data();
+  }
+  DIST_RETURN_IF_ERROR(AwaitCells(
+      unit, [&](int q) -> const EagerCell& { return segment_->eager(entry, q); }, -1, c));
+  if (reduce) {
+    for (int q = 0; q < world_; ++q) rows_[q] = q == rank_ ? own : segment_->eager(entry, q).data;
+    ReduceRows(n, a.send.dtype, a.op, a.recv.data);
+    return absl::OkStatus();
+  }
+  char* recv = Bytes(a.recv.data);
+  // In place the root's block is already where it belongs.
+  if (own != recv + rank_ * bytes) std::memcpy(recv + rank_ * bytes, own, bytes);
+  for (int q = 0; q < world_; ++q) {
+    if (q != rank_) std::memcpy(recv + q * bytes, segment_->eager(entry, q).data, bytes);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Collectives::EmptyStep(const OpContext& c) {
@@ -249,12 +445,13 @@ absl::Status Collectives::AllReduce(const dist_op_args_t& a, int reader, const O
   const bool reads = reader < 0 || reader == rank_;
   Begin(reader < 0 ? DIST_COLL_ALL_REDUCE : DIST_COLL_REDUCE, a, dtype, n);
   if (n == 0) return EmptyStep(c);
+  if (reader >= 0 && n * element <= kEagerBytes) return EagerGather(a, /*reduce=*/true, c);
   DIST_RETURN_IF_ERROR(AwaitWritable(c));
   const char* send = Bytes(a.send.data);
   char* recv = reads ? Bytes(a.recv.data) : nullptr;
   const uint64_t bytes = n * element;
 
-  if (bytes <= kFlaggedBytes) return FlaggedAllReduce(a, reads, c);
+  if (bytes <= kFlaggedBytes) return FlaggedAllReduce(a, c);  // all_reduce: reduce went eager
   if (bytes <= kSmallReduceBytes && bytes <= segment_->slot_bytes()) {
     const int b = NextBuffer();
     std::memcpy(segment_->slot(b, rank_), send, bytes);
@@ -295,8 +492,7 @@ absl::Status Collectives::AllReduce(const dist_op_args_t& a, int reader, const O
   return absl::OkStatus();
 }
 
-absl::Status Collectives::FlaggedAllReduce(const dist_op_args_t& a, bool reads,
-                                           const OpContext& c) {
+absl::Status Collectives::FlaggedAllReduce(const dist_op_args_t& a, const OpContext& c) {
   const dist_dtype_t dtype = a.send.dtype;
   const uint64_t n = a.send.count;
   const uint64_t bytes = n * dist_dtype_size(dtype);
@@ -317,10 +513,6 @@ absl::Status Collectives::FlaggedAllReduce(const dist_op_args_t& a, bool reads,
   // A rank on another path (it issued another collective: a mismatch)
   // waits for `arrived`, and failure reports name ranks by it.
   Arrive();
-  if (!reads) {  // reduce: one-sided (collectives.h)
-    EndWithoutWaiting();
-    return absl::OkStatus();
-  }
   check_signature_ = false;  // compared below, from the lines
 
   int first = 0;  // ranks before it are known to be ready
@@ -357,7 +549,7 @@ absl::Status Collectives::FlaggedAllReduce(const dist_op_args_t& a, bool reads,
   DIST_RETURN_IF_ERROR(CheckFlagged(b, seq, lines));
   // Every rank wrote this unit, so had read the one before.
   all_arrived_ = seq;
-  // Line 0 alone holds a message of up to 32 bytes contiguously; longer
+  // Line 0 alone holds a message of up to 40 bytes contiguously; longer
   // ones are gathered. Own data from own lines: with send == recv (in
   // place) the send buffer is overwritten while others are still reduced.
   if (lines == 1) {
@@ -387,7 +579,7 @@ absl::Status Collectives::CheckFlagged(int buffer, uint64_t seq, int lines) cons
       continue;
     }
     // Every rank published its signature before arriving.
-    DIST_RETURN_IF_ERROR(CompareSignatures(collectives_ - 1, -1));
+    DIST_RETURN_IF_ERROR(CompareSignatures(collectives_ - 1, seq, -1));
     return absl::InternalError(absl::StrCat("shm: rank ", q, " reached unit ", seq,
                                             " of the same collective without its data"));
   }
@@ -399,6 +591,7 @@ absl::Status Collectives::Broadcast(const dist_op_args_t& a, const OpContext& c)
   const size_t element = dist_dtype_size(a.recv.dtype);
   Begin(DIST_COLL_BROADCAST, a, a.recv.dtype, n);
   if (n == 0) return EmptyStep(c);
+  if (n * element <= kEagerBytes) return EagerBroadcast(a, c);
   const bool root = a.root == rank_;
   if (root) DIST_RETURN_IF_ERROR(AwaitWritable(c));
   char* recv = Bytes(a.recv.data);
@@ -433,6 +626,7 @@ absl::Status Collectives::AllGather(const dist_op_args_t& a, int reader, const O
   const size_t element = dist_dtype_size(a.send.dtype);
   Begin(reader < 0 ? DIST_COLL_ALL_GATHER : DIST_COLL_GATHER, a, a.send.dtype, n);
   if (n == 0) return EmptyStep(c);
+  if (reader >= 0 && n * element <= kEagerBytes) return EagerGather(a, /*reduce=*/false, c);
   DIST_RETURN_IF_ERROR(AwaitWritable(c));
   const bool reads = reader < 0 || reader == rank_;
   const char* send = Bytes(a.send.data);
@@ -462,6 +656,7 @@ absl::Status Collectives::Scatter(const dist_op_args_t& a, const OpContext& c) {
   const size_t element = dist_dtype_size(a.recv.dtype);
   Begin(DIST_COLL_SCATTER, a, a.recv.dtype, n);
   if (n == 0) return EmptyStep(c);
+  if (n * element <= kEagerBytes) return EagerScatter(a, c);
   const bool root = a.root == rank_;
   if (root) DIST_RETURN_IF_ERROR(AwaitWritable(c));
   const char* send = root ? Bytes(a.send.data) : nullptr;

@@ -19,14 +19,17 @@
 // sends: a rank that only writes (the root of broadcast and scatter, the
 // others in gather and reduce) publishes its data and returns, and the
 // ranks that read wait only for the ranks they read. What keeps a writer
-// from overwriting data still read is the rule every writer follows: before
-// writing a unit, wait until every rank reached the previous unit, so
-// finished reading the unit before it, which used the same half. In a loop
-// the writer thus runs up to one operation ahead of its readers instead of
-// meeting all of them at every call. A writer that returned early compares
-// its peers' signatures at its next operation (kSignatures in layout.h);
-// a mismatch found then fails that operation and the communicator, since
-// this rank went on as if the earlier one had matched.
+// from overwriting data still read is one rule: before writing, wait until
+// every rank reached the unit after the last one that used the same memory,
+// so finished reading it. Blocks of at most kEagerBytes go through the eager
+// area (layout.h), whose entry is picked by the unit's number, so a writer
+// there may run up to kEagerDepth - 1 units ahead of its slowest reader; in
+// the slots, which alternate between two halves, one unit. A reader checks
+// the writer's signature as it reads (an eager cell carries it); a writer
+// that returned from the slots early compares its peers' at its next
+// operation (kSignatures in layout.h). A mismatch with a rank that did not
+// wait fails with FAILED_PRECONDITION and fails the communicator, since that
+// rank went on as if the call had matched; its peers then fail too.
 #ifndef DIST_PLUGINS_BACKENDS_SHM_COLLECTIVES_H_
 #define DIST_PLUGINS_BACKENDS_SHM_COLLECTIVES_H_
 
@@ -34,6 +37,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "dist/backend_plugin.h"
 #include "segment.h"
@@ -56,9 +60,9 @@ class Collectives {
 
  private:
   absl::Status AllReduce(const dist_op_args_t& a, int reader, const OpContext& c);
-  // All-reduce or reduce of at most kFlaggedBytes, through flagged lines:
-  // one unit, whose barrier is the arrival of every rank's data.
-  absl::Status FlaggedAllReduce(const dist_op_args_t& a, bool reads, const OpContext& c);
+  // All-reduce of at most kFlaggedBytes, through flagged lines: one unit,
+  // whose barrier is the arrival of every rank's data.
+  absl::Status FlaggedAllReduce(const dist_op_args_t& a, const OpContext& c);
   // After FlaggedAllReduce's wait: OK when every rank wrote its lines for
   // unit `seq` with this rank's signature, else the mismatch.
   absl::Status CheckFlagged(int buffer, uint64_t seq, int lines) const;
@@ -68,11 +72,28 @@ class Collectives {
   absl::Status ReduceScatter(const dist_op_args_t& a, const OpContext& c);
   absl::Status AllToAll(const dist_op_args_t& a, const OpContext& c);
 
+  // Rooted operations of one eager unit (every block at most kEagerBytes):
+  // through the entry of the eager area the unit's number picks (layout.h).
+  absl::Status EagerBroadcast(const dist_op_args_t& a, const OpContext& c);
+  absl::Status EagerScatter(const dist_op_args_t& a, const OpContext& c);
+  absl::Status EagerGather(const dist_op_args_t& a, bool reduce, const OpContext& c);
+  // Before writing cells for the next unit: the eager form of AwaitWritable.
+  absl::Status AwaitEagerWritable(const OpContext& c);
+  // Fills `cell` for `unit` with `bytes` of `data` and this rank's signature.
+  void WriteCell(EagerCell& cell, uint64_t unit, const void* data, uint64_t bytes);
+  // A writer's end of an eager unit: arrive, wake the readers.
+  void EndEagerWrite();
+  // A reader's step of an eager unit: arrive, then wait until the cell of
+  // `only` (every other rank if negative), cell_of(q), holds `unit`, and
+  // check the writers' signatures. FAILED_PRECONDITION on a mismatch.
+  using CellOf = absl::FunctionRef<const EagerCell&(int)>;
+  absl::Status AwaitCells(uint64_t unit, CellOf cell_of, int only, const OpContext& c);
+
   // Announces the operation; the next Step compares it across ranks.
   void Begin(dist_collective_t collective, const dist_op_args_t& a, dist_dtype_t dtype,
              uint64_t count);
   // Publishes this rank's arrival at the next unit; returns its number.
-  uint64_t Arrive();
+  uint64_t Arrive(bool eager = false);
   // Waits until every rank arrived at unit `seq`.
   absl::Status AwaitAll(uint64_t seq, const OpContext& c) { return Await(seq, -1, c); }
   // Waits until rank `only` (every rank if negative) arrived at unit `seq`.
@@ -95,8 +116,12 @@ class Collectives {
   // The first (and only) barrier of an operation without data.
   absl::Status EmptyStep(const OpContext& c);
   // OK when rank `only` (every rank if negative) issued collective number
-  // `collective` as this rank did.
-  absl::Status CompareSignatures(uint64_t collective, int only) const;
+  // `collective`, whose unit `unit` all compared ranks reached, as this
+  // rank did.
+  absl::Status CompareSignatures(uint64_t collective, uint64_t unit, int only) const;
+  // Whether rank q, calling `s`, only writes its part of a one-unit rooted
+  // operation and returns without waiting.
+  bool ReturnsWithoutWaiting(const OpSignature& s, int q) const;
   int NextBuffer() { return static_cast<int>(units_++ & 1u); }
 
   // dest[0..len) = reduction over every rank q (in rank order, so all ranks
@@ -112,6 +137,7 @@ class Collectives {
   int world_;
   uint64_t sequence_ = 0;     // units arrived at
   uint64_t all_arrived_ = 0;  // units every rank is known to have arrived at
+  uint64_t last_other_ = 0;   // the last unit this rank arrived at that was not eager
   uint64_t units_ = 0;        // staging units used (double-buffer parity)
   uint64_t collectives_ = 0;  // collectives begun (signature index)
   bool check_signature_ = false;

@@ -13,7 +13,7 @@ namespace dist_shm {
 
 inline constexpr uint64_t kMagic = 0x316d687374736964ull;  // "distshm1"
 // 2: arrived and signatures on one line; 3: flagged lines for small reductions;
-// 4: one flagged line, not five; 5: three signatures of 16 bytes.
+// 4: one flagged line, not five; 5: three signatures of 16 bytes, eager cells.
 inline constexpr uint32_t kLayoutVersion = 5;
 inline constexpr size_t kReasonBytes = 240;
 
@@ -103,6 +103,23 @@ struct alignas(64) RankControl {
 static_assert(offsetof(RankControl, signature) + sizeof(RankControl::signature) <=
                   offsetof(RankControl, arrived) + 64,
               "arrived and the signatures share one cache line");
+
+// Entries of the eager area: a rooted operation whose blocks fit a cell
+// (kEagerBytes) takes unit u's entry u % kEagerDepth, so its writers may run
+// that many units ahead of their readers (Collectives).
+inline constexpr int kEagerDepth = 16;
+
+// One rank's block of one eager unit: data first, then the writer's
+// signature and the unit's number (release), on the first line with the
+// first 40 bytes, so that a reader of a small block gets it in the transfer
+// that tells it the block is there.
+struct alignas(64) EagerCell {
+  std::atomic<uint64_t> seq;  // the unit that wrote it last
+  OpSignature signature;      // the writer's call
+  char data[1064];
+};
+static_assert(sizeof(EagerCell) == 1088);
+inline constexpr uint64_t kEagerBytes = sizeof(EagerCell::data);
 
 // Single-producer single-consumer byte ring for one ordered pair of ranks.
 struct alignas(64) RingControl {

@@ -25,7 +25,7 @@ bool RoundUp(uint64_t value, uint64_t align, uint64_t* out) {
 }
 
 struct Offsets {
-  uint64_t ranks, rings, slots, ring_data, total;
+  uint64_t ranks, rings, eager, slots, ring_data, total;
 };
 
 // Where everything lies for this geometry; false when a size overflows (a
@@ -33,12 +33,14 @@ struct Offsets {
 bool ComputeOffsets(int32_t world_size, uint64_t slot_bytes, uint64_t ring_bytes, Offsets* o) {
   if (world_size < 1) return false;
   const uint64_t w = static_cast<uint64_t>(world_size);
-  uint64_t rank_bytes, ring_controls, slots, rings;
+  uint64_t rank_bytes, ring_controls, eager, slots, rings;
   bool ok = RoundUp(sizeof(Header), 64, &o->ranks) &&
             !__builtin_mul_overflow(w, sizeof(RankControl), &rank_bytes) &&
             !__builtin_add_overflow(o->ranks, rank_bytes, &o->rings) &&
             !__builtin_mul_overflow(w * w, sizeof(RingControl), &ring_controls) &&
-            !__builtin_add_overflow(o->rings, ring_controls, &o->slots) &&
+            !__builtin_add_overflow(o->rings, ring_controls, &o->eager) &&
+            !__builtin_mul_overflow(kEagerDepth * w, sizeof(EagerCell), &eager) &&
+            !__builtin_add_overflow(o->eager, eager, &o->slots) &&
             RoundUp(o->slots, kPage, &o->slots) &&
             !__builtin_mul_overflow(2 * w, slot_bytes, &slots) &&
             !__builtin_add_overflow(o->slots, slots, &o->ring_data) &&
@@ -73,6 +75,7 @@ void Segment::Locate(int32_t world_size, uint64_t slot_bytes, uint64_t ring_byte
   ring_bytes_ = ring_bytes;
   ranks_ = reinterpret_cast<RankControl*>(base + o.ranks);
   rings_ = reinterpret_cast<RingControl*>(base + o.rings);
+  eager_ = reinterpret_cast<EagerCell*>(base + o.eager);
   slots_ = base + o.slots;
   ring_data_ = base + o.ring_data;
 }

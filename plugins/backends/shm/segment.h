@@ -54,6 +54,8 @@ class Segment {
   char* ring_data(int src, int dst) {
     return ring_data_ + (static_cast<uint64_t>(src) * world_size_ + dst) * ring_bytes_;
   }
+  // The cell of `rank` in eager entry `entry` (< kEagerDepth).
+  EagerCell& eager(int entry, int rank) { return eager_[entry * world_size_ + rank]; }
   // Staging area of `rank` in double-buffer half `buffer` (0 or 1). The
   // areas of one half are contiguous: slot(b, 0) spans world_size slots.
   char* slot(int buffer, int rank) {
@@ -72,6 +74,7 @@ class Segment {
   uint64_t ring_bytes_ = 0;
   RankControl* ranks_ = nullptr;
   RingControl* rings_ = nullptr;
+  EagerCell* eager_ = nullptr;
   char* slots_ = nullptr;
   char* ring_data_ = nullptr;
 };
