@@ -187,10 +187,6 @@ absl::Status Collectives::StepFrom(int from, const OpContext& c) {
 
 void Collectives::PublishUnit() {
   Arrive();
-  EndWithoutWaiting();
-}
-
-void Collectives::EndWithoutWaiting() {
   // Now: nothing later in this operation would wake the readers.
   waiter_->NotifyOthers();
   check_signature_ = false;

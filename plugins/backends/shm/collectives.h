@@ -109,8 +109,6 @@ class Collectives {
   // A writer's whole step in a one-sided unit: arrive, wake the readers,
   // and leave this collective's signatures to the next operation.
   void PublishUnit();
-  // The end of a writer's one-sided unit after it arrived.
-  void EndWithoutWaiting();
   // At the start of an operation: the signatures a PublishUnit left.
   absl::Status CheckPublished(const OpContext& c);
   // The first (and only) barrier of an operation without data.
