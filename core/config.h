@@ -64,7 +64,7 @@ inline constexpr char kDefaultBackend[] = "gloo";
 inline constexpr char kDefaultInitMethod[] = "env://";
 inline constexpr absl::Duration kDefaultTimeout = absl::Minutes(5);
 inline constexpr int64_t kDefaultTraceEntries = 2000;
-inline constexpr int64_t kMaxTraceEntries = 100000;  // ~14 MB per group
+inline constexpr int64_t kMaxTraceEntries = 100000;  // ~18 MB per group (131,072 entries)
 // The bounds of every timeout dist accepts (DIST_TIMEOUT, timeout_ms
 // arguments, per operation): longer ones overflow deadline arithmetic in
 // plugins (steady_clock::now() + milliseconds) and wait for nothing useful;

@@ -37,6 +37,13 @@ Registry& TheRegistry() {
   return *registry;
 }
 
+// The ring's size: the smallest power of two >= capacity, less one.
+uint64_t SlotMask(size_t capacity) {
+  uint64_t slots = 1;
+  while (slots < capacity) slots <<= 1;
+  return capacity == 0 ? 0 : slots - 1;
+}
+
 }  // namespace
 
 bool IsPointToPoint(dist_collective_t kind) {
@@ -115,7 +122,8 @@ FlightRecorder::FlightRecorder(std::string group, int32_t global_rank, int32_t r
       backend_(std::move(backend)),
       capacity_(capacity),
       dir_(std::move(dir)),
-      ring_(capacity == 0 ? nullptr : new Entry[capacity]) {
+      slot_mask_(SlotMask(capacity)),
+      ring_(capacity == 0 ? nullptr : new Entry[slot_mask_ + 1]) {
   if (capacity_ == 0) return;
   Registry& registry = TheRegistry();
   absl::MutexLock lock(&registry.mu);
@@ -151,7 +159,7 @@ uint64_t FlightRecorder::Issue(uint64_t seq, const OpFingerprint& fp, bool start
   if (capacity_ == 0) return 0;
   const uint64_t now = clock_.Now();
   const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  Entry& entry = ring_[id % capacity_];
+  Entry& entry = Slot(id);
   EntryLock lock(entry);
   Record& r = entry.record;
   r.id = id;
@@ -168,7 +176,7 @@ uint64_t FlightRecorder::Issue(uint64_t seq, const OpFingerprint& fp, bool start
 void FlightRecorder::Start(uint64_t id) {
   if (id == 0 || capacity_ == 0) return;
   const uint64_t now = clock_.Now();
-  Entry& entry = ring_[id % capacity_];
+  Entry& entry = Slot(id);
   EntryLock lock(entry);
   Record& r = entry.record;
   if (r.id != id) return;  // overwritten since
@@ -179,7 +187,7 @@ void FlightRecorder::Start(uint64_t id) {
 void FlightRecorder::End(uint64_t id, const absl::Status& status) {
   if (id == 0 || capacity_ == 0) return;
   const uint64_t now = clock_.Now();
-  Entry& entry = ring_[id % capacity_];
+  Entry& entry = Slot(id);
   EntryLock lock(entry);
   Record& r = entry.record;
   if (r.id != id || r.ended != 0) return;
@@ -207,7 +215,7 @@ void FlightRecorder::ToJson(nlohmann::json& out) const {
   for (uint64_t id = first; id < next_id; ++id) {
     Record entry;
     {
-      const Entry& live = ring_[id % capacity_];
+      const Entry& live = Slot(id);
       EntryLock lock(live);
       entry = live.record;
     }

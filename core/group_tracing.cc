@@ -19,25 +19,25 @@ GroupTracing::GroupTracing(const TraceOptions& options, std::string group, int32
   }
 }
 
-absl::StatusOr<TracedOp> GroupTracing::Enter(const OpFingerprint& fp,
-                                             const std::function<void(const std::string&)>& abort) {
-  TracedOp op;
-  op.fp = fp;
+absl::Status GroupTracing::Enter(const OpFingerprint& fp,
+                                 absl::FunctionRef<void(const std::string&)> abort, TracedOp* op) {
+  op->fp = fp;
+  op->pairing = 0;
   const bool p2p = IsPointToPoint(fp.op);
   const uint64_t seq = p2p ? ++p2p_seq_ : ++collective_seq_;
-  op.trace_id = recorder_->Issue(seq, fp, /*started=*/check_ == nullptr);
-  if (check_ == nullptr) return op;
+  op->trace_id = recorder_->Issue(seq, fp, /*started=*/check_ == nullptr);
+  if (check_ == nullptr) return absl::OkStatus();
   absl::Status checked;
   if (p2p) {
     absl::StatusOr<uint64_t> paired = check_->CheckPeer(fp);
     checked = paired.status();
-    if (paired.ok()) op.pairing = *paired;
+    if (paired.ok()) op->pairing = *paired;
   } else {
     checked = check_->Check(seq, fp);
   }
-  if (checked.ok()) return op;
+  if (checked.ok()) return checked;
   if (checked.code() == absl::StatusCode::kDeadlineExceeded) abort(std::string(checked.message()));
-  return Failed(op, checked);
+  return Failed(*op, checked);
 }
 
 absl::Status GroupTracing::Explain(const TracedOp& op, absl::Status status) {

@@ -8,10 +8,10 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -51,9 +51,10 @@ class GroupTracing {
   // Before the backend: numbers and records the call, and checks it under
   // DIST_DEBUG=detail. On an error the call must not reach the backend; the
   // error is already recorded. `abort` runs when a rank is missing, so that
-  // later calls fail at once instead of queueing behind it.
-  absl::StatusOr<TracedOp> Enter(const OpFingerprint& fp,
-                                 const std::function<void(const std::string&)>& abort);
+  // later calls fail at once instead of queueing behind it. Fills `op`
+  // (in place: it is on every call's path).
+  absl::Status Enter(const OpFingerprint& fp, absl::FunctionRef<void(const std::string&)> abort,
+                     TracedOp* op);
   void Started(const TracedOp& op) {
     if (check_ != nullptr) recorder_->Start(op.trace_id);  // else Enter said so
   }

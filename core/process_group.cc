@@ -409,22 +409,22 @@ absl::StatusOr<ProcessGroup::Route> ProcessGroup::CheckAndRoute(dist_collective_
   return Route{*comm, &plugin, fn};
 }
 
-absl::StatusOr<ProcessGroup::Prepared> ProcessGroup::Prepare(dist_collective_t kind,
-                                                             const dist_op_args_t& args) {
+absl::Status ProcessGroup::Prepare(dist_collective_t kind, const dist_op_args_t& args,
+                                   Prepared* out) {
   absl::StatusOr<Route> route = RouteOf(kind, args);
   if (!route.ok()) return route.status();
+  out->route = *route;
   // Only calls that reach the backend count: a local argument error above
   // leaves the sequence numbers of all ranks in step.
-  absl::StatusOr<TracedOp> op = tracing_->Enter(
+  DIST_RETURN_IF_ERROR(tracing_->Enter(
       MakeFingerprint(kind, args,
                       kind == DIST_COLL_BARRIER ? DIST_DEVICE_CPU : OpDevice(kind, args, rank_)),
-      [this](const std::string& reason) { AbortComms(reason); });
-  if (!op.ok()) return op.status();
-  tracing_->Started(*op);
-  Prepared prepared{route->comm, route->plugin, route->fn, *op, args};
-  prepared.args.struct_size = sizeof(prepared.args);
-  prepared.args.flags |= DIST_OP_ARGS_CHECKED;
-  return prepared;
+      [this](const std::string& reason) { AbortComms(reason); }, &out->op));
+  tracing_->Started(out->op);
+  out->args = args;
+  out->args.struct_size = sizeof(out->args);
+  out->args.flags |= DIST_OP_ARGS_CHECKED;
+  return absl::OkStatus();
 }
 
 namespace {
@@ -438,41 +438,42 @@ absl::Status NoWork(const PluginRecord& plugin, dist_collective_t kind) {
 
 absl::StatusOr<dist_work_t*> ProcessGroup::Submit(dist_collective_t kind,
                                                   const dist_op_args_t& args) {
-  absl::StatusOr<Prepared> prepared = Prepare(kind, args);
-  if (!prepared.ok()) return prepared.status();
+  Prepared prepared;
+  DIST_RETURN_IF_ERROR(Prepare(kind, args, &prepared));
+  const Route& route = prepared.route;
   dist_backend_work_t* work = nullptr;
-  absl::Status started = TakeError(prepared->fn(prepared->comm->comm, &prepared->args, &work));
-  if (!started.ok()) return tracing_->Failed(prepared->op, started);
-  if (work == nullptr) return tracing_->Failed(prepared->op, NoWork(*prepared->plugin, kind));
+  absl::Status started = TakeError(route.fn(route.comm->comm, &prepared.args, &work));
+  if (!started.ok()) return tracing_->Failed(prepared.op, started);
+  if (work == nullptr) return tracing_->Failed(prepared.op, NoWork(*route.plugin, kind));
   auto* handle = new dist_work();
-  handle->plugin = &prepared->plugin->backend;
+  handle->plugin = &route.plugin->backend;
   handle->work = work;
   handle->default_timeout_ms = absl::ToInt64Milliseconds(timeout_);
   handle->kind = kind;
   handle->recorder = tracing_->recorder();
-  handle->trace_id = prepared->op.trace_id;
+  handle->trace_id = prepared.op.trace_id;
   handle->store = store_;
   return handle;
 }
 
 absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& args) {
-  absl::StatusOr<Prepared> prepared = Prepare(kind, args);
-  if (!prepared.ok()) return prepared.status();
-  const dist_backend_plugin_t& backend = prepared->plugin->backend;
-  dist_backend_comm_t* comm = prepared->comm->comm;
+  Prepared prepared;
+  DIST_RETURN_IF_ERROR(Prepare(kind, args, &prepared));
+  const dist_backend_plugin_t& backend = prepared.route.plugin->backend;
+  dist_backend_comm_t* comm = prepared.route.comm->comm;
   const int64_t timeout_ms = absl::ToInt64Milliseconds(timeout_);
-  const uint64_t trace_id = prepared->op.trace_id;
+  const uint64_t trace_id = prepared.op.trace_id;
   absl::Status status;
   if (backend.run != nullptr) {
     // One call, no work handle (ABI 1.2); its errors are reported as a
     // wait's, whether the backend refused the operation or it failed.
-    status = TakeError(backend.run(comm, kind, &prepared->args, timeout_ms));
-    if (!status.ok()) status = tracing_->Explain(prepared->op, std::move(status));
+    status = TakeError(backend.run(comm, kind, &prepared.args, timeout_ms));
+    if (!status.ok()) status = tracing_->Explain(prepared.op, std::move(status));
   } else {
     dist_backend_work_t* work = nullptr;
-    absl::Status started = TakeError(prepared->fn(comm, &prepared->args, &work));
-    if (!started.ok()) return tracing_->Failed(prepared->op, started);
-    if (work == nullptr) return tracing_->Failed(prepared->op, NoWork(*prepared->plugin, kind));
+    absl::Status started = TakeError(prepared.route.fn(comm, &prepared.args, &work));
+    if (!started.ok()) return tracing_->Failed(prepared.op, started);
+    if (work == nullptr) return tracing_->Failed(prepared.op, NoWork(*prepared.route.plugin, kind));
     status = TakeError(backend.work_wait(work, timeout_ms));
     backend.work_destroy(work);
   }

@@ -74,24 +74,24 @@ class ProcessGroup {
 
  private:
   // An operation that passed the core's checks and was entered in the trace.
-  struct Prepared {
-    const BackendComm* comm = nullptr;
-    const PluginRecord* plugin = nullptr;
-    dist_backend_op_fn fn = nullptr;  // the table's function for the operation
-    TracedOp op;
-    dist_op_args_t args{};  // as the backend gets them: marked DIST_OP_ARGS_CHECKED
-  };
-
   // Where an operation that passed the core's checks goes.
   struct Route {
     const BackendComm* comm = nullptr;
     const PluginRecord* plugin = nullptr;
-    dist_backend_op_fn fn = nullptr;
+    dist_backend_op_fn fn = nullptr;  // the table's function for the operation
+  };
+
+  // An operation that passed the core's checks and was entered in the trace.
+  struct Prepared {
+    Route route;
+    TracedOp op;
+    dist_op_args_t args;  // as the backend gets them: marked DIST_OP_ARGS_CHECKED
   };
 
   ProcessGroup();
   // What Submit and Run share: the checks, the backend, the trace entry.
-  absl::StatusOr<Prepared> Prepare(dist_collective_t kind, const dist_op_args_t& args);
+  // Fills `out` in place (every call's path: no StatusOr of a large struct).
+  absl::Status Prepare(dist_collective_t kind, const dist_op_args_t& args, Prepared* out);
   // The checks and the backend; a call that repeats this thread's previous
   // one on this group (same arguments, byte for byte) skips the checks, as
   // they depend only on the arguments and on what the group fixed at its

@@ -228,7 +228,7 @@ absl::Status Communicator::Run(dist_collective_t collective, const dist_op_args_
   bool here = false;
   {
     absl::MutexLock lock(&mu_);
-    DIST_RETURN_IF_ERROR(Refusal(what));
+    if (!broken_.ok() || stopping_) return Refusal(what);
     if (MayRunInline(collective, args, wait_timeout, /*in_flight=*/0)) {
       inline_running_ = true;
       ++outstanding_;
@@ -236,10 +236,13 @@ absl::Status Communicator::Run(dist_collective_t collective, const dist_op_args_
     }
   }
   if (here) {
-    absl::Status status = Usable(what);
+    // Usable, with its two loads inline: this is every small call's path.
+    absl::Status status = abort_.aborted() || is_broken_.load(std::memory_order_acquire)
+                              ? Usable(what)
+                              : absl::OkStatus();
     if (status.ok()) {
       status = collectives_.Run(collective, args, ContextFor(what, args));
-      NoteFailure(status);
+      if (!status.ok()) NoteFailure(status);
     }
     EndInlineRun(/*completed=*/1);
     return status;

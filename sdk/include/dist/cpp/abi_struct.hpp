@@ -57,8 +57,15 @@ absl::StatusOr<T> ReadCallerStruct(const T* in, const char* what) {
         AbiStruct<T>::kV1_0Size, "; set it to sizeof(", AbiStruct<T>::kName, ")"));
   }
   T out;
-  std::memset(&out, 0, sizeof(out));
-  std::memcpy(&out, in, std::min(in->struct_size, sizeof(T)));
+  if (in->struct_size >= sizeof(T)) {
+    // A caller of this version or a later one (its appended fields are not
+    // read): one whole copy, where zeroing first and copying a part made
+    // the next read of the struct wait on mismatched stores.
+    std::memcpy(&out, in, sizeof(T));
+  } else {
+    std::memset(&out, 0, sizeof(out));
+    std::memcpy(&out, in, in->struct_size);
+  }
   out.struct_size = sizeof(T);
   return out;
 }

@@ -215,12 +215,20 @@ inline void CommDestroy(dist_backend_comm_t* comm) {
   GuardVoid(BackendName(), "comm_destroy", [&] { delete comm; });
 }
 
-// The caller's argument block, read by its struct_size and checked (unless
-// the caller, the core, says it checked them the same way already).
-inline absl::StatusOr<dist_op_args_t> CheckedArgs(dist_collective_t kind, BackendComm& impl,
-                                                  const dist_op_args_t* args) {
-  absl::StatusOr<dist_op_args_t> read = ReadCallerStruct(args, "args");
-  if (!read.ok()) return Prefixed(read.status());
+// The caller's argument block, checked (unless the caller, the core, says
+// it checked them the same way already): `args` itself when it is this
+// version's struct, the common case, so a small call copies nothing; else
+// a copy in `storage` read by its struct_size.
+inline absl::StatusOr<const dist_op_args_t*> CheckedArgs(dist_collective_t kind, BackendComm& impl,
+                                                         const dist_op_args_t* args,
+                                                         dist_op_args_t* storage) {
+  const dist_op_args_t* read = args;
+  if (args == nullptr || args->struct_size != sizeof(dist_op_args_t)) {
+    absl::StatusOr<dist_op_args_t> copied = ReadCallerStruct(args, "args");
+    if (!copied.ok()) return Prefixed(copied.status());
+    *storage = *copied;
+    read = storage;
+  }
   if ((read->flags & DIST_OP_ARGS_CHECKED) == 0) {
     DIST_RETURN_IF_ERROR(Prefixed(ValidateOpArgs(kind, *read, impl.rank(), impl.world_size())));
   }
@@ -237,9 +245,10 @@ dist_error_t* Issue(dist_backend_comm_t* comm, const dist_op_args_t* args,
     *work = nullptr;
     if (comm == nullptr) return NullArgument(op, "the communicator");
     BackendComm& impl = *comm->impl;
-    absl::StatusOr<dist_op_args_t> checked = CheckedArgs(kKind, impl, args);
+    dist_op_args_t storage;
+    absl::StatusOr<const dist_op_args_t*> checked = CheckedArgs(kKind, impl, args, &storage);
     if (!checked.ok()) return checked.status();
-    absl::StatusOr<std::unique_ptr<BackendWork>> issued = impl.Issue(kKind, *checked);
+    absl::StatusOr<std::unique_ptr<BackendWork>> issued = impl.Issue(kKind, **checked);
     if (!issued.ok()) return issued.status();
     *work = new dist_backend_work{*std::move(issued)};
     return absl::OkStatus();
@@ -259,10 +268,11 @@ inline dist_error_t* Run(dist_backend_comm_t* comm, dist_collective_t kind,
   return Guard(BackendName(), op, [&]() -> absl::Status {
     if (comm == nullptr) return NullArgument(op, "the communicator");
     BackendComm& impl = *comm->impl;
-    absl::StatusOr<dist_op_args_t> checked = CheckedArgs(kind, impl, args);
+    dist_op_args_t storage;
+    absl::StatusOr<const dist_op_args_t*> checked = CheckedArgs(kind, impl, args, &storage);
     if (!checked.ok()) return checked.status();
     // The core always passes a bound; a negative one is treated as 0.
-    return impl.Run(kind, *checked, absl::Milliseconds(timeout_ms < 0 ? 0 : timeout_ms));
+    return impl.Run(kind, **checked, absl::Milliseconds(timeout_ms < 0 ? 0 : timeout_ms));
   });
 }
 
