@@ -359,20 +359,21 @@ ProcessGroup::ProcessGroup() : id_(next_group_id.fetch_add(1, std::memory_order_
 absl::StatusOr<ProcessGroup::Route> ProcessGroup::RouteOf(dist_collective_t kind,
                                                           const dist_op_args_t& args) const {
   // Training loops repeat the same calls; the checks cost about a third of
-  // a small blocking operation's instructions. Per thread, so no lock.
-  thread_local struct {
+  // a small blocking operation's instructions. Per thread, so no lock; one
+  // entry per operation kind, so that calls that alternate (a send and a
+  // recv, an all_reduce and a broadcast) each find theirs.
+  struct Last {
     uint64_t group = 0;  // 0: empty
-    dist_collective_t kind;
     dist_op_args_t args;
     Route route;
-  } last;
-  if (last.group == id_ && last.kind == kind && std::memcmp(&last.args, &args, sizeof(args)) == 0) {
-    return last.route;
-  }
+  };
+  thread_local Last last_of[DIST_COLLECTIVE_COUNT];
+  if (static_cast<unsigned>(kind) >= DIST_COLLECTIVE_COUNT) return CheckAndRoute(kind, args);
+  Last& last = last_of[kind];
+  if (last.group == id_ && std::memcmp(&last.args, &args, sizeof(args)) == 0) return last.route;
   absl::StatusOr<Route> route = CheckAndRoute(kind, args);
   if (route.ok()) {
     last.group = id_;
-    last.kind = kind;
     std::memcpy(&last.args, &args, sizeof(args));
     last.route = *route;
   }

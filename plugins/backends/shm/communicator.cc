@@ -419,13 +419,13 @@ absl::Status Communicator::Usable(const char* what) {
                                                   broken.message(), ")"));
 }
 
-void Communicator::Finish(const std::shared_ptr<Started>& started, absl::Status status) {
-  NoteFailure(status);
+void Communicator::Finish(Started* started, absl::Status status) {
+  if (!status.ok()) NoteFailure(status);
   started->done = true;
   started->status = std::move(status);
   int64_t published = 0;
-  while (!started_.empty() && started_.front()->done) {
-    started_.front()->work->Complete(started_.front()->status);
+  while (!started_.empty() && started_.front().done) {
+    started_.front().work->Complete(started_.front().status);
     started_.pop_front();
     ++published;
   }
@@ -437,9 +437,8 @@ void Communicator::Finish(const std::shared_ptr<Started>& started, absl::Status 
 
 void Communicator::Execute(const Task& task) {
   const char* what = dist_collective_name(task.collective);
-  auto started = std::make_shared<Started>();
-  started->work = task.work;
-  started_.push_back(started);
+  started_.push_back(Started{task.work, /*done=*/false, absl::OkStatus()});
+  Started* started = &started_.back();
   if (absl::Status usable = Usable(what); !usable.ok()) return Finish(started, usable);
   const dist_op_args_t& a = task.args;
   const OpContext context = ContextFor(what, a);

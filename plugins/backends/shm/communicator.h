@@ -73,7 +73,7 @@ class Communicator {
   // returns whether one of them is set.
   bool AwaitWake(absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Execute(const Task& task);
-  void Finish(const std::shared_ptr<Started>& started, absl::Status status);
+  void Finish(Started* started, absl::Status status);
   // Marks the communicator broken after a failure that leaves the ranks out
   // of step (publishing it to the peers).
   void NoteFailure(const absl::Status& status);
@@ -127,10 +127,14 @@ class Communicator {
   std::unique_ptr<Segment> segment_;
   AbortState abort_;
   Waiter waiter_;
-  Collectives collectives_;                       // worker thread only
-  PointToPoint p2p_;                              // worker thread only
-  std::deque<std::shared_ptr<Started>> started_;  // worker thread only
-  std::atomic<int> queued_{0};                    // tasks in queue_, read without the lock
+  Collectives collectives_;  // worker thread only
+  PointToPoint p2p_;         // worker thread only
+  // By value: a deque keeps its elements in place as it grows at the back
+  // and shrinks at the front, so an operation's completion callback holds a
+  // plain pointer (small enough for std::function's inline storage: no
+  // allocation per operation).
+  std::deque<Started> started_;  // whoever runs operations (worker or inline caller)
+  std::atomic<int> queued_{0};   // tasks in queue_, read without the lock
 
   absl::Mutex publish_mu_;  // serializes writes of this rank's state/reason
 

@@ -85,7 +85,7 @@ class PointToPoint {
   };
   struct Peer {
     std::deque<Send> sends;
-    std::list<std::unique_ptr<Recv>> recvs;  // posted, unmatched, in order
+    std::deque<std::unique_ptr<Recv>> recvs;  // posted, unmatched, in order (usually 0-1)
     std::list<Early> early;
     Incoming incoming;
   };
