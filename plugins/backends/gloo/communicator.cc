@@ -251,16 +251,34 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t kind
   absl::Status valid = ValidateOp(kind, args, rank_);
   if (!valid.ok()) return valid;
   auto work = std::make_shared<Work>();
-  absl::MutexLock lock(&mu_);
-  if (!abort_reason_.empty()) return AbortedStatus();
-  if (stopping_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("gloo backend: group '", group_,
-                     "' is being destroyed; issue operations before comm_destroy"));
+  Task task;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!abort_reason_.empty()) return AbortedStatus();
+    if (stopping_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("gloo backend: group '", group_,
+                       "' is being destroyed; issue operations before comm_destroy"));
+    }
+    task = Task{Op{kind, args, ++next_seq_, OpTimeout(args)}, work};
+    last_issue_ = absl::Now();
+    // A send or recv issued while nothing is queued or running is posted
+    // here, in order: posting never waits (P2pLoop does), and the worker,
+    // which polls while operations are being issued, would post it only
+    // when a wait pokes it or at its next poll (up to kPollInterval later).
+    const bool p2p = kind == DIST_COLL_SEND || kind == DIST_COLL_RECV;
+    if (!(inline_wait_ && p2p && !running_ && queue_.empty())) {
+      queue_.push_back(std::move(task));
+      return work;
+    }
+    running_ = true;
+    callers_run_ops_ = true;
   }
-  Task task{Op{kind, args, ++next_seq_, OpTimeout(args)}, work};
-  queue_.push_back(std::move(task));
-  last_issue_ = absl::Now();
+  {
+    dist::ScopedSigpipeBlock no_sigpipe;  // Gloo may write on the caller's thread here
+    Execute(std::move(task));
+  }
+  EndCallerRun();
   return work;
 }
 
