@@ -73,7 +73,6 @@ class ProcessGroup {
   const FlightRecorder& recorder() const { return *tracing_->recorder(); }
 
  private:
-  // An operation that passed the core's checks and was entered in the trace.
   // Where an operation that passed the core's checks goes.
   struct Route {
     const BackendComm* comm = nullptr;

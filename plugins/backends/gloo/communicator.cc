@@ -274,11 +274,7 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t kind
     running_ = true;
     callers_run_ops_ = true;
   }
-  {
-    dist::ScopedSigpipeBlock no_sigpipe;  // Gloo may write on the caller's thread here
-    Execute(std::move(task));
-  }
-  EndCallerRun();
+  ExecuteHere(std::move(task));
   return work;
 }
 
@@ -338,12 +334,16 @@ bool Communicator::TryRunInline(const std::shared_ptr<Work>& work, absl::Duratio
     running_ = true;
     callers_run_ops_ = true;
   }
+  ExecuteHere(std::move(task));
+  return true;
+}
+
+void Communicator::ExecuteHere(Task task) {
   {
     dist::ScopedSigpipeBlock no_sigpipe;  // Gloo writes on the caller's thread here
     Execute(std::move(task));
   }
   EndCallerRun();
-  return true;
 }
 
 void Communicator::EndCallerRun() {

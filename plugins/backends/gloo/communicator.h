@@ -102,6 +102,9 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // Ends an operation the caller ran on its own thread (TryRunInline, Run):
   // clears running_ and hands what was queued meanwhile to the worker.
   void EndCallerRun();
+  // Runs (or, for send/recv, posts) a task on the caller's thread, which
+  // set running_ for it: Execute with SIGPIPE kept away, then EndCallerRun.
+  void ExecuteHere(Task task);
   // What the operation runs with (and the transport's timeout set for it).
   OpEnv EnvFor(const Op& op);
   std::chrono::milliseconds OpTimeout(const dist_op_args_t& args) const {

@@ -167,18 +167,15 @@ void Communicator::Enqueue(Task task) {
   }
 }
 
-absl::Status Communicator::Refusal(const char* what) const {
+absl::Status Communicator::Refused(const char* what) const {
   if (!broken_.ok()) {
     return absl::Status(broken_.code(),
                         absl::StrCat("shm: ", what, " on group '", group_,
                                      "' refused: the communicator failed earlier (",
                                      broken_.message(), "); destroy it and create a new one"));
   }
-  if (stopping_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("shm: ", what, " on group '", group_, "' issued during comm_destroy"));
-  }
-  return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("shm: ", what, " on group '", group_, "' issued during comm_destroy"));
 }
 
 int64_t Communicator::TimeoutMs(const dist_op_args_t& args) const {
@@ -228,7 +225,7 @@ absl::Status Communicator::Run(dist_collective_t collective, const dist_op_args_
   bool here = false;
   {
     absl::MutexLock lock(&mu_);
-    if (!broken_.ok() || stopping_) return Refusal(what);
+    DIST_RETURN_IF_ERROR(Refusal(what));
     if (MayRunInline(collective, args, wait_timeout, /*in_flight=*/0)) {
       inline_running_ = true;
       ++outstanding_;
@@ -236,10 +233,7 @@ absl::Status Communicator::Run(dist_collective_t collective, const dist_op_args_
     }
   }
   if (here) {
-    // Usable, with its two loads inline: this is every small call's path.
-    absl::Status status = abort_.aborted() || is_broken_.load(std::memory_order_acquire)
-                              ? Usable(what)
-                              : absl::OkStatus();
+    absl::Status status = Usable(what);
     if (status.ok()) {
       status = collectives_.Run(collective, args, ContextFor(what, args));
       if (!status.ok()) NoteFailure(status);
@@ -406,9 +400,8 @@ void Communicator::NoteFailure(const absl::Status& status) {
   }
 }
 
-absl::Status Communicator::Usable(const char* what) {
+absl::Status Communicator::Unusable(const char* what) {
   if (abort_.aborted()) return waiter_.AbortedError(what);
-  if (!is_broken_.load(std::memory_order_acquire)) return absl::OkStatus();
   absl::Status broken;
   {
     absl::MutexLock lock(&mu_);

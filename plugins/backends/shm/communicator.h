@@ -77,10 +77,18 @@ class Communicator {
   // Marks the communicator broken after a failure that leaves the ranks out
   // of step (publishing it to the peers).
   void NoteFailure(const absl::Status& status);
-  // OK, or why an operation cannot run now (aborted, broken).
-  absl::Status Usable(const char* what);
+  // OK, or why an operation cannot run now (aborted, broken). Inline: every
+  // operation asks, and the answer is almost always two loads' worth of OK.
+  absl::Status Usable(const char* what) {
+    if (!abort_.aborted() && !is_broken_.load(std::memory_order_acquire)) return absl::OkStatus();
+    return Unusable(what);
+  }
+  absl::Status Unusable(const char* what);  // Usable's error
   // Why a new operation is refused now (broken, being destroyed), or OK.
-  absl::Status Refusal(const char* what) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Refusal(const char* what) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return broken_.ok() && !stopping_ ? absl::OkStatus() : Refused(what);
+  }
+  absl::Status Refused(const char* what) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);  // Refusal's
   // The operation's timeout: its own, else the communicator's.
   int64_t TimeoutMs(const dist_op_args_t& args) const;
   // Name and deadline (from now) of an operation about to run.
