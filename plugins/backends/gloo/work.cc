@@ -5,10 +5,12 @@
 
 namespace dist_gloo {
 
-void Work::Complete(absl::Status status) {
+void Work::Complete(const absl::Status& status) {
+  // A copy that shares nothing with `status` (see work.h).
+  absl::Status unshared = dist::UnsharedCopy(status);
   absl::MutexLock lock(&mu_);
   if (done_) return;
-  status_ = std::move(status);
+  status_ = std::move(unshared);
   done_ = true;
 }
 

@@ -15,8 +15,11 @@ namespace dist_gloo {
 
 class Work {
  public:
-  // Marks the work done with `status`. Only the first call counts.
-  void Complete(absl::Status status);
+  // Marks the work done with a copy of `status` that shares nothing with it
+  // (the caller may complete several works with one error and release it
+  // last, after a waiter read this work's copy: TSan cannot see Abseil's
+  // reference count order that). Only the first call counts.
+  void Complete(const absl::Status& status);
 
   bool done() const;
 

@@ -47,9 +47,13 @@ class Work {
   Work(const char* what, std::string group, std::shared_ptr<InlineGate> gate = nullptr)
       : what_(what), group_(std::move(group)), gate_(std::move(gate)) {}
 
-  void Complete(absl::Status status) {
+  // Keeps a copy that shares nothing with `status`: the completing thread
+  // may hold the same error for other works, and its last release must not
+  // free what a waiter reads (TSan cannot see Abseil's reference count).
+  void Complete(const absl::Status& status) {
+    absl::Status unshared = dist::UnsharedCopy(status);
     absl::MutexLock lock(&mu_);
-    status_ = std::move(status);
+    status_ = std::move(unshared);
     done_ = true;
   }
 
