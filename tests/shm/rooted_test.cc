@@ -7,6 +7,7 @@
 // writer that ran too far ahead would overwrite data a reader had not read
 // yet. (failures_test: a mismatch such a writer never saw.)
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -158,6 +159,80 @@ TEST(ShmRooted, BackToBackRootedCallsNeverReadAnotherCallsData) {
     for (int k = 0; k < 200; ++k) {
       if (k % 50 == rank) absl::SleepFor(absl::Milliseconds(5));
       kinds[k % 4](rank, comm, call++);
+    }
+    Plugin()->comm_destroy(comm);
+    s->release(s->ctx);
+    return 0;
+  });
+  ExpectAllOk(results);
+}
+
+// What rank `rank` contributes to a two-rank reduce, call `call`, element
+// `i`: small integers, so that sums are exact in bfloat16 too.
+int32_t SmallValue(int call, int rank, uint64_t i) {
+  return static_cast<int32_t>((call * 7 + rank * 3 + i) % 100);
+}
+
+uint16_t ToBfloat16(float value) {  // exact for the small integers above
+  uint32_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+float FromBfloat16(uint16_t value) {
+  const uint32_t bits = uint32_t{value} << 16;
+  float out = 0;
+  std::memcpy(&out, &bits, sizeof(out));
+  return out;
+}
+
+// Two ranks reduce in one one-sided unit up to a whole slot (not only up to
+// the 16 KiB every other world size stops at): the rank that is not the
+// root copies its data in and returns, and the root reduces its own data
+// where it lies, in place or not, with either rank as root.
+TEST(ShmRooted, TwoRankReduceInOneUnitUpToASlot) {
+  constexpr int kRanks = 2;
+  const std::string store = TempDir("rooted2") + "/store";
+  auto results = RunRanks(kRanks, absl::Seconds(120), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, kRanks);
+    dist_backend_comm_t* comm = nullptr;
+    CommOptions options;
+    options.options = {{"shm.slot_bytes", "65536"}};  // 16384 int32
+    RANK_OK(rank, CreateComm(s, rank, kRanks, options, &comm));
+    // 16 KiB and under took one unit before; 5000-16384 int32 newly do; the
+    // last two stream in chunks.
+    const uint64_t kCounts[] = {3000, 5000, 16384, 9000, 16385, 40000};
+    for (int call = 0; call < 600; ++call) {
+      const int root = (call / 2) % kRanks;
+      const bool in_place = (call / 4) % 2 == 1 && rank == root;
+      const bool bf16 = (call / 8) % 3 == 2;
+      const uint64_t n = kCounts[call % 6];
+      std::vector<int32_t> send32(n), recv32(n, -1);
+      std::vector<uint16_t> send16(n), recv16(n, 0xFFFF);
+      for (uint64_t i = 0; i < n; ++i) {
+        send32[i] = SmallValue(call, rank, i);
+        send16[i] = ToBfloat16(static_cast<float>(send32[i]));
+      }
+      dist_op_args_t a = Args();
+      if (bf16) {
+        a.send = Buffer(send16.data(), n, DIST_BFLOAT16);
+        a.recv = Buffer(in_place ? send16.data() : recv16.data(), n, DIST_BFLOAT16);
+      } else {
+        a.send = Buffer(send32.data(), n, DIST_INT32);
+        a.recv = Buffer(in_place ? send32.data() : recv32.data(), n, DIST_INT32);
+      }
+      if (rank != root) a.recv = Buffer(nullptr, 0, bf16 ? DIST_BFLOAT16 : DIST_INT32);
+      a.op = DIST_SUM;
+      a.root = root;
+      RANK_OK(rank, RunOp(Plugin()->reduce, comm, a));
+      if (rank != root) continue;
+      for (uint64_t i = 0; i < n; ++i) {
+        const int32_t want = SmallValue(call, 0, i) + SmallValue(call, 1, i);
+        const int32_t got =
+            bf16 ? static_cast<int32_t>(FromBfloat16(in_place ? send16[i] : recv16[i]))
+                 : (in_place ? send32[i] : recv32[i]);
+        RANK_CHECK(rank, got == want);
+      }
     }
     Plugin()->comm_destroy(comm);
     s->release(s->ctx);
