@@ -315,7 +315,7 @@ bool Communicator::AwaitWake(absl::Duration timeout) {
 
 bool Communicator::TryRunInline(const void* work, absl::Duration wait_timeout) {
   Task task;
-  std::vector<Task> send_recv;
+  SendRecvTasks send_recv;
   std::shared_ptr<Work> mine;
   {
     absl::MutexLock lock(&mu_);
@@ -359,8 +359,8 @@ bool Communicator::HandToWorker() {
   return false;
 }
 
-bool Communicator::TakeSendRecv(const void* work, absl::Duration wait_timeout,
-                                std::vector<Task>* tasks, std::shared_ptr<Work>* mine) {
+bool Communicator::TakeSendRecv(const void* work, absl::Duration wait_timeout, SendRecvTasks* tasks,
+                                std::shared_ptr<Work>* mine) {
   // Only when the queue holds nothing but send/recv: a collective queued
   // behind them must start while they wait (its peers may send only after
   // it), and only the worker runs both at once.

@@ -12,6 +12,7 @@
 
 #include "abort_state.h"
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -58,6 +59,9 @@ class Communicator {
     dist_op_args_t args;
     std::shared_ptr<Work> work;
   };
+  // The send/recv a waiting caller takes from the queue (usually one or
+  // two: no allocation per wait).
+  using SendRecvTasks = absl::InlinedVector<Task, 4>;
   // An operation that has started; completions are published in issue
   // order, so a send still streaming holds back the operations after it.
   struct Started {
@@ -113,7 +117,7 @@ class Communicator {
   // for the caller to post and move on its own thread (TryRunInline) until
   // `work` is done, its wait runs out or something else is issued. Refuses
   // (false) otherwise; the worker takes them then.
-  bool TakeSendRecv(const void* work, absl::Duration wait_timeout, std::vector<Task>* tasks,
+  bool TakeSendRecv(const void* work, absl::Duration wait_timeout, SendRecvTasks* tasks,
                     std::shared_ptr<Work>* mine) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether a caller may run this operation on its own thread now:
   // `in_flight` operations are outstanding (counting this one if it is

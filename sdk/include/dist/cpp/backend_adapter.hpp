@@ -31,12 +31,18 @@
 #include "dist/cpp/status.hpp"
 #include "dist/cpp/validate.hpp"
 
+// The opaque work handle of backend_plugin.h, as this adapter defines it: the
+// base of every BackendWork, so that the handle the core holds is the work
+// itself (one allocation per operation, not a handle that holds a pointer).
+struct dist_backend_work {
+  virtual ~dist_backend_work() = default;
+};
+
 namespace dist {
 
 // One issued operation. Destroying the handle never cancels the operation.
-class BackendWork {
+class BackendWork : public dist_backend_work {
  public:
-  virtual ~BackendWork() = default;
   // Blocks up to `timeout` (always finite); the operation's status,
   // DEADLINE_EXCEEDED when the timeout passes first (may be called again).
   virtual absl::Status Wait(absl::Duration timeout) = 0;
@@ -118,12 +124,10 @@ absl::StatusOr<std::unique_ptr<BackendComm>> WrapComm(absl::StatusOr<Pointer> co
 
 }  // namespace dist
 
-// The opaque handles of backend_plugin.h, as this adapter defines them.
+// The opaque communicator handle of backend_plugin.h, as this adapter
+// defines it.
 struct dist_backend_comm {
   std::unique_ptr<dist::BackendComm> impl;
-};
-struct dist_backend_work {
-  std::unique_ptr<dist::BackendWork> impl;
 };
 
 namespace dist {
@@ -136,6 +140,9 @@ inline Backend*& TheBackend() {
 }
 
 inline const char* BackendName() { return TheBackend()->name(); }
+
+// Every handle this adapter hands out is a BackendWork (Issue).
+inline BackendWork& Impl(dist_backend_work_t* work) { return *static_cast<BackendWork*>(work); }
 
 inline absl::Status NullArgument(const char* where, const char* what) {
   return absl::InvalidArgumentError(
@@ -250,7 +257,7 @@ dist_error_t* Issue(dist_backend_comm_t* comm, const dist_op_args_t* args,
     if (!checked.ok()) return checked.status();
     absl::StatusOr<std::unique_ptr<BackendWork>> issued = impl.Issue(kKind, **checked);
     if (!issued.ok()) return issued.status();
-    *work = new dist_backend_work{*std::move(issued)};
+    *work = issued->release();
     return absl::OkStatus();
   });
 }
@@ -280,7 +287,7 @@ inline dist_error_t* WorkWait(dist_backend_work_t* work, int64_t timeout_ms) {
   return Guard(BackendName(), "work_wait", [&]() -> absl::Status {
     if (work == nullptr) return NullArgument("work_wait", "work");
     // The core always passes a bound; a negative one is treated as 0.
-    return work->impl->Wait(absl::Milliseconds(timeout_ms < 0 ? 0 : timeout_ms));
+    return Impl(work).Wait(absl::Milliseconds(timeout_ms < 0 ? 0 : timeout_ms));
   });
 }
 
@@ -289,7 +296,7 @@ inline dist_error_t* WorkTest(dist_backend_work_t* work, int* done) {
     if (work == nullptr) return NullArgument("work_test", "work");
     if (done == nullptr) return NullArgument("work_test", "done");
     bool finished = false;
-    absl::Status status = work->impl->Test(&finished);
+    absl::Status status = Impl(work).Test(&finished);
     *done = finished ? 1 : 0;
     return finished ? status : absl::OkStatus();
   });
@@ -302,7 +309,7 @@ inline void WorkDestroy(dist_backend_work_t* work) {
 inline dist_error_t* WorkWaitStream(dist_backend_work_t* work, void* stream) {
   return Guard(BackendName(), "work_wait_stream", [&]() -> absl::Status {
     if (work == nullptr) return NullArgument("work_wait_stream", "work");
-    return work->impl->WaitStream(stream);
+    return Impl(work).WaitStream(stream);
   });
 }
 
