@@ -99,6 +99,34 @@ TEST(Reduce, IntegerOps) {
   EXPECT_EQ(sum[1], -4);
 }
 
+// Integer sums and products wrap around as two's complement (what Open MPI,
+// NCCL and torch give), and without undefined behaviour: the ASan+UBSan
+// run of this test (tools/dev/test.sh) fails on a signed overflow.
+TEST(Reduce, IntegerSumsAndProductsWrapAround) {
+  int32_t acc32[3] = {INT32_MAX, INT32_MIN, 65536};
+  const int32_t in32[3] = {1, -1, 65536};
+  ReduceInto(DIST_INT32, DIST_SUM, acc32, in32, 2);
+  EXPECT_EQ(acc32[0], INT32_MIN);
+  EXPECT_EQ(acc32[1], INT32_MAX);
+  ReduceInto(DIST_INT32, DIST_PRODUCT, acc32 + 2, in32 + 2, 1);
+  EXPECT_EQ(acc32[2], 0);  // 2^32 mod 2^32
+  int64_t acc64[2] = {INT64_MAX, int64_t{3} << 62};
+  const int64_t in64[2] = {2, 2};
+  ReduceInto(DIST_INT64, DIST_SUM, acc64, in64, 1);
+  EXPECT_EQ(acc64[0], INT64_MIN + 1);
+  ReduceInto(DIST_INT64, DIST_PRODUCT, acc64 + 1, in64 + 1, 1);
+  EXPECT_EQ(acc64[1], INT64_MIN);  // 3 * 2^63 mod 2^64 = 2^63
+  int8_t acc8[2] = {127, -128};
+  const int8_t in8[2] = {1, -1};
+  ReduceInto(DIST_INT8, DIST_SUM, acc8, in8, 2);
+  EXPECT_EQ(acc8[0], -128);
+  EXPECT_EQ(acc8[1], 127);
+  uint8_t accu8[1] = {200};
+  const uint8_t inu8[1] = {100};
+  ReduceInto(DIST_UINT8, DIST_SUM, accu8, inu8, 1);
+  EXPECT_EQ(accu8[0], 44);
+}
+
 TEST(Reduce, BitwiseOnFloatIsAClearError) {
   absl::Status status = ValidateReduceOp(DIST_FLOAT32, DIST_BXOR);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);

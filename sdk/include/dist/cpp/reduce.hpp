@@ -53,15 +53,34 @@ namespace internal {
 #define DIST_VECTORIZE_LOOPS
 #endif
 
+// The type a sum or product of T is computed in: integers wrap around on
+// overflow (two's complement, as MPI libraries and torch do), so they are
+// added and multiplied unsigned, where wrapping is defined; a signed
+// overflow is undefined behaviour, which the optimizer may assume never
+// happens. Floating point is itself.
+template <typename T, bool = std::is_integral_v<T>>
+struct Arithmetic {
+  using type = T;
+};
+template <typename T>
+struct Arithmetic<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+
 template <typename T>
 DIST_VECTORIZE_LOOPS void ReduceTyped(dist_reduce_op_t op, T* acc, const T* in, size_t count) {
+  using A = typename Arithmetic<T>::type;
   switch (op) {
     case DIST_SUM:
     case DIST_AVG:  // divided once at the end, see FinishAverage
-      for (size_t i = 0; i < count; ++i) acc[i] = static_cast<T>(acc[i] + in[i]);
+      for (size_t i = 0; i < count; ++i) {
+        acc[i] = static_cast<T>(static_cast<A>(static_cast<A>(acc[i]) + static_cast<A>(in[i])));
+      }
       break;
     case DIST_PRODUCT:
-      for (size_t i = 0; i < count; ++i) acc[i] = static_cast<T>(acc[i] * in[i]);
+      for (size_t i = 0; i < count; ++i) {
+        acc[i] = static_cast<T>(static_cast<A>(static_cast<A>(acc[i]) * static_cast<A>(in[i])));
+      }
       break;
     case DIST_MIN:
       for (size_t i = 0; i < count; ++i) acc[i] = std::min(acc[i], in[i]);
