@@ -112,7 +112,7 @@ else
   bench="$dir/nccl_bench"
   extra="$dir/lib"
   if [[ ! -e /usr/local/cuda/lib64/libnccl.so.2 ]]; then
-    nccl_dir="$(find / -xdev -path '*nvidia/nccl/lib/libnccl.so.2' -printf '%h\n' 2>/dev/null | head -1)"
+    nccl_dir="$(find / -xdev -path '*nvidia/nccl/lib/libnccl.so.2' -printf '%h\n' -quit 2>/dev/null)"
     [[ -n "$nccl_dir" ]] || fail "no libnccl.so.2 in /usr/local/cuda/lib64 nor in a pip nvidia-nccl package"
     extra="$extra:$nccl_dir"
   fi
