@@ -184,7 +184,7 @@ int64_t Communicator::TimeoutMs(const dist_op_args_t& args) const {
 
 OpContext Communicator::ContextFor(const char* what, const dist_op_args_t& args) const {
   const int64_t timeout_ms = TimeoutMs(args);
-  return OpContext{what, CoarseNow() + absl::Milliseconds(timeout_ms), timeout_ms};
+  return OpContext{what, CoarseDeadline(timeout_ms), timeout_ms};
 }
 
 bool Communicator::OnlySendRecvDeferred(int64_t issuing) const {

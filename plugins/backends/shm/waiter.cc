@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -27,10 +28,25 @@ std::string RankList(const std::vector<int>& ranks) { return absl::StrJoin(ranks
 
 }  // namespace
 
-absl::Time CoarseNow() {
+namespace {
+
+int64_t CoarseNowNanos() {
   timespec now{};
   clock_gettime(CLOCK_REALTIME_COARSE, &now);
-  return absl::TimeFromTimespec(now);
+  return int64_t{now.tv_sec} * 1000000000 + now.tv_nsec;
+}
+
+}  // namespace
+
+// absl::FromUnixNanos is inline; absl::TimeFromTimespec calls into Abseil.
+absl::Time CoarseNow() { return absl::FromUnixNanos(CoarseNowNanos()); }
+
+absl::Time CoarseDeadline(int64_t timeout_ms) {
+  // Far beyond any real timeout, and small enough that now (about 2^61 ns
+  // since the epoch) plus it in nanoseconds cannot overflow.
+  constexpr int64_t kLongestMs = int64_t{1} << 40;  // 35 years
+  if (timeout_ms > kLongestMs) return absl::InfiniteFuture();
+  return absl::FromUnixNanos(CoarseNowNanos() + std::max<int64_t>(timeout_ms, 0) * 1000000);
 }
 
 void Waiter::Ring(int rank) {

@@ -21,6 +21,11 @@ namespace dist_shm {
 // waits reads no other clock.
 absl::Time CoarseNow();
 
+// CoarseNow() + `timeout_ms`, by integer arithmetic: every operation takes
+// one, and adding an absl::Duration to an absl::Time is a call into the
+// (out of line) Abseil library. Saturates to the infinite future.
+absl::Time CoarseDeadline(int64_t timeout_ms);
+
 // The operation a wait belongs to, for deadlines and messages.
 struct OpContext {
   const char* what = "";  // "all_reduce"
