@@ -145,6 +145,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
   std::unique_ptr<ProcessGroup> group(new ProcessGroup());
   group->name_ = config->group_name;
   group->timeout_ = config->timeout_duration;
+  group->timeout_ms_ = absl::ToInt64Milliseconds(group->timeout_);
   group->comm_for_device_.fill(-1);
   for (const ConfigOption& option : config->options) {
     group->options_.emplace_back(option.key, option.value);
@@ -262,6 +263,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::NewGroup(std::vector
   std::unique_ptr<ProcessGroup> group(new ProcessGroup());
   group->name_ = absl::StrCat(name_, ".", id);
   group->timeout_ = timeout_;
+  group->timeout_ms_ = timeout_ms_;
   group->store_ = store_;
   group->store_prefix_ = absl::StrCat(store_prefix_, "sub", id, "/");
   group->options_ = options_;
@@ -449,7 +451,7 @@ absl::StatusOr<dist_work_t*> ProcessGroup::Submit(dist_collective_t kind,
   auto* handle = new dist_work();
   handle->plugin = &route.plugin->backend;
   handle->work = work;
-  handle->default_timeout_ms = absl::ToInt64Milliseconds(timeout_);
+  handle->default_timeout_ms = timeout_ms_;
   handle->kind = kind;
   handle->recorder = tracing_->recorder();
   handle->trace_id = prepared.op.trace_id;
@@ -462,7 +464,7 @@ absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& arg
   DIST_RETURN_IF_ERROR(Prepare(kind, args, &prepared));
   const dist_backend_plugin_t& backend = prepared.route.plugin->backend;
   dist_backend_comm_t* comm = prepared.route.comm->comm;
-  const int64_t timeout_ms = absl::ToInt64Milliseconds(timeout_);
+  const int64_t timeout_ms = timeout_ms_;
   const uint64_t trace_id = prepared.op.trace_id;
   absl::Status status;
   if (backend.run != nullptr) {

@@ -110,6 +110,7 @@ class ProcessGroup {
   int32_t local_rank_ = -1;
   int32_t local_world_size_ = -1;
   absl::Duration timeout_;
+  int64_t timeout_ms_ = 0;  // timeout_ for every call (ToInt64Milliseconds is a call into Abseil)
   std::vector<int32_t> parent_ranks_;  // members, for non-member messages
   int32_t parent_rank_ = -1;
   std::string store_prefix_;  // this group's namespace in the shared store
