@@ -26,10 +26,6 @@ constexpr absl::Duration kLivenessEvery = absl::Milliseconds(50);
 
 std::string RankList(const std::vector<int>& ranks) { return absl::StrJoin(ranks, ", "); }
 
-}  // namespace
-
-namespace {
-
 int64_t CoarseNowNanos() {
   timespec now{};
   clock_gettime(CLOCK_REALTIME_COARSE, &now);
