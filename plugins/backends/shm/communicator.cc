@@ -131,12 +131,13 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t coll
       return work;
     }
     inline_running_ = true;
+    caller_runs_ = true;
   }
   // A send with nothing queued before it, while nobody moves send/recv,
   // that fits in the ring: posted and done here, even if its caller
   // computes for a while before waiting for it.
   Execute(Task{collective, args, work});
-  EndInlineRun(/*completed=*/0);  // Finish counted it
+  EndInlineRun(/*completed=*/0);  // Finish counted what it completed
   return work;
 }
 
@@ -204,9 +205,12 @@ bool Communicator::MayRunInline(dist_collective_t collective, const dist_op_args
 }
 
 void Communicator::EndInlineRun(int64_t completed) {
+  const int64_t finished = completed + finished_by_caller_;
+  finished_by_caller_ = 0;
+  caller_runs_ = false;
   absl::MutexLock lock(&mu_);
   inline_running_ = false;
-  outstanding_ -= completed;
+  outstanding_ -= finished;
   if (!p2p_.idle()) {
     // send/recv a caller posted and left unfinished (its own op is done, or
     // its wait ran out): the worker moves them from now on.
@@ -228,6 +232,7 @@ absl::Status Communicator::Run(dist_collective_t collective, const dist_op_args_
     DIST_RETURN_IF_ERROR(Refusal(what));
     if (MayRunInline(collective, args, wait_timeout, /*in_flight=*/0)) {
       inline_running_ = true;
+      caller_runs_ = true;
       ++outstanding_;
       here = true;
     }
@@ -332,6 +337,7 @@ bool Communicator::TryRunInline(const void* work, absl::Duration wait_timeout) {
       queued_.fetch_sub(1, std::memory_order_relaxed);
     }
     inline_running_ = true;
+    caller_runs_ = true;
   }
   if (mine != nullptr) {
     // Post them all (a small send completes right here), then move bytes
@@ -348,7 +354,7 @@ bool Communicator::TryRunInline(const void* work, absl::Duration wait_timeout) {
   } else {
     Execute(task);
   }
-  EndInlineRun(/*completed=*/0);  // Finish counted it
+  EndInlineRun(/*completed=*/0);  // Finish counted what it completed
   return true;
 }
 
@@ -422,10 +428,13 @@ void Communicator::Finish(Started* started, absl::Status status) {
     started_.pop_front();
     ++published;
   }
-  if (published > 0) {
-    absl::MutexLock lock(&mu_);
-    outstanding_ -= published;
+  if (published == 0) return;
+  if (caller_runs_) {
+    finished_by_caller_ += published;  // EndInlineRun counts them: one lock fewer
+    return;
   }
+  absl::MutexLock lock(&mu_);
+  outstanding_ -= published;
 }
 
 void Communicator::Execute(const Task& task) {

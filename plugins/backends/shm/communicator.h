@@ -125,8 +125,9 @@ class Communicator {
   bool MayRunInline(dist_collective_t collective, const dist_op_args_t& args,
                     absl::Duration wait_timeout, int64_t in_flight) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // After a caller's own run: the worker may go on; `completed` operations
-  // leave the outstanding count (0 when Finish counted them).
+  // After a caller's own run: the worker may go on; the operations Finish
+  // completed on this run and `completed` more (run without Finish) leave
+  // the outstanding count.
   void EndInlineRun(int64_t completed);
   // Tells the peers this rank's state (kFailed, kAborted, kLeft).
   void Publish(RankState state, const std::string& reason);
@@ -146,7 +147,14 @@ class Communicator {
   // plain pointer (small enough for std::function's inline storage: no
   // allocation per operation).
   std::deque<Started> started_;  // whoever runs operations (worker or inline caller)
-  std::atomic<int> queued_{0};   // tasks in queue_, read without the lock
+  // Also the runner's: a caller runs operations on its own thread (set with
+  // inline_running_), and how many of them Finish completed meanwhile. They
+  // leave outstanding_ at EndInlineRun, under the lock it takes anyway, not
+  // with a lock of their own in Finish (the worker's still do: it may move
+  // send/recv for a long time between its visits to mu_).
+  bool caller_runs_ = false;
+  int64_t finished_by_caller_ = 0;
+  std::atomic<int> queued_{0};  // tasks in queue_, read without the lock
 
   absl::Mutex publish_mu_;  // serializes writes of this rank's state/reason
 

@@ -61,11 +61,10 @@ void PointToPoint::PostSend(int peer, int64_t tag, const void* data, uint64_t by
 void PointToPoint::PostRecv(int peer, int64_t tag, void* data, uint64_t bytes,
                             const OpContext& context, Done done) {
   ++pending_;
-  auto recv =
-      std::make_unique<Recv>(Recv{tag, static_cast<char*>(data), bytes, context, std::move(done)});
+  Recv recv{tag, static_cast<char*>(data), bytes, context, std::move(done)};
   Peer& p = peers_[peer];
   for (auto it = p.early.begin(); it != p.early.end(); ++it) {
-    if (it->tag != tag || it->claimed != nullptr) continue;
+    if (it->tag != tag || it->claimed.has_value()) continue;
     if (!it->complete) {
       it->claimed = std::move(recv);  // delivered when the rest arrives
       return;
@@ -73,11 +72,11 @@ void PointToPoint::PostRecv(int peer, int64_t tag, void* data, uint64_t bytes,
     Early early = std::move(*it);
     p.early.erase(it);
     if (early.bytes.size() != bytes) {
-      Finish(recv->done, SizeMismatch(peer, tag, bytes, early.bytes.size()));
+      Finish(recv.done, SizeMismatch(peer, tag, bytes, early.bytes.size()));
       return;
     }
     if (bytes > 0) std::memcpy(data, early.bytes.data(), bytes);
-    Finish(recv->done, absl::OkStatus());
+    Finish(recv.done, absl::OkStatus());
     return;
   }
   p.recvs.push_back(std::move(recv));
@@ -143,21 +142,23 @@ bool PointToPoint::ProgressIncoming(int peer) {
   while (true) {
     if (in.in_message && in.received == Padded(in.bytes)) {
       // The whole message is here.
-      if (in.target != nullptr) {
-        std::unique_ptr<Recv> recv = std::move(in.target);
-        Finish(recv->done, recv->bytes == in.bytes
-                               ? absl::OkStatus()
-                               : SizeMismatch(peer, recv->tag, recv->bytes, in.bytes));
+      if (in.target.has_value()) {
+        Recv recv = *std::move(in.target);
+        in.target.reset();
+        Finish(recv.done, recv.bytes == in.bytes
+                              ? absl::OkStatus()
+                              : SizeMismatch(peer, recv.tag, recv.bytes, in.bytes));
       } else if (in.early != nullptr) {
         Early* early = in.early;
         early->complete = true;
-        if (early->claimed != nullptr) {
-          std::unique_ptr<Recv> recv = std::move(early->claimed);
-          if (recv->bytes == early->bytes.size()) {
-            if (recv->bytes > 0) std::memcpy(recv->data, early->bytes.data(), recv->bytes);
-            Finish(recv->done, absl::OkStatus());
+        if (early->claimed.has_value()) {
+          Recv recv = *std::move(early->claimed);
+          early->claimed.reset();
+          if (recv.bytes == early->bytes.size()) {
+            if (recv.bytes > 0) std::memcpy(recv.data, early->bytes.data(), recv.bytes);
+            Finish(recv.done, absl::OkStatus());
           } else {
-            Finish(recv->done, SizeMismatch(peer, recv->tag, recv->bytes, early->bytes.size()));
+            Finish(recv.done, SizeMismatch(peer, recv.tag, recv.bytes, early->bytes.size()));
           }
           p.early.remove_if([early](const Early& e) { return &e == early; });
         }
@@ -178,9 +179,8 @@ bool PointToPoint::ProgressIncoming(int peer) {
         in.in_message = true;
         in.bytes = header.bytes;
         in.received = 0;
-        auto match =
-            std::find_if(p.recvs.begin(), p.recvs.end(),
-                         [&](const std::unique_ptr<Recv>& r) { return r->tag == header.tag; });
+        auto match = std::find_if(p.recvs.begin(), p.recvs.end(),
+                                  [&](const Recv& r) { return r.tag == header.tag; });
         if (match != p.recvs.end()) {
           in.target = std::move(*match);
           p.recvs.erase(match);
@@ -196,7 +196,7 @@ bool PointToPoint::ProgressIncoming(int peer) {
       if (in.received < in.bytes) {
         const uint64_t useful = std::min(n, in.bytes - in.received);
         char* dest = nullptr;
-        if (in.target != nullptr && in.target->bytes == in.bytes) {
+        if (in.target.has_value() && in.target->bytes == in.bytes) {
           dest = in.target->data + in.received;
         } else if (in.early != nullptr) {
           dest = in.early->bytes.data() + in.received;
@@ -239,12 +239,12 @@ void PointToPoint::CheckTimeouts() {
       }
     };
     if (!p.sends.empty()) consider(p.sends.front().context, "send to", p.sends.front().tag);
-    if (p.incoming.target != nullptr) {
+    if (p.incoming.target.has_value()) {
       consider(p.incoming.target->context, "recv from", p.incoming.target->tag);
     }
-    for (const auto& r : p.recvs) consider(r->context, "recv from", r->tag);
+    for (const Recv& r : p.recvs) consider(r.context, "recv from", r.tag);
     for (const auto& e : p.early) {
-      if (e.claimed != nullptr) consider(e.claimed->context, "recv from", e.claimed->tag);
+      if (e.claimed.has_value()) consider(e.claimed->context, "recv from", e.claimed->tag);
     }
     if (oldest == nullptr) continue;
     absl::Status status = waiter_->CheckPeers({peer}, *oldest, liveness);
@@ -279,10 +279,10 @@ bool PointToPoint::Progress() {
 void PointToPoint::FailAll(const absl::Status& status) {
   for (Peer& p : peers_) {
     for (Send& s : p.sends) Finish(s.done, status);
-    for (auto& r : p.recvs) Finish(r->done, status);
-    if (p.incoming.target != nullptr) Finish(p.incoming.target->done, status);
+    for (Recv& r : p.recvs) Finish(r.done, status);
+    if (p.incoming.target.has_value()) Finish(p.incoming.target->done, status);
     for (Early& e : p.early) {
-      if (e.claimed != nullptr) Finish(e.claimed->done, status);
+      if (e.claimed.has_value()) Finish(e.claimed->done, status);
     }
     p = Peer();
   }

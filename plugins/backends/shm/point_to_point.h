@@ -16,6 +16,7 @@
 #include <functional>
 #include <list>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -71,21 +72,21 @@ class PointToPoint {
     std::vector<char> bytes;
     uint64_t received = 0;
     bool complete = false;
-    std::unique_ptr<Recv> claimed;  // a recv waiting for the rest of it
+    std::optional<Recv> claimed;  // a recv waiting for the rest of it
   };
   // What the ring from one peer is in the middle of.
   struct Incoming {
     unsigned char header[sizeof(MessageHeader)];
     uint64_t header_received = 0;
     bool in_message = false;
-    uint64_t bytes = 0;            // payload size
-    uint64_t received = 0;         // payload + padding consumed
-    std::unique_ptr<Recv> target;  // posted recv being filled, or
-    Early* early = nullptr;        // early message being filled
+    uint64_t bytes = 0;          // payload size
+    uint64_t received = 0;       // payload + padding consumed
+    std::optional<Recv> target;  // posted recv being filled, or
+    Early* early = nullptr;      // early message being filled
   };
   struct Peer {
     std::deque<Send> sends;
-    std::deque<std::unique_ptr<Recv>> recvs;  // posted, unmatched, in order (usually 0-1)
+    std::deque<Recv> recvs;  // posted, unmatched, in order (usually 0-1); by value: no allocation
     std::list<Early> early;
     Incoming incoming;
   };

@@ -3,6 +3,7 @@
 #ifndef DIST_PLUGINS_BACKENDS_SHM_WORK_H_
 #define DIST_PLUGINS_BACKENDS_SHM_WORK_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -52,9 +53,9 @@ class Work {
   // free what a waiter reads (TSan cannot see Abseil's reference count).
   void Complete(const absl::Status& status) {
     absl::Status unshared = dist::UnsharedCopy(status);
-    absl::MutexLock lock(&mu_);
+    absl::MutexLock lock(&mu_);  // for a waiter asleep on done_
     status_ = std::move(unshared);
-    done_ = true;
+    done_.store(true, std::memory_order_release);  // status_ is final from here on
   }
 
   // The operation's status once done; DEADLINE_EXCEEDED while it still runs
@@ -62,45 +63,43 @@ class Work {
   absl::Status Wait(absl::Duration timeout) {
     // A blocking call: run the operation on this thread if the
     // communicator lets us (no thread hand-off), else wait for the worker.
-    if (gate_ != nullptr && !Done()) gate_->TryRun(this, timeout);
-    absl::MutexLock lock(&mu_);
-    // Done already (it ran here): no deadline to compute, no clock read.
-    if (!done_ && !mu_.AwaitWithTimeout(absl::Condition(&done_), timeout)) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("shm: ", what_, " on group '", group_, "' still runs after waiting ",
-                       absl::ToInt64Milliseconds(timeout),
-                       " ms; it stays pending: wait again, or abort the communicator"));
+    if (!Done()) {
+      if (gate_ != nullptr) gate_->TryRun(this, timeout);
+      // Done already (it ran here): no lock, no deadline, no clock read.
+      if (!Done() && !AwaitDone(timeout)) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("shm: ", what_, " on group '", group_, "' still runs after waiting ",
+                         absl::ToInt64Milliseconds(timeout),
+                         " ms; it stays pending: wait again, or abort the communicator"));
+      }
     }
     return dist::UnsharedCopy(status_);  // this thread may outlive the worker's copy
   }
 
-  bool Done() {
-    absl::MutexLock lock(&mu_);
-    return done_;
-  }
+  // Lock-free: callers poll it (a caller moving send/recv, every turn).
+  bool Done() const { return done_.load(std::memory_order_acquire); }
 
   bool Test(absl::Status* status) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (done_) {
-        *status = dist::UnsharedCopy(status_);
-        return true;
-      }
-    }
     // Never runs it here (a zero wait bound), but starts a deferred one.
-    if (gate_ != nullptr) gate_->TryRun(this, absl::ZeroDuration());
-    absl::MutexLock lock(&mu_);
-    if (done_) *status = dist::UnsharedCopy(status_);
-    return done_;
+    if (!Done() && gate_ != nullptr) gate_->TryRun(this, absl::ZeroDuration());
+    if (!Done()) return false;
+    *status = dist::UnsharedCopy(status_);
+    return true;
   }
 
  private:
   const char* const what_;
   const std::string group_;
   const std::shared_ptr<InlineGate> gate_;
-  absl::Mutex mu_;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  bool AwaitDone(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(this, &Work::Done), timeout);
+  }
+
+  absl::Mutex mu_;  // only to sleep on: Complete signals under it
+  // Written once, under mu_, before done_; read after done_ without it.
+  absl::Status status_;
+  std::atomic<bool> done_{false};
 };
 
 }  // namespace dist_shm
