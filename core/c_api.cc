@@ -200,6 +200,23 @@ DIST_EXPORT dist_error_t* dist_recv(dist_process_group_t* group, const dist_buff
   return Dispatch("dist_recv", group, DIST_COLL_RECV, args, work);
 }
 
+DIST_EXPORT dist_error_t* dist_sendrecv(dist_process_group_t* group, const dist_buffer_t* send,
+                                        int32_t dst, const dist_buffer_t* recv, int32_t src,
+                                        int64_t tag) {
+  if (group == nullptr || !group->group) return NullArgument("dist_sendrecv", "group");
+  if (send == nullptr) return NullArgument("dist_sendrecv", "send");
+  if (recv == nullptr) return NullArgument("dist_sendrecv", "recv");
+  dist_op_args_t send_args = MakeArgs(send, nullptr);
+  send_args.peer = dst;
+  send_args.tag = tag;
+  dist_op_args_t recv_args = MakeArgs(nullptr, recv);
+  recv_args.peer = src;
+  recv_args.tag = tag;
+  return Guarded("dist_sendrecv", [&]() -> dist_error_t* {
+    return ToError(group->group->RunSendRecv(send_args, recv_args));
+  });
+}
+
 DIST_EXPORT dist_error_t* dist_work_wait(dist_work_t* work, int64_t timeout_ms) {
   if (work == nullptr) return NullArgument("dist_work_wait", "work");
   // Longer than kMaxTimeoutMs is as good as forever, and overflows plugins'

@@ -15,6 +15,7 @@
 #include "core/op_sizes.h"
 #include "core/prefix_store.h"
 #include "core/rendezvous.h"
+#include "dist/cpp/sendrecv_order.hpp"
 #include "dist/cpp/status.hpp"
 #include "dist/cpp/validate.hpp"
 
@@ -463,34 +464,100 @@ absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& arg
   Prepared prepared;
   DIST_RETURN_IF_ERROR(Prepare(kind, args, &prepared));
   const dist_backend_plugin_t& backend = prepared.route.plugin->backend;
-  dist_backend_comm_t* comm = prepared.route.comm->comm;
   const int64_t timeout_ms = timeout_ms_;
-  const uint64_t trace_id = prepared.op.trace_id;
   absl::Status status;
   if (backend.run != nullptr) {
     // One call, no work handle (ABI 1.2); its errors are reported as a
     // wait's, whether the backend refused the operation or it failed.
-    status = TakeError(backend.run(comm, kind, &prepared.args, timeout_ms));
+    status = TakeError(backend.run(prepared.route.comm->comm, kind, &prepared.args, timeout_ms));
     if (!status.ok()) status = tracing_->Explain(prepared.op, std::move(status));
   } else {
-    dist_backend_work_t* work = nullptr;
-    absl::Status started = TakeError(prepared.route.fn(comm, &prepared.args, &work));
-    if (!started.ok()) return tracing_->Failed(prepared.op, started);
-    if (work == nullptr) return tracing_->Failed(prepared.op, NoWork(*prepared.route.plugin, kind));
-    status = TakeError(backend.work_wait(work, timeout_ms));
-    backend.work_destroy(work);
+    bool issued = false;
+    status = IssueAndWait(kind, prepared, timeout_ms, &issued);
+    if (!issued) return status;  // recorded as it failed
   }
+  return EndBlocking(dist_collective_name(kind), std::move(status), {prepared.op.trace_id});
+}
+
+absl::Status ProcessGroup::RunSendRecv(const dist_op_args_t& send, const dist_op_args_t& recv) {
+  // The recv's checks first: an argument error must reach neither the
+  // trace nor the backend, so that every rank's sequence numbers stay in step.
+  DIST_RETURN_IF_ERROR(RouteOf(DIST_COLL_RECV, recv).status());
+  Prepared send_op;
+  DIST_RETURN_IF_ERROR(Prepare(DIST_COLL_SEND, send, &send_op));
+  Prepared recv_op;
+  if (absl::Status status = Prepare(DIST_COLL_RECV, recv, &recv_op); !status.ok()) {
+    // The send is numbered and recorded already: it ends with the recv's error.
+    return tracing_->Failed(send_op.op, status);
+  }
+  const int64_t timeout_ms = timeout_ms_;
+  const dist_backend_plugin_t& backend = send_op.route.plugin->backend;
+  absl::Status status;
+  if (backend.run_sendrecv != nullptr && send_op.route.comm == recv_op.route.comm) {
+    status = TakeError(
+        backend.run_sendrecv(send_op.route.comm->comm, &send_op.args, &recv_op.args, timeout_ms));
+  } else {
+    // As the host would do it: issue both, then wait for both, within one
+    // timeout. Both are issued even when one fails to start (the peers'
+    // operations need their matches), in an order that cannot deadlock on a
+    // backend that runs them in issue order (sendrecv_order.hpp).
+    const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms);
+    dist_backend_work_t* works[2] = {nullptr, nullptr};
+    const Prepared* ops[2] = {&send_op, &recv_op};
+    absl::Status started[2];
+    const bool send_first = SendRecvSendsFirst(rank_, send.peer);
+    for (int i : {send_first ? 0 : 1, send_first ? 1 : 0}) {
+      const Route& route = ops[i]->route;
+      started[i] = TakeError(route.fn(route.comm->comm, &ops[i]->args, &works[i]));
+      if (started[i].ok() && works[i] == nullptr) {
+        started[i] = NoWork(*route.plugin, i == 0 ? DIST_COLL_SEND : DIST_COLL_RECV);
+      }
+    }
+    for (int i = 0; i < 2; ++i) {
+      absl::Status done = started[i];
+      if (works[i] != nullptr) {
+        const dist_backend_plugin_t& table = ops[i]->route.plugin->backend;
+        if (done.ok()) {
+          const int64_t left =
+              std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
+          done = TakeError(table.work_wait(works[i], left));
+        }
+        table.work_destroy(works[i]);
+      }
+      if (status.ok()) status = std::move(done);
+    }
+  }
+  if (!status.ok()) {
+    status = tracing_->Explain(recv_op.op, tracing_->Explain(send_op.op, std::move(status)));
+  }
+  return EndBlocking("sendrecv", std::move(status), {send_op.op.trace_id, recv_op.op.trace_id});
+}
+
+absl::Status ProcessGroup::IssueAndWait(dist_collective_t kind, const Prepared& prepared,
+                                        int64_t timeout_ms, bool* issued) {
+  const Route& route = prepared.route;
+  dist_backend_work_t* work = nullptr;
+  absl::Status started = TakeError(route.fn(route.comm->comm, &prepared.args, &work));
+  if (started.ok() && work == nullptr) started = NoWork(*route.plugin, kind);
+  *issued = started.ok();
+  if (!started.ok()) return tracing_->Failed(prepared.op, started);
+  absl::Status status = TakeError(route.plugin->backend.work_wait(work, timeout_ms));
+  route.plugin->backend.work_destroy(work);
+  return status;
+}
+
+absl::Status ProcessGroup::EndBlocking(const char* what, absl::Status status,
+                                       std::initializer_list<uint64_t> trace_ids) {
   if (!status.ok() && store_ != nullptr) store_->MarkFailed(std::string(status.message()));
   if (status.code() == absl::StatusCode::kDeadlineExceeded) {
     // The operation is stuck somewhere in the group: abort so that this
     // rank's later calls fail at once instead of queueing behind it.
-    const std::string reason =
-        absl::StrCat(dist_collective_name(kind), " on rank ", rank_, " did not finish within ",
-                     absl::FormatDuration(timeout_), ": ", status.message());
+    const std::string reason = absl::StrCat(what, " on rank ", rank_, " did not finish within ",
+                                            absl::FormatDuration(timeout_), ": ", status.message());
     AbortComms(reason);
     status = absl::DeadlineExceededError(absl::StrCat(reason, "; group '", name_, "' aborted"));
   }
-  tracing_->recorder()->End(trace_id, status);
+  for (uint64_t trace_id : trace_ids) tracing_->recorder()->End(trace_id, status);
   if (!status.ok()) tracing_->recorder()->DumpAfterFailure(std::string(status.message()));
   return status;
 }

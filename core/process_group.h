@@ -4,6 +4,7 @@
 #define DIST_CORE_PROCESS_GROUP_H_
 
 #include <array>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +65,11 @@ class ProcessGroup {
   // submitted and waited for.
   absl::Status Run(dist_collective_t kind, const dist_op_args_t& args);
 
+  // dist_sendrecv: a send and a recv issued together and waited for, as one
+  // call: through the backend's `run_sendrecv` when its table has one (ABI
+  // 1.3) and both go to the same communicator, else submitted and waited for.
+  absl::Status RunSendRecv(const dist_op_args_t& send, const dist_op_args_t& recv);
+
   void Abort(const std::string& reason);
 
   int32_t rank() const { return rank_; }
@@ -91,6 +97,16 @@ class ProcessGroup {
   // What Submit and Run share: the checks, the backend, the trace entry.
   // Fills `out` in place (every call's path: no StatusOr of a large struct).
   absl::Status Prepare(dist_collective_t kind, const dist_op_args_t& args, Prepared* out);
+  // A prepared operation through the table's function, then work_wait up to
+  // timeout_ms and work_destroy (backends without `run`). Records an error
+  // the backend returned at issue (Failed) and sets *issued to false then.
+  absl::Status IssueAndWait(dist_collective_t kind, const Prepared& prepared, int64_t timeout_ms,
+                            bool* issued);
+  // What every blocking call does with its status at the end: marks the
+  // store failed, aborts the group on a timeout (naming `what`), and
+  // completes the flight recorder entries.
+  absl::Status EndBlocking(const char* what, absl::Status status,
+                           std::initializer_list<uint64_t> trace_ids);
   // The checks and the backend; a call that repeats this thread's previous
   // one on this group (same arguments, byte for byte) skips the checks, as
   // they depend only on the arguments and on what the group fixed at its

@@ -254,6 +254,9 @@ int main() {
 #if DIST_BACKEND_ABI_MINOR >= 2
   FIELD(P, dist_backend_plugin_t, run);
 #endif
+#if DIST_BACKEND_ABI_MINOR >= 3
+  FIELD(P, dist_backend_plugin_t, run_sendrecv);
+#endif
 
   // rendezvous_plugin.h
   STRUCT(R, dist_rendezvous_hints_t);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "dist/cpp/sendrecv_order.hpp"
 #include "dist/cpp/status.hpp"
 #include "dist/dist.h"
 #include "dist/registry.h"
@@ -126,6 +127,26 @@ std::vector<unsigned char> SizedBlock(const T& value, size_t struct_size) {
   return block;
 }
 
+}  // namespace
+
+absl::Status Comm::SendRecv(const dist_op_args_t& send, const dist_op_args_t& recv,
+                            int64_t timeout_ms) {
+  absl::StatusOr<std::unique_ptr<Work>> sent = absl::UnknownError("not started");
+  absl::StatusOr<std::unique_ptr<Work>> received = absl::UnknownError("not started");
+  if (SendRecvSendsFirst(rank(), send.peer)) {
+    sent = Start(DIST_COLL_SEND, send);
+    received = Start(DIST_COLL_RECV, recv);
+  } else {
+    received = Start(DIST_COLL_RECV, recv);
+    sent = Start(DIST_COLL_SEND, send);
+  }
+  absl::Status status = sent.ok() ? (*sent)->Wait(timeout_ms) : sent.status();
+  absl::Status recv_status = received.ok() ? (*received)->Wait(timeout_ms) : received.status();
+  return status.ok() ? recv_status : status;
+}
+
+namespace {
+
 class AbiComm : public Comm {
  public:
   AbiComm(std::shared_ptr<AbiShared> shared, StoreRef store, dist_backend_comm_t* comm,
@@ -167,6 +188,16 @@ class AbiComm : public Comm {
     dist_op_args_t copy = args;
     copy.struct_size = sizeof(copy);
     return TakeError(table().run(comm_, coll, &copy, timeout_ms));
+  }
+
+  absl::Status SendRecv(const dist_op_args_t& send, const dist_op_args_t& recv,
+                        int64_t timeout_ms) override {
+    if (table().run_sendrecv == nullptr) return Comm::SendRecv(send, recv, timeout_ms);
+    dist_op_args_t send_copy = send;
+    send_copy.struct_size = sizeof(send_copy);
+    dist_op_args_t recv_copy = recv;
+    recv_copy.struct_size = sizeof(recv_copy);
+    return TakeError(table().run_sendrecv(comm_, &send_copy, &recv_copy, timeout_ms));
   }
 
   absl::StatusOr<std::unique_ptr<Comm>> Split(const std::vector<int32_t>& ranks,
@@ -359,6 +390,11 @@ class CoreComm : public Comm {
   // the backend's `run` when it has one; the group's timeout applies.
   absl::Status Run(dist_collective_t coll, const dist_op_args_t& a, int64_t) override {
     return TakeError(CallCore(group_, coll, a, nullptr));
+  }
+
+  // dist_sendrecv, with the group's timeout.
+  absl::Status SendRecv(const dist_op_args_t& send, const dist_op_args_t& recv, int64_t) override {
+    return TakeError(dist_sendrecv(group_, &send.send, send.peer, &recv.recv, recv.peer, send.tag));
   }
 
   void Abort(const std::string& reason) override { dist_abort(group_, reason.c_str()); }

@@ -45,6 +45,12 @@ class Comm {
     return (*work)->Wait(timeout_ms);
   }
 
+  // A send and a recv in one call: the table's `run_sendrecv` (ABI 1.3) or
+  // dist_sendrecv where there is one, else both started (in the order of
+  // dist/cpp/sendrecv_order.hpp) and waited for. The first error wins.
+  virtual absl::Status SendRecv(const dist_op_args_t& send, const dist_op_args_t& recv,
+                                int64_t timeout_ms);
+
   // Collective over this communicator: a subgroup of `ranks` (ascending). On
   // members returns the new communicator; on non-members returns nullptr
   // after checking that non-membership is reported as the ABI says (an error

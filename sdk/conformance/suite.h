@@ -61,6 +61,8 @@ class Suite {
   void DeclaredEntries();
   void CollectiveMatrix();
   void PointToPoint();
+  // One sendrecv of `n` elements to `dst` and from `src`, checked.
+  absl::Status SendRecvOnce(dist_dtype_t dtype, uint64_t n, int32_t dst, int32_t src);
   void Barrier();
   void AsyncOrdering();
   void WorkSemantics();

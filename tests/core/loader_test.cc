@@ -173,6 +173,17 @@ TEST(HostApi, InitRunsCollectivesAndSubgroupsOnAGoodPlugin) {
       << message;
   message = Message(dist_send(group, &send, 0, 0, nullptr));
   EXPECT_NE(message.find("peer 0 must be another rank"), std::string::npos) << message;
+  // dist_sendrecv: the core checks both halves, and a NULL buffer, before
+  // any reaches the plugin (a world of one has no other rank to name).
+  // The recv's checks come first (then nothing has entered the trace yet).
+  message = Message(dist_sendrecv(group, &send, 0, &recv, 0, 0));
+  EXPECT_NE(message.find("recv: peer 0 must be another rank"), std::string::npos) << message;
+  message = Message(dist_sendrecv(group, nullptr, 1, &recv, 0, 0));
+  EXPECT_NE(message.find("dist_sendrecv: send is NULL"), std::string::npos) << message;
+  message = Message(dist_sendrecv(group, &send, 1, nullptr, 0, 0));
+  EXPECT_NE(message.find("dist_sendrecv: recv is NULL"), std::string::npos) << message;
+  message = Message(dist_sendrecv(nullptr, &send, 1, &recv, 0, 0));
+  EXPECT_NE(message.find("dist_sendrecv: group is NULL"), std::string::npos) << message;
 
   // A stream-ordered wait is not offered by this backend.
   ASSERT_EQ(dist_barrier(group, &work), nullptr);

@@ -3,17 +3,6 @@
 #include "dist/cpp/status.hpp"
 
 namespace distbench {
-namespace {
-
-// Waits for a work handle and frees it.
-absl::Status Finish(dist_work_t* work) {
-  absl::Status status = dist::TakeError(dist_work_wait(work, -1));
-  dist_work_destroy(work);
-  return status;
-}
-
-}  // namespace
-
 absl::Status RunThroughDist(dist_process_group_t* pg, const Case& c, void* send, void* recv,
                             dist_device_t device) {
   const dist_buffer_t s = dist_make_buffer(send, c.send_count(), c.dtype, device);
@@ -38,28 +27,13 @@ absl::Status RunThroughDist(dist_process_group_t* pg, const Case& c, void* send,
     case Op::kBarrier:
       return dist::TakeError(dist_barrier(pg, nullptr));
     case Op::kSendRecv: {
-      // A ring shift: send to the next rank, receive from the previous one.
-      // Both are started before either is waited on, so no CPU backend
-      // blocks; and even ranks send first, odd ranks receive first, so that
-      // a backend that runs a rank's operations in the order they were
-      // issued (NCCL, on one stream) cannot deadlock either.
+      // A ring shift: send to the next rank, receive from the previous one,
+      // in one call (dist_sendrecv, as the raw side's MPI_Sendrecv). The
+      // core or the backend issues the two in an order that no backend
+      // deadlocks on (sendrecv_order.hpp).
       const int next = (c.rank + 1) % c.world_size;
       const int prev = (c.rank + c.world_size - 1) % c.world_size;
-      dist_work_t* send_work = nullptr;
-      dist_work_t* recv_work = nullptr;
-      auto start_send = [&] { return dist::TakeError(dist_send(pg, &s, next, 0, &send_work)); };
-      auto start_recv = [&] { return dist::TakeError(dist_recv(pg, &r, prev, 0, &recv_work)); };
-      const bool send_first = c.rank % 2 == 0;
-      DIST_RETURN_IF_ERROR(send_first ? start_send() : start_recv());
-      absl::Status second = send_first ? start_recv() : start_send();
-      if (!second.ok()) {
-        dist_abort(pg, "distbench: send or recv failed");
-        (void)Finish(send_first ? send_work : recv_work);
-        return second;
-      }
-      absl::Status received = Finish(recv_work);
-      absl::Status send_done = Finish(send_work);
-      return received.ok() ? send_done : received;
+      return dist::TakeError(dist_sendrecv(pg, &s, next, &r, prev, 0));
     }
   }
   return absl::InternalError("unknown op");

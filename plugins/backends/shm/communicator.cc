@@ -251,6 +251,56 @@ absl::Status Communicator::Run(dist_collective_t collective, const dist_op_args_
   return (*work)->Wait(wait_timeout);
 }
 
+std::optional<absl::Status> Communicator::TryRunSendRecv(const dist_op_args_t& send,
+                                                         const dist_op_args_t& recv,
+                                                         absl::Duration wait_timeout) {
+  if (!inline_wait_ || wait_timeout <= absl::ZeroDuration()) return std::nullopt;
+  if (abort_.aborted()) return waiter_.AbortedError("send");
+  DIST_RETURN_IF_ERROR(ValidateOp(DIST_COLL_SEND, send, rank_));
+  DIST_RETURN_IF_ERROR(ValidateOp(DIST_COLL_RECV, recv, rank_));
+  // Both works in one allocation; each task holds its own alias of it.
+  struct Pair {
+    explicit Pair(const std::string& group) : send("send", group), recv("recv", group) {}
+    Work send;
+    Work recv;
+  };
+  auto pair = std::make_shared<Pair>(group_);
+  std::shared_ptr<Work> sent(pair, &pair->send);
+  std::shared_ptr<Work> received(pair, &pair->recv);
+  {
+    absl::MutexLock lock(&mu_);
+    DIST_RETURN_IF_ERROR(Refusal("send"));
+    if (outstanding_ != 0 || worker_busy_ || inline_running_ || stopping_) return std::nullopt;
+    last_issue_ = CoarseNow();
+    outstanding_ += 2;
+    inline_running_ = true;
+    caller_runs_ = true;
+  }
+  // As TryRunInline moves send/recv: until both are done, the wait runs out
+  // or another operation is issued (the worker then moves what is left).
+  // Each keeps its own deadline, which Progress enforces.
+  const OpContext until{"sendrecv", CoarseNow() + wait_timeout, 0};
+  Execute(Task{DIST_COLL_SEND, send, sent});
+  Execute(Task{DIST_COLL_RECV, recv, received});
+  if (!received->Done() || !sent->Done()) {
+    (void)waiter_.Wait(
+        [this, &sent, &received] {
+          return (received->Done() && sent->Done()) || queued_.load(std::memory_order_acquire) > 0;
+        },
+        [](std::vector<int>*) {}, until);
+  }
+  EndInlineRun(/*completed=*/0);  // Finish counted what it completed
+  // Done already in the common case; else the worker finishes them, within
+  // what is left of the wait.
+  auto finish = [&until](Work& work) {
+    return work.Wait(work.Done() ? absl::ZeroDuration()
+                                 : std::max(until.deadline - CoarseNow(), absl::ZeroDuration()));
+  };
+  absl::Status status = finish(*sent);
+  absl::Status recv_status = finish(*received);
+  return status.ok() ? recv_status : status;
+}
+
 void Communicator::WorkerLoop() {
   while (true) {
     Task task;

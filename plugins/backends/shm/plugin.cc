@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -44,6 +45,12 @@ class ShmComm : public dist::BackendComm {
   absl::Status Run(dist_collective_t kind, const dist_op_args_t& args,
                    absl::Duration timeout) override {
     return comm_->Run(kind, args, timeout);
+  }
+  absl::Status RunSendRecv(const dist_op_args_t& send, const dist_op_args_t& recv,
+                           absl::Duration timeout) override {
+    std::optional<absl::Status> here = comm_->TryRunSendRecv(send, recv, timeout);
+    if (here.has_value()) return *std::move(here);
+    return dist::BackendComm::RunSendRecv(send, recv, timeout);
   }
   void Abort(const std::string& reason) override { comm_->Abort(reason); }
   // Members meet on a fresh segment through the new store namespace; the

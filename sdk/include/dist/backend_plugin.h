@@ -44,7 +44,7 @@ extern "C" {
 #endif
 
 #define DIST_BACKEND_ABI_MAJOR 1
-#define DIST_BACKEND_ABI_MINOR 2
+#define DIST_BACKEND_ABI_MINOR 3
 #define DIST_BACKEND_ENTRY_SYMBOL "dist_backend_plugin_v1"
 
 typedef struct dist_backend_comm dist_backend_comm_t; /* plugin-defined */
@@ -210,6 +210,19 @@ typedef struct dist_backend_plugin {
    * the calling thread without allocating anything. */
   dist_error_t* (*run)(dist_backend_comm_t* comm, dist_collective_t kind,
                        const dist_op_args_t* args, int64_t timeout_ms);
+
+  /* ---- Appended in ABI 1.3 (read only when struct_size covers it) ---- */
+
+  /* Optional (NULL: the core issues the send, then the recv, and waits for
+   * both). Runs a send (`send`, as for the table's `send`) and a recv
+   * (`recv`, as for `recv`) as if both were issued, in that order, and then
+   * waited for, and returns once both are done: dist_sendrecv, the step of a
+   * ring shift. The first error wins (the send's when both fail); both
+   * argument structs are checked before either starts. DIST_DEADLINE_EXCEEDED
+   * when timeout_ms passes first, with the same caveat as `run`. Lets a
+   * backend move both on the calling thread with no work handles. */
+  dist_error_t* (*run_sendrecv)(dist_backend_comm_t* comm, const dist_op_args_t* send,
+                                const dist_op_args_t* recv, int64_t timeout_ms);
 } dist_backend_plugin_t;
 
 /* The entry symbol's type. */

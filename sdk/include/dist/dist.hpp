@@ -202,6 +202,11 @@ class ProcessGroup {
   absl::Status Recv(const dist_buffer_t& buffer, int32_t peer, int64_t tag = 0) {
     return TakeError(dist_recv(group_, &buffer, peer, tag, nullptr));
   }
+  // Sends to `dst` while receiving from `src` (dist_sendrecv).
+  absl::Status SendRecv(const dist_buffer_t& send, int32_t dst, const dist_buffer_t& recv,
+                        int32_t src, int64_t tag = 0) {
+    return TakeError(dist_sendrecv(group_, &send, dst, &recv, src, tag));
+  }
 
   // Asynchronous forms: the buffers must stay valid until the work is done.
   absl::StatusOr<Work> AllReduceAsync(const dist_buffer_t& send, const dist_buffer_t& recv,

@@ -15,6 +15,7 @@
 #ifndef DIST_CPP_BACKEND_ADAPTER_HPP_
 #define DIST_CPP_BACKEND_ADAPTER_HPP_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,11 +24,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "dist/backend_plugin.h"
 #include "dist/cpp/abi_struct.hpp"
 #include "dist/cpp/guard.hpp"
 #include "dist/cpp/host_log.hpp"
+#include "dist/cpp/sendrecv_order.hpp"
 #include "dist/cpp/status.hpp"
 #include "dist/cpp/validate.hpp"
 
@@ -72,6 +75,30 @@ class BackendComm {
     absl::StatusOr<std::unique_ptr<BackendWork>> work = Issue(kind, args);
     if (!work.ok()) return work.status();
     return (*work)->Wait(timeout);
+  }
+  // A send and a recv issued together and waited for (the table's
+  // `run_sendrecv`, for dist_sendrecv): Issue both, then Wait for both
+  // within `timeout`; the first error wins. A backend overrides it to move
+  // both on the calling thread without work handles when it can.
+  virtual absl::Status RunSendRecv(const dist_op_args_t& send, const dist_op_args_t& recv,
+                                   absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    absl::StatusOr<std::unique_ptr<BackendWork>> sent = absl::UnknownError("not issued");
+    absl::StatusOr<std::unique_ptr<BackendWork>> received = absl::UnknownError("not issued");
+    // Both are issued even when one is refused (the peers' operations
+    // need their matches), in SendRecvSendsFirst's order.
+    if (SendRecvSendsFirst(rank(), send.peer)) {
+      sent = Issue(DIST_COLL_SEND, send);
+      received = Issue(DIST_COLL_RECV, recv);
+    } else {
+      received = Issue(DIST_COLL_RECV, recv);
+      sent = Issue(DIST_COLL_SEND, send);
+    }
+    absl::Status status = sent.ok() ? (*sent)->Wait(timeout) : sent.status();
+    absl::Status recv_status =
+        received.ok() ? (*received)->Wait(std::max(deadline - absl::Now(), absl::ZeroDuration()))
+                      : received.status();
+    return status.ok() ? recv_status : status;
   }
   // Fails pending and later operations with ABORTED carrying `reason` and
   // unblocks every waiter. Thread-safe, idempotent.
@@ -283,6 +310,27 @@ inline dist_error_t* Run(dist_backend_comm_t* comm, dist_collective_t kind,
   });
 }
 
+// The table's `run_sendrecv`: both argument structs checked, then the
+// backend's RunSendRecv.
+inline dist_error_t* RunSendRecv(dist_backend_comm_t* comm, const dist_op_args_t* send,
+                                 const dist_op_args_t* recv, int64_t timeout_ms) {
+  return Guard(BackendName(), "sendrecv", [&]() -> absl::Status {
+    if (comm == nullptr) return NullArgument("sendrecv", "the communicator");
+    BackendComm& impl = *comm->impl;
+    dist_op_args_t send_storage;
+    absl::StatusOr<const dist_op_args_t*> checked_send =
+        CheckedArgs(DIST_COLL_SEND, impl, send, &send_storage);
+    if (!checked_send.ok()) return checked_send.status();
+    dist_op_args_t recv_storage;
+    absl::StatusOr<const dist_op_args_t*> checked_recv =
+        CheckedArgs(DIST_COLL_RECV, impl, recv, &recv_storage);
+    if (!checked_recv.ok()) return checked_recv.status();
+    // The core always passes a bound; a negative one is treated as 0.
+    return impl.RunSendRecv(**checked_send, **checked_recv,
+                            absl::Milliseconds(timeout_ms < 0 ? 0 : timeout_ms));
+  });
+}
+
 inline dist_error_t* WorkWait(dist_backend_work_t* work, int64_t timeout_ms) {
   return Guard(BackendName(), "work_wait", [&]() -> absl::Status {
     if (work == nullptr) return NullArgument("work_wait", "work");
@@ -349,6 +397,7 @@ inline dist_backend_plugin_t MakeBackendTable(Backend& backend) {
   t.work_destroy = &internal::WorkDestroy;
   t.work_wait_stream = backend.has_wait_stream() ? &internal::WorkWaitStream : nullptr;
   t.run = &internal::Run;
+  t.run_sendrecv = &internal::RunSendRecv;
   return t;
 }
 
