@@ -48,6 +48,13 @@ class MpiComm : public dist::BackendComm {
     dist::ScopedSigpipeBlock no_sigpipe;
     return dist::BackendComm::Run(kind, args, timeout);
   }
+  // dist_sendrecv: both issued and waited for under one SIGPIPE block too
+  // (one set of its syscalls, not one per wait).
+  absl::Status RunSendRecv(const dist_op_args_t& send, const dist_op_args_t& recv,
+                           absl::Duration timeout) override {
+    dist::ScopedSigpipeBlock no_sigpipe;
+    return dist::BackendComm::RunSendRecv(send, recv, timeout);
+  }
   void Abort(const std::string& reason) override { comm_->Abort(reason); }
   absl::StatusOr<std::unique_ptr<dist::BackendComm>> Split(
       const int32_t* ranks, size_t num_ranks, const dist_comm_config_t& config) override {
