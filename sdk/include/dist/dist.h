@@ -114,7 +114,8 @@ DIST_EXPORT dist_error_t* dist_recv(dist_process_group_t* group, const dist_buff
  * group's timeout. It never deadlocks where a blocking send followed by a
  * blocking recv would (every rank of a ring sending first): it is a send and
  * a recv issued together, then waited for, in one call, which a backend may
- * run with no work handles (shm: about half the time of the four calls).
+ * run with no work handles (shm, 8 B on 2 ranks: 0.9 us, against 1.3-1.5 us
+ * for the four calls).
  * `dst` and `src` may be the same rank; neither may be this rank. The first
  * error wins (the send's when both fail). Host ABI 1.2. */
 DIST_EXPORT dist_error_t* dist_sendrecv(dist_process_group_t* group, const dist_buffer_t* send,
