@@ -185,5 +185,70 @@ TEST(ShmSendRecv, ASmallSendIsDoneWhenIssued) {
   });
 }
 
+// run_sendrecv (dist_sendrecv) on a communicator with a recv already in
+// flight: it cannot take the caller's fast path, so it issues both and
+// waits; the exchange (400 KB each way through 4 KiB rings, both ranks at
+// once) and the earlier recv both arrive intact.
+TEST(ShmSendRecv, ASendRecvBehindPendingWorkIsIssuedAndWaitedFor) {
+  OnTwoRanks("sendrecv_behind", [](int rank, dist_backend_comm_t* comm) {
+    const dist_backend_plugin_t* p = Plugin();
+    const int peer = 1 - rank;
+    const uint64_t big = 100000;
+    for (int round = 0; round < 3; ++round) {
+      std::vector<float> out(big), in(big, -1.0f);
+      for (uint64_t i = 0; i < big; ++i)
+        out[i] = static_cast<float>(rank * 1000000 + round * 7 + i);
+      int32_t early = 0;
+      dist_backend_work_t* early_work = nullptr;
+      if (rank == 0) {
+        dist_op_args_t recv = RecvArgs(&early, 1, DIST_INT32, 1, 9);
+        RANK_OK(rank, p->recv(comm, &recv, &early_work));
+      }
+      const absl::Time start = absl::Now();
+      dist_op_args_t send = SendArgs(out.data(), big, DIST_FLOAT32, peer, 5);
+      dist_op_args_t recv = RecvArgs(in.data(), big, DIST_FLOAT32, peer, 5);
+      RANK_OK(rank, p->run_sendrecv(comm, &send, &recv, 10000));
+      RANK_CHECK(rank, absl::Now() - start < absl::Seconds(3));
+      for (uint64_t i = 0; i < big; ++i) {
+        RANK_CHECK(rank, in[i] == static_cast<float>(peer * 1000000 + round * 7 + i));
+      }
+      if (rank == 1) {
+        int32_t value = 42 + round;
+        RANK_OK(rank, RunOp(p->send, comm, SendArgs(&value, 1, DIST_INT32, 0, 9)));
+      } else {
+        RANK_OK(rank, p->work_wait(early_work, 10000));
+        p->work_destroy(early_work);
+        RANK_CHECK(rank, early == 42 + round);
+      }
+    }
+  });
+}
+
+// A sendrecv whose peer never sends fails with the recv's own timeout (the
+// communicator's 4 s, not the caller's longer wait), naming the peer; its
+// send, which the peer received, succeeded.
+TEST(ShmSendRecv, ASendRecvWhosePeerNeverSendsTimesOutNamingIt) {
+  OnTwoRanks("sendrecv_silent", [](int rank, dist_backend_comm_t* comm) {
+    const dist_backend_plugin_t* p = Plugin();
+    int32_t out = 11, in = 0;
+    if (rank == 0) {
+      const absl::Time start = absl::Now();
+      dist_op_args_t send = SendArgs(&out, 1, DIST_INT32, 1, 5);
+      dist_op_args_t recv = RecvArgs(&in, 1, DIST_INT32, 1, 5);
+      dist_error_t* error = p->run_sendrecv(comm, &send, &recv, 20000);
+      const absl::Duration took = absl::Now() - start;
+      RANK_CHECK(rank, error != nullptr && dist_error_code(error) == DIST_DEADLINE_EXCEEDED);
+      const std::string message = error != nullptr ? dist_error_message(error) : "";
+      dist_error_destroy(error);
+      RANK_CHECK(rank, message.find("rank 1 is alive but did not send") != std::string::npos);
+      RANK_CHECK(rank, took >= absl::Seconds(3) && took < absl::Seconds(12));
+    } else {
+      RANK_OK(rank, RunOp(p->recv, comm, RecvArgs(&in, 1, DIST_INT32, 0, 5)));
+      RANK_CHECK(rank, in == 11);
+      absl::SleepFor(absl::Seconds(6));  // alive, silent, until rank 0 gave up
+    }
+  });
+}
+
 }  // namespace
 }  // namespace dist_test
