@@ -125,6 +125,42 @@ TEST(ShmFailures, KilledSenderFailsThePendingRecv) {
   EXPECT_TRUE(results[0].ok()) << results[0].Describe();
 }
 
+// The same through run_sendrecv (dist_sendrecv), which moves its send and
+// recv on the caller's thread: the dead peer is noticed there, well inside
+// the 30 s timeout, and named.
+TEST(ShmFailures, KilledPeerFailsASendRecvOnTheCallersThread) {
+  const std::string store = TempDir("killed-sendrecv") + "/store";
+  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, 2);
+    dist_backend_comm_t* comm = nullptr;
+    CommOptions options;
+    options.timeout_ms = 30000;
+    RANK_OK(rank, CreateComm(s, rank, 2, options, &comm));
+    RANK_OK(rank, RunOp(Plugin()->barrier, comm, Args()));
+    if (rank == 1) {
+      absl::SleepFor(absl::Milliseconds(200));
+      raise(SIGKILL);
+    }
+    // More than the ring holds, so the send cannot finish on its own either.
+    std::vector<float> out(1u << 20, 1.0f), in(1u << 20);
+    dist_op_args_t send = Args();
+    send.send = dist_make_buffer(out.data(), out.size(), DIST_FLOAT32, dist_cpu());
+    send.peer = 1;
+    send.tag = 5;
+    dist_op_args_t recv = Args();
+    recv.recv = dist_make_buffer(in.data(), in.size(), DIST_FLOAT32, dist_cpu());
+    recv.peer = 1;
+    recv.tag = 5;
+    const absl::Time start = absl::Now();
+    RANK_CHECK(rank, Is(rank, Plugin()->run_sendrecv(comm, &send, &recv, 30000), DIST_UNAVAILABLE,
+                        "rank 1 (pid"));
+    RANK_CHECK(rank, absl::Now() - start < absl::Seconds(10));
+    Plugin()->comm_destroy(comm);
+    return 0;
+  });
+  EXPECT_TRUE(results[0].ok()) << results[0].Describe();
+}
+
 // The last of `ranks` ranks stays alive but never joins an all_reduce with
 // a 1 s timeout; the others, running it through `all_reduce`, must get
 // DEADLINE_EXCEEDED naming it, at the timeout.
