@@ -476,7 +476,11 @@ absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& arg
     status = IssueAndWait(kind, prepared, timeout_ms, &issued);
     if (!issued) return status;  // recorded as it failed
   }
-  return EndBlocking(dist_collective_name(kind), std::move(status), {prepared.op.trace_id});
+  if (status.ok()) {
+    tracing_->recorder()->End(prepared.op.trace_id, status);  // every call's path: no helper
+    return status;
+  }
+  return FailBlocking(dist_collective_name(kind), std::move(status), {prepared.op.trace_id});
 }
 
 absl::Status ProcessGroup::RunSendRecv(const dist_op_args_t& send, const dist_op_args_t& recv) {
@@ -527,10 +531,13 @@ absl::Status ProcessGroup::RunSendRecv(const dist_op_args_t& send, const dist_op
       if (status.ok()) status = std::move(done);
     }
   }
-  if (!status.ok()) {
-    status = tracing_->Explain(recv_op.op, tracing_->Explain(send_op.op, std::move(status)));
+  if (status.ok()) {
+    tracing_->recorder()->End(send_op.op.trace_id, status);
+    tracing_->recorder()->End(recv_op.op.trace_id, status);
+    return status;
   }
-  return EndBlocking("sendrecv", std::move(status), {send_op.op.trace_id, recv_op.op.trace_id});
+  status = tracing_->Explain(recv_op.op, tracing_->Explain(send_op.op, std::move(status)));
+  return FailBlocking("sendrecv", std::move(status), {send_op.op.trace_id, recv_op.op.trace_id});
 }
 
 absl::Status ProcessGroup::IssueAndWait(dist_collective_t kind, const Prepared& prepared,
@@ -546,9 +553,9 @@ absl::Status ProcessGroup::IssueAndWait(dist_collective_t kind, const Prepared& 
   return status;
 }
 
-absl::Status ProcessGroup::EndBlocking(const char* what, absl::Status status,
-                                       std::initializer_list<uint64_t> trace_ids) {
-  if (!status.ok() && store_ != nullptr) store_->MarkFailed(std::string(status.message()));
+absl::Status ProcessGroup::FailBlocking(const char* what, absl::Status status,
+                                        std::initializer_list<uint64_t> trace_ids) {
+  if (store_ != nullptr) store_->MarkFailed(std::string(status.message()));
   if (status.code() == absl::StatusCode::kDeadlineExceeded) {
     // The operation is stuck somewhere in the group: abort so that this
     // rank's later calls fail at once instead of queueing behind it.
@@ -558,7 +565,7 @@ absl::Status ProcessGroup::EndBlocking(const char* what, absl::Status status,
     status = absl::DeadlineExceededError(absl::StrCat(reason, "; group '", name_, "' aborted"));
   }
   for (uint64_t trace_id : trace_ids) tracing_->recorder()->End(trace_id, status);
-  if (!status.ok()) tracing_->recorder()->DumpAfterFailure(std::string(status.message()));
+  tracing_->recorder()->DumpAfterFailure(std::string(status.message()));
   return status;
 }
 

@@ -102,11 +102,12 @@ class ProcessGroup {
   // the backend returned at issue (Failed) and sets *issued to false then.
   absl::Status IssueAndWait(dist_collective_t kind, const Prepared& prepared, int64_t timeout_ms,
                             bool* issued);
-  // What every blocking call does with its status at the end: marks the
-  // store failed, aborts the group on a timeout (naming `what`), and
-  // completes the flight recorder entries.
-  absl::Status EndBlocking(const char* what, absl::Status status,
-                           std::initializer_list<uint64_t> trace_ids);
+  // What a blocking call that failed (`status` is not OK) does at its end:
+  // marks the store failed, aborts the group on a timeout (naming `what`),
+  // completes the flight recorder entries and writes the dump. Returns the
+  // status to report.
+  absl::Status FailBlocking(const char* what, absl::Status status,
+                            std::initializer_list<uint64_t> trace_ids);
   // The checks and the backend; a call that repeats this thread's previous
   // one on this group (same arguments, byte for byte) skips the checks, as
   // they depend only on the arguments and on what the group fixed at its
