@@ -20,6 +20,7 @@
 #include "bootstrap.h"
 #include "collectives.h"
 #include "dist/backend_plugin.h"
+#include "fifo.h"
 #include "point_to_point.h"
 #include "segment.h"
 #include "waiter.h"
@@ -175,7 +176,7 @@ class Communicator {
   absl::CondVar worker_cv_;
   bool worker_idle_ ABSL_GUARDED_BY(mu_) = false;          // asleep until a task comes
   bool worker_waits_inline_ ABSL_GUARDED_BY(mu_) = false;  // until inline_running_ ends
-  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
+  Fifo<Task> queue_ ABSL_GUARDED_BY(mu_);  // not std::deque: no node per task (fifo.h)
   // Blocking calls (issue, then wait at once) run on the caller's thread:
   // an operation issued on an idle communicator is not handed to the
   // worker at once (wake_ stays false) but left for the caller's wait
