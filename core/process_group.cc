@@ -446,9 +446,9 @@ absl::StatusOr<dist_work_t*> ProcessGroup::Submit(dist_collective_t kind,
   DIST_RETURN_IF_ERROR(Prepare(kind, args, &prepared));
   const Route& route = prepared.route;
   dist_backend_work_t* work = nullptr;
-  absl::Status started = TakeError(route.fn(route.comm->comm, &prepared.args, &work));
-  if (!started.ok()) return tracing_->Failed(prepared.op, started);
-  if (work == nullptr) return tracing_->Failed(prepared.op, NoWork(*route.plugin, kind));
+  if (absl::Status started = Start(kind, prepared, &work); !started.ok()) {
+    return tracing_->Failed(prepared.op, started);
+  }
   auto* handle = new dist_work();
   handle->plugin = &route.plugin->backend;
   handle->work = work;
@@ -508,14 +508,11 @@ absl::Status ProcessGroup::RunSendRecv(const dist_op_args_t& send, const dist_op
     const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms);
     dist_backend_work_t* works[2] = {nullptr, nullptr};
     const Prepared* ops[2] = {&send_op, &recv_op};
+    constexpr dist_collective_t kKinds[2] = {DIST_COLL_SEND, DIST_COLL_RECV};
     absl::Status started[2];
     const bool send_first = SendRecvSendsFirst(rank_, send.peer);
     for (int i : {send_first ? 0 : 1, send_first ? 1 : 0}) {
-      const Route& route = ops[i]->route;
-      started[i] = TakeError(route.fn(route.comm->comm, &ops[i]->args, &works[i]));
-      if (started[i].ok() && works[i] == nullptr) {
-        started[i] = NoWork(*route.plugin, i == 0 ? DIST_COLL_SEND : DIST_COLL_RECV);
-      }
+      started[i] = Start(kKinds[i], *ops[i], &works[i]);
     }
     for (int i = 0; i < 2; ++i) {
       absl::Status done = started[i];
@@ -542,15 +539,22 @@ absl::Status ProcessGroup::RunSendRecv(const dist_op_args_t& send, const dist_op
 
 absl::Status ProcessGroup::IssueAndWait(dist_collective_t kind, const Prepared& prepared,
                                         int64_t timeout_ms, bool* issued) {
-  const Route& route = prepared.route;
   dist_backend_work_t* work = nullptr;
-  absl::Status started = TakeError(route.fn(route.comm->comm, &prepared.args, &work));
-  if (started.ok() && work == nullptr) started = NoWork(*route.plugin, kind);
+  absl::Status started = Start(kind, prepared, &work);
   *issued = started.ok();
   if (!started.ok()) return tracing_->Failed(prepared.op, started);
-  absl::Status status = TakeError(route.plugin->backend.work_wait(work, timeout_ms));
-  route.plugin->backend.work_destroy(work);
+  const dist_backend_plugin_t& backend = prepared.route.plugin->backend;
+  absl::Status status = TakeError(backend.work_wait(work, timeout_ms));
+  backend.work_destroy(work);
   return status;
+}
+
+absl::Status ProcessGroup::Start(dist_collective_t kind, const Prepared& prepared,
+                                 dist_backend_work_t** work) {
+  const Route& route = prepared.route;
+  absl::Status started = TakeError(route.fn(route.comm->comm, &prepared.args, work));
+  if (started.ok() && *work == nullptr) started = NoWork(*route.plugin, kind);
+  return started;
 }
 
 absl::Status ProcessGroup::FailBlocking(const char* what, absl::Status status,

@@ -97,6 +97,10 @@ class ProcessGroup {
   // What Submit and Run share: the checks, the backend, the trace entry.
   // Fills `out` in place (every call's path: no StatusOr of a large struct).
   absl::Status Prepare(dist_collective_t kind, const dist_op_args_t& args, Prepared* out);
+  // Starts a prepared operation through the table's function: OK with
+  // *work set, else why it did not start (the backend's error, or no work
+  // handle returned). Records nothing.
+  absl::Status Start(dist_collective_t kind, const Prepared& prepared, dist_backend_work_t** work);
   // A prepared operation through the table's function, then work_wait up to
   // timeout_ms and work_destroy (backends without `run`). Records an error
   // the backend returned at issue (Failed) and sets *issued to false then.
