@@ -276,25 +276,20 @@ std::optional<absl::Status> Communicator::TryRunSendRecv(const dist_op_args_t& s
     inline_running_ = true;
     caller_runs_ = true;
   }
-  // As TryRunInline moves send/recv: until both are done, the wait runs out
-  // or another operation is issued (the worker then moves what is left).
-  // Each keeps its own deadline, which Progress enforces.
-  const OpContext until{"sendrecv", CoarseNow() + wait_timeout, 0};
+  // As TryRunInline moves send/recv (MoveSendRecvUntil): the worker moves
+  // what is left if another operation is issued meanwhile.
+  const absl::Time deadline = CoarseNow() + wait_timeout;
   Execute(Task{DIST_COLL_SEND, send, sent});
   Execute(Task{DIST_COLL_RECV, recv, received});
   if (!received->Done() || !sent->Done()) {
-    (void)waiter_.Wait(
-        [this, &sent, &received] {
-          return (received->Done() && sent->Done()) || queued_.load(std::memory_order_acquire) > 0;
-        },
-        [](std::vector<int>*) {}, until);
+    MoveSendRecvUntil([&sent, &received] { return received->Done() && sent->Done(); }, deadline);
   }
   EndInlineRun(/*completed=*/0);  // Finish counted what it completed
   // Done already in the common case; else the worker finishes them, within
   // what is left of the wait.
-  auto finish = [&until](Work& work) {
+  auto finish = [deadline](Work& work) {
     return work.Wait(work.Done() ? absl::ZeroDuration()
-                                 : std::max(until.deadline - CoarseNow(), absl::ZeroDuration()));
+                                 : std::max(deadline - CoarseNow(), absl::ZeroDuration()));
   };
   absl::Status status = finish(*sent);
   absl::Status recv_status = finish(*received);
@@ -393,19 +388,21 @@ bool Communicator::TryRunInline(const void* work, absl::Duration wait_timeout) {
     // Post them all (a small send completes right here), then move bytes
     // until this caller's operation is done, its wait runs out, or another
     // operation is issued (from another thread: the worker runs it, and
-    // moves these meanwhile). The wait fails nothing itself: each operation
-    // keeps its own deadline, which Progress enforces, and Progress notices
-    // failed peers.
+    // moves these meanwhile).
     for (const Task& posted : send_recv) Execute(posted);
-    const OpContext until{"send/recv", CoarseNow() + wait_timeout, 0};
-    (void)waiter_.Wait(
-        [this, &mine] { return mine->Done() || queued_.load(std::memory_order_acquire) > 0; },
-        [](std::vector<int>*) {}, until);
+    MoveSendRecvUntil([&mine] { return mine->Done(); }, CoarseNow() + wait_timeout);
   } else {
     Execute(task);
   }
   EndInlineRun(/*completed=*/0);  // Finish counted what it completed
   return true;
+}
+
+void Communicator::MoveSendRecvUntil(absl::FunctionRef<bool()> done, absl::Time deadline) {
+  // The wait fails nothing itself: each operation keeps its own deadline,
+  // which Progress enforces, and Progress notices failed peers.
+  (void)waiter_.Wait([this, done] { return done() || queued_.load(std::memory_order_acquire) > 0; },
+                     [](std::vector<int>*) {}, OpContext{"send/recv", deadline, 0});
 }
 
 bool Communicator::HandToWorker() {

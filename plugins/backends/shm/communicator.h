@@ -14,6 +14,7 @@
 #include "abort_state.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -117,6 +118,10 @@ class Communicator {
   // Queues an issued operation (counted in outstanding_ already) for the
   // worker, or for its caller's wait (deferred: README.md, "Asynchrony").
   void Enqueue(Task task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A caller that runs send/recv (inline_running_) moves their bytes on its
+  // own thread until done() holds, `deadline` passes, or another operation
+  // is issued (the worker then moves what is left, after EndInlineRun).
+  void MoveSendRecvUntil(absl::FunctionRef<bool()> done, absl::Time deadline);
   // Makes the worker take what is queued now (a caller will not run it);
   // returns false, for TryRunInline to return.
   bool HandToWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
