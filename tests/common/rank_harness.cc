@@ -67,6 +67,22 @@ dist_buffer_t Buffer(void* data, uint64_t count, dist_dtype_t dtype) {
   return dist_make_buffer(data, count, dtype, dist_cpu());
 }
 
+dist_op_args_t SendArgs(void* data, uint64_t count, dist_dtype_t dtype, int peer, int64_t tag) {
+  dist_op_args_t a = Args();
+  a.send = Buffer(data, count, dtype);
+  a.peer = peer;
+  a.tag = tag;
+  return a;
+}
+
+dist_op_args_t RecvArgs(void* data, uint64_t count, dist_dtype_t dtype, int peer, int64_t tag) {
+  dist_op_args_t a = Args();
+  a.recv = Buffer(data, count, dtype);
+  a.peer = peer;
+  a.tag = tag;
+  return a;
+}
+
 bool RankResult::ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
 std::string RankResult::Describe() const {

@@ -56,6 +56,10 @@ dist_op_args_t Args();
 
 dist_buffer_t Buffer(void* data, uint64_t count, dist_dtype_t dtype);
 
+// Args() for a send to, or a recv from, `peer` with `tag` (CPU buffers).
+dist_op_args_t SendArgs(void* data, uint64_t count, dist_dtype_t dtype, int peer, int64_t tag);
+dist_op_args_t RecvArgs(void* data, uint64_t count, dist_dtype_t dtype, int peer, int64_t tag);
+
 struct RankResult {
   pid_t pid = 0;
   int status = 0;  // waitpid status

@@ -114,10 +114,7 @@ TEST(ShmFailures, KilledSenderFailsThePendingRecv) {
       raise(SIGKILL);
     }
     float data[8];
-    dist_op_args_t a = Args();
-    a.recv = dist_make_buffer(data, 8, DIST_FLOAT32, dist_cpu());
-    a.peer = 1;
-    a.tag = 5;
+    dist_op_args_t a = RecvArgs(data, 8, DIST_FLOAT32, 1, 5);
     RANK_CHECK(rank, Is(rank, RunOp(Plugin()->recv, comm, a), DIST_UNAVAILABLE, "rank 1 (pid"));
     Plugin()->comm_destroy(comm);
     return 0;
@@ -143,14 +140,8 @@ TEST(ShmFailures, KilledPeerFailsASendRecvOnTheCallersThread) {
     }
     // More than the ring holds, so the send cannot finish on its own either.
     std::vector<float> out(1u << 20, 1.0f), in(1u << 20);
-    dist_op_args_t send = Args();
-    send.send = dist_make_buffer(out.data(), out.size(), DIST_FLOAT32, dist_cpu());
-    send.peer = 1;
-    send.tag = 5;
-    dist_op_args_t recv = Args();
-    recv.recv = dist_make_buffer(in.data(), in.size(), DIST_FLOAT32, dist_cpu());
-    recv.peer = 1;
-    recv.tag = 5;
+    dist_op_args_t send = SendArgs(out.data(), out.size(), DIST_FLOAT32, 1, 5);
+    dist_op_args_t recv = RecvArgs(in.data(), in.size(), DIST_FLOAT32, 1, 5);
     const absl::Time start = absl::Now();
     RANK_CHECK(rank, Is(rank, Plugin()->run_sendrecv(comm, &send, &recv, 30000), DIST_UNAVAILABLE,
                         "rank 1 (pid"));

@@ -20,22 +20,6 @@ CommOptions ShortTimeoutSmallRings() {
   return options;
 }
 
-dist_op_args_t SendArgs(void* data, uint64_t count, dist_dtype_t dtype, int peer, int64_t tag) {
-  dist_op_args_t a = Args();
-  a.send = Buffer(data, count, dtype);
-  a.peer = peer;
-  a.tag = tag;
-  return a;
-}
-
-dist_op_args_t RecvArgs(void* data, uint64_t count, dist_dtype_t dtype, int peer, int64_t tag) {
-  dist_op_args_t a = Args();
-  a.recv = Buffer(data, count, dtype);
-  a.peer = peer;
-  a.tag = tag;
-  return a;
-}
-
 // Runs `body(rank, comm)` on 2 forked ranks, each on a communicator with
 // ShortTimeoutSmallRings, and expects both to succeed.
 template <typename Body>
