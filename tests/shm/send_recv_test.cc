@@ -1,6 +1,7 @@
 // send/recv that a waiting caller moves on its own thread (the shm
 // communicator's TryRunInline) and what it must hand back to the worker:
 // real forked processes, data checked element by element.
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -205,6 +206,82 @@ TEST(ShmSendRecv, ASendRecvBehindPendingWorkIsIssuedAndWaitedFor) {
         RANK_CHECK(rank, early == 42 + round);
       }
     }
+  });
+}
+
+// run_sendrecv's fast path (PointToPoint::SendNow/TryRecvNow) copies whole
+// messages straight into and out of the rings. Sizes that do not divide the
+// 4 KiB ring make messages wrap around its end at every offset; 4080 bytes
+// fill the ring to its last byte (16 of header), 5000 cannot fit and stream
+// through the engine; every seventh round one rank comes late, past the
+// peer's spin, so its recv goes to the engine with the send already done.
+TEST(ShmSendRecv, SendRecvsThatWrapTheRingOrComeLateArriveIntact) {
+  OnTwoRanks("sendrecv_wrap", [](int rank, dist_backend_comm_t* comm) {
+    const dist_backend_plugin_t* p = Plugin();
+    const int peer = 1 - rank;
+    const uint64_t sizes[] = {1, 3, 17, 600, 1001, 2047, 4080, 0, 5000, 333};
+    auto byte = [](int from, int round, uint64_t i) {
+      return static_cast<uint8_t>(from * 101 + round * 7 + i * 13 + (i >> 8));
+    };
+    for (int round = 0; round < 210; ++round) {
+      const uint64_t bytes = sizes[round % 10];
+      std::vector<uint8_t> out(bytes), in(bytes + 1, 0xEE);
+      for (uint64_t i = 0; i < bytes; ++i) out[i] = byte(rank, round, i);
+      if (round % 7 == 3 && rank == round % 2) absl::SleepFor(absl::Milliseconds(5));
+      dist_op_args_t send = SendArgs(out.data(), bytes, DIST_UINT8, peer, round);
+      dist_op_args_t recv = RecvArgs(in.data(), bytes, DIST_UINT8, peer, round);
+      RANK_OK(rank, p->run_sendrecv(comm, &send, &recv, 10000));
+      for (uint64_t i = 0; i < bytes; ++i) RANK_CHECK(rank, in[i] == byte(peer, round, i));
+      RANK_CHECK(rank, in[bytes] == 0xEE);  // nothing past the message
+    }
+  });
+}
+
+// A message with another tag ahead of the sendrecv's in the ring is left to
+// the engine (buffered as early, for the recv that asks for it later), and
+// one of another size fails the recv with both sizes named; the ring stays
+// in step, so the next exchange is intact.
+TEST(ShmSendRecv, ASendRecvBehindAnotherTagOrSizeLeavesItToTheEngine) {
+  OnTwoRanks("sendrecv_order", [](int rank, dist_backend_comm_t* comm) {
+    const dist_backend_plugin_t* p = Plugin();
+    const int peer = 1 - rank;
+    int32_t first = 0;
+    if (rank == 1) {
+      first = 77;
+      RANK_OK(rank, RunOp(p->send, comm, SendArgs(&first, 1, DIST_INT32, 0, 1)));
+    }
+    int32_t out = 10 + rank, in = 0;
+    dist_op_args_t send = SendArgs(&out, 1, DIST_INT32, peer, 2);
+    dist_op_args_t recv = RecvArgs(&in, 1, DIST_INT32, peer, 2);
+    RANK_OK(rank, p->run_sendrecv(comm, &send, &recv, 10000));
+    RANK_CHECK(rank, in == 10 + peer);
+    if (rank == 0) {
+      RANK_OK(rank, RunOp(p->recv, comm, RecvArgs(&first, 1, DIST_INT32, 1, 1)));
+      RANK_CHECK(rank, first == 77);
+    }
+
+    // Rank 1 sends two int32 where rank 0 expects one.
+    int32_t pair[2] = {5, 6};
+    int32_t one = 0;
+    send = SendArgs(pair, rank == 1 ? 2 : 1, DIST_INT32, peer, 3);
+    recv = RecvArgs(&one, 1, DIST_INT32, peer, 3);
+    dist_error_t* error = p->run_sendrecv(comm, &send, &recv, 10000);
+    if (rank == 1) {
+      RANK_OK(rank, error);
+      RANK_CHECK(rank, one == 5);
+    } else {
+      RANK_CHECK(rank, error != nullptr && dist_error_code(error) == DIST_INVALID_ARGUMENT);
+      const std::string message = error != nullptr ? dist_error_message(error) : "";
+      dist_error_destroy(error);
+      RANK_CHECK(rank, message.find("expected 4 bytes but the matching send carried 8") !=
+                           std::string::npos);
+    }
+
+    out = 20 + rank;
+    send = SendArgs(&out, 1, DIST_INT32, peer, 4);
+    recv = RecvArgs(&in, 1, DIST_INT32, peer, 4);
+    RANK_OK(rank, p->run_sendrecv(comm, &send, &recv, 10000));
+    RANK_CHECK(rank, in == 20 + peer);
   });
 }
 

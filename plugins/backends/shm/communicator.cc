@@ -258,15 +258,6 @@ std::optional<absl::Status> Communicator::TryRunSendRecv(const dist_op_args_t& s
   if (abort_.aborted()) return waiter_.AbortedError("send");
   DIST_RETURN_IF_ERROR(ValidateOp(DIST_COLL_SEND, send, rank_));
   DIST_RETURN_IF_ERROR(ValidateOp(DIST_COLL_RECV, recv, rank_));
-  // Both works in one allocation; each task holds its own alias of it.
-  struct Pair {
-    explicit Pair(const std::string& group) : send("send", group), recv("recv", group) {}
-    Work send;
-    Work recv;
-  };
-  auto pair = std::make_shared<Pair>(group_);
-  std::shared_ptr<Work> sent(pair, &pair->send);
-  std::shared_ptr<Work> received(pair, &pair->recv);
   {
     absl::MutexLock lock(&mu_);
     DIST_RETURN_IF_ERROR(Refusal("send"));
@@ -276,15 +267,36 @@ std::optional<absl::Status> Communicator::TryRunSendRecv(const dist_op_args_t& s
     inline_running_ = true;
     caller_runs_ = true;
   }
+  const absl::Time deadline = CoarseNow() + wait_timeout;
+  // The common case (both messages fit their rings, the peer is at most a
+  // spin behind) with no operation records at all: the send goes straight
+  // into its ring, the recv straight out of the other.
+  const bool sent_now = SendNow(send);
+  if (sent_now && ReceiveNow(recv)) {
+    EndInlineRun(/*completed=*/2);
+    return absl::OkStatus();
+  }
+  // Both works in one allocation; each task holds its own alias of it.
+  struct Pair {
+    explicit Pair(const std::string& group) : send("send", group), recv("recv", group) {}
+    Work send;
+    Work recv;
+  };
+  auto pair = std::make_shared<Pair>(group_);
+  std::shared_ptr<Work> sent(pair, &pair->send);
+  std::shared_ptr<Work> received(pair, &pair->recv);
   // As TryRunInline moves send/recv (MoveSendRecvUntil): the worker moves
   // what is left if another operation is issued meanwhile.
-  const absl::Time deadline = CoarseNow() + wait_timeout;
-  Execute(Task{DIST_COLL_SEND, send, sent});
+  if (sent_now) {
+    sent->Complete(absl::OkStatus());
+  } else {
+    Execute(Task{DIST_COLL_SEND, send, sent});
+  }
   Execute(Task{DIST_COLL_RECV, recv, received});
   if (!received->Done() || !sent->Done()) {
     MoveSendRecvUntil([&sent, &received] { return received->Done() && sent->Done(); }, deadline);
   }
-  EndInlineRun(/*completed=*/0);  // Finish counted what it completed
+  EndInlineRun(/*completed=*/sent_now ? 1 : 0);  // Finish counted what it completed
   // Done already in the common case; else the worker finishes them, within
   // what is left of the wait.
   auto finish = [deadline](Work& work) {
@@ -294,6 +306,26 @@ std::optional<absl::Status> Communicator::TryRunSendRecv(const dist_op_args_t& s
   absl::Status status = finish(*sent);
   absl::Status recv_status = finish(*received);
   return status.ok() ? recv_status : status;
+}
+
+bool Communicator::SendNow(const dist_op_args_t& send) {
+  if (!p2p_.idle() || !Usable("send").ok()) return false;
+  return p2p_.SendNow(send.peer, send.tag, send.send.data,
+                      send.send.count * dist_dtype_size(send.send.dtype));
+}
+
+bool Communicator::ReceiveNow(const dist_op_args_t& recv) {
+  const uint64_t bytes = recv.recv.count * dist_dtype_size(recv.recv.dtype);
+  PointToPoint::RecvNow result = PointToPoint::RecvNow::kPost;
+  auto arrived = [&] {
+    result = p2p_.TryRecvNow(recv.peer, recv.tag, recv.recv.data, bytes);
+    return result != PointToPoint::RecvNow::kNotYet;
+  };
+  if (!p2p_.idle() || !Usable("recv").ok()) return false;
+  // A spin at most (Tuning::spin): a later message waits in PostRecv's
+  // engine, which sleeps, checks the peer and keeps the deadline.
+  if (!arrived()) waiter_.Spin(arrived);
+  return result == PointToPoint::RecvNow::kDone;
 }
 
 void Communicator::WorkerLoop() {

@@ -122,6 +122,13 @@ class Communicator {
   // own thread until done() holds, `deadline` passes, or another operation
   // is issued (the worker then moves what is left, after EndInlineRun).
   void MoveSendRecvUntil(absl::FunctionRef<bool()> done, absl::Time deadline);
+  // TryRunSendRecv's fast path, on the caller's thread while it runs
+  // send/recv (inline_running_) and none are pending: the whole message
+  // straight into its ring / out of the peer's (PointToPoint::SendNow,
+  // TryRecvNow), the recv within a spin. Each returns whether it did; if
+  // not, nothing was consumed and the operation is posted as usual.
+  bool SendNow(const dist_op_args_t& send);
+  bool ReceiveNow(const dist_op_args_t& recv);
   // Makes the worker take what is queued now (a caller will not run it);
   // returns false, for TryRunInline to return.
   bool HandToWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -14,6 +14,23 @@ constexpr absl::Duration kLivenessEvery = absl::Milliseconds(50);
 
 uint64_t Padded(uint64_t bytes) { return (bytes + kHeaderBytes - 1) / kHeaderBytes * kHeaderBytes; }
 
+// `n` bytes at stream position `position` of a ring of `capacity` bytes,
+// which may wrap around its end.
+void WriteRing(char* base, uint64_t capacity, uint64_t position, const void* from, uint64_t n) {
+  if (n == 0) return;
+  const uint64_t at = position % capacity;
+  const uint64_t first = std::min(n, capacity - at);
+  std::memcpy(base + at, from, first);
+  if (first < n) std::memcpy(base, static_cast<const char*>(from) + first, n - first);
+}
+void ReadRing(const char* base, uint64_t capacity, uint64_t position, void* to, uint64_t n) {
+  if (n == 0) return;
+  const uint64_t at = position % capacity;
+  const uint64_t first = std::min(n, capacity - at);
+  std::memcpy(to, base + at, first);
+  if (first < n) std::memcpy(static_cast<char*>(to) + first, base, n - first);
+}
+
 }  // namespace
 
 PointToPoint::PointToPoint(Segment* segment, Waiter* waiter, int rank)
@@ -42,6 +59,45 @@ bool PointToPoint::SendFitsNow(int peer, uint64_t bytes) const {
   const uint64_t room = segment_->ring_bytes() - used;
   // bytes < room first: Padded cannot overflow then.
   return bytes < room && kHeaderBytes + Padded(bytes) <= room;
+}
+
+bool PointToPoint::SendNow(int peer, int64_t tag, const void* data, uint64_t bytes) {
+  if (!SendFitsNow(peer, bytes)) return false;
+  RingControl& ring = segment_->ring(rank_, peer);
+  char* base = segment_->ring_data(rank_, peer);
+  const uint64_t capacity = segment_->ring_bytes();
+  const uint64_t head = ring.head.load(std::memory_order_relaxed);
+  const MessageHeader header{tag, bytes};
+  WriteRing(base, capacity, head, &header, kHeaderBytes);
+  WriteRing(base, capacity, head + kHeaderBytes, data, bytes);
+  ring.head.store(head + kHeaderBytes + Padded(bytes), std::memory_order_release);
+  waiter_->Notify(peer);
+  return true;
+}
+
+PointToPoint::RecvNow PointToPoint::TryRecvNow(int peer, int64_t tag, void* data, uint64_t bytes) {
+  const Peer& p = peers_[peer];
+  // The engine's own state for this peer comes first: a message it buffered
+  // or is in the middle of.
+  if (!p.early.empty() || p.incoming.in_message || p.incoming.header_received != 0) {
+    return RecvNow::kPost;
+  }
+  const uint64_t capacity = segment_->ring_bytes();
+  if (bytes >= capacity || kHeaderBytes + Padded(bytes) > capacity) return RecvNow::kPost;
+  RingControl& ring = segment_->ring(peer, rank_);
+  const char* base = segment_->ring_data(peer, rank_);
+  const uint64_t tail = ring.tail.load(std::memory_order_relaxed);
+  const uint64_t available = ring.head.load(std::memory_order_acquire) - tail;
+  if (available < kHeaderBytes) return RecvNow::kNotYet;
+  MessageHeader header;
+  ReadRing(base, capacity, tail, &header, kHeaderBytes);
+  if (header.tag != tag || header.bytes != bytes) return RecvNow::kPost;
+  const uint64_t total = kHeaderBytes + Padded(bytes);
+  if (available < total) return RecvNow::kNotYet;  // the sender is still writing it
+  ReadRing(base, capacity, tail + kHeaderBytes, data, bytes);
+  ring.tail.store(tail + total, std::memory_order_release);
+  waiter_->Notify(peer);
+  return RecvNow::kDone;
 }
 
 void PointToPoint::PostSend(int peer, int64_t tag, const void* data, uint64_t bytes,

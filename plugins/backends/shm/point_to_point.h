@@ -42,6 +42,25 @@ class PointToPoint {
   // Whether a send of `bytes` to `peer` posted now would be done at once:
   // no send to that peer waits, and the ring has room for all of it.
   bool SendFitsNow(int peer, uint64_t bytes) const;
+
+  // The fast path of a caller that moves its own exchange (dist_sendrecv):
+  // whole messages straight between the user's buffers and the rings, with
+  // no operation record, callback or pending count. Anything out of the
+  // ordinary is left to PostSend/PostRecv, which handle every case.
+  //
+  // Writes the whole message into the ring to `peer` if SendFitsNow;
+  // returns whether it did (the send is then complete).
+  bool SendNow(int peer, int64_t tag, const void* data, uint64_t bytes);
+  enum class RecvNow {
+    kDone,    // the message was there, and is in `data`
+    kNotYet,  // nothing from `peer` has fully arrived yet; poll again
+    kPost,    // not for this path (another tag or size first, a message
+              // bigger than the ring, one the engine is in the middle of):
+              // PostRecv it
+  };
+  // Takes the next message from `peer` if it is complete in the ring and
+  // carries `tag` and `bytes`; consumes nothing otherwise.
+  RecvNow TryRecvNow(int peer, int64_t tag, void* data, uint64_t bytes);
   // Moves every byte the rings allow, completes what is finished, fails
   // what timed out or whose peer failed. Returns true if anything moved.
   bool Progress();

@@ -112,42 +112,45 @@ absl::Status Waiter::CheckPeers(const std::vector<int>& ranks, const OpContext& 
   return absl::OkStatus();
 }
 
-absl::Status Waiter::Wait(absl::FunctionRef<bool()> ready,
-                          absl::FunctionRef<void(std::vector<int>*)> pending,
-                          const OpContext& context) {
-  if (ready()) return absl::OkStatus();
+bool Waiter::Spin(absl::FunctionRef<bool()> ready) {
   // Spin briefly: a peer that is a few microseconds behind is cheaper to
   // wait for here than through a sleep and a wake-up.
   // Adaptive: a spin that ends empty-handed halves the next one (down to a
   // sixteenth), one that succeeds doubles it back (up to spin_), so ranks
   // that keep missing each other stop burning the CPU.
-  if (spin_now_ > absl::ZeroDuration()) {
-    // The clock starts at the first check (turn 64, or the first yield):
-    // a peer a fraction of a microsecond behind costs no clock read.
-    absl::Time spin_end = absl::InfiniteFuture();
-    for (int i = 1;; ++i) {
-      // Mostly pause; yield every few microseconds, so a peer waiting for
-      // this CPU on a busy host gets it. (Yielding every 16 pauses cost a
-      // syscall per call at 8 B: 2.5 us instead of 1.4 us at N = 2.)
-      if (spin_yields_ || (i & 127) == 0) {
-        sched_yield();
-      } else {
-        _mm_pause();
-      }
-      if (progress_) progress_();
-      if (ready()) {
-        spin_now_ = std::min(spin_, spin_now_ * 2);
-        return absl::OkStatus();
-      }
-      // A yield may hand the CPU away for a while: check the clock each time.
-      if (spin_yields_ || (i & 63) == 0) {
-        const absl::Time now = absl::Now();
-        if (spin_end == absl::InfiniteFuture()) spin_end = now + spin_now_;
-        if (now >= spin_end) break;
-      }
+  if (spin_now_ <= absl::ZeroDuration()) return false;
+  // The clock starts at the first check (turn 64, or the first yield):
+  // a peer a fraction of a microsecond behind costs no clock read.
+  absl::Time spin_end = absl::InfiniteFuture();
+  for (int i = 1;; ++i) {
+    // Mostly pause; yield every few microseconds, so a peer waiting for
+    // this CPU on a busy host gets it. (Yielding every 16 pauses cost a
+    // syscall per call at 8 B: 2.5 us instead of 1.4 us at N = 2.)
+    if (spin_yields_ || (i & 127) == 0) {
+      sched_yield();
+    } else {
+      _mm_pause();
     }
-    spin_now_ = std::max(spin_ / 16, spin_now_ / 2);
+    if (progress_) progress_();
+    if (ready()) {
+      spin_now_ = std::min(spin_, spin_now_ * 2);
+      return true;
+    }
+    // A yield may hand the CPU away for a while: check the clock each time.
+    if (spin_yields_ || (i & 63) == 0) {
+      const absl::Time now = absl::Now();
+      if (spin_end == absl::InfiniteFuture()) spin_end = now + spin_now_;
+      if (now >= spin_end) break;
+    }
   }
+  spin_now_ = std::max(spin_ / 16, spin_now_ / 2);
+  return false;
+}
+
+absl::Status Waiter::Wait(absl::FunctionRef<bool()> ready,
+                          absl::FunctionRef<void(std::vector<int>*)> pending,
+                          const OpContext& context) {
+  if (ready() || Spin(ready)) return absl::OkStatus();
   RankControl& me = segment_->rank(rank_);
   std::vector<int> ranks;
   absl::Time next_liveness = absl::Now() + kLivenessEvery;

@@ -51,6 +51,12 @@ class Waiter {
   absl::Status Wait(absl::FunctionRef<bool()> ready,
                     absl::FunctionRef<void(std::vector<int>*)> pending, const OpContext& context);
 
+  // Wait's spin alone: true as soon as ready() holds, false once the
+  // spin's time is up (adapting it as Wait does). Never sleeps, and takes
+  // at most the spin's time (Tuning::spin), so a caller can try a fast path
+  // and fall back to a full wait.
+  bool Spin(absl::FunctionRef<bool()> ready);
+
   // The worker's wait for new operations while send/recv are pending: runs
   // progress, then sleeps one slice unless something moved or has_work().
   void Idle(absl::FunctionRef<bool()> has_work);
