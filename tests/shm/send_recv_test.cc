@@ -285,6 +285,50 @@ TEST(ShmSendRecv, ASendRecvBehindAnotherTagOrSizeLeavesItToTheEngine) {
   });
 }
 
+// The classic irecv, isend, wait, wait: the waiting caller writes the send
+// into its ring first, then takes the recv. Here the recv's message was
+// buffered earlier (it arrived ahead of another tag), so the recv goes to
+// the engine and completes as it is posted; the send, written before it and
+// issued after it, must still be published (the wait for it returns at
+// once, not after its timeout).
+TEST(ShmSendRecv, ASendWrittenBehindARecvThatCompletesAtOnceIsPublished) {
+  OnTwoRanks("recv_then_send", [](int rank, dist_backend_comm_t* comm) {
+    const dist_backend_plugin_t* p = Plugin();
+    const int peer = 1 - rank;
+    for (int round = 0; round < 3; ++round) {
+      if (rank == 1) {
+        int32_t first = 100 + round, second = 200 + round;
+        RANK_OK(rank, RunOp(p->send, comm, SendArgs(&first, 1, DIST_INT32, 0, 1)));
+        RANK_OK(rank, RunOp(p->send, comm, SendArgs(&second, 1, DIST_INT32, 0, 2)));
+      } else {
+        int32_t second = 0;  // buffers tag 1 as early on the way
+        RANK_OK(rank, RunOp(p->recv, comm, RecvArgs(&second, 1, DIST_INT32, 1, 2)));
+        RANK_CHECK(rank, second == 200 + round);
+      }
+      int32_t out = 10 * rank + round, in = 0;
+      dist_op_args_t recv = RecvArgs(&in, 1, DIST_INT32, peer, rank == 0 ? 1 : 3);
+      dist_op_args_t send = SendArgs(&out, 1, DIST_INT32, peer, 3);
+      dist_backend_work_t* recv_work = nullptr;
+      dist_backend_work_t* send_work = nullptr;
+      if (rank == 0) {
+        RANK_OK(rank, p->recv(comm, &recv, &recv_work));
+        RANK_OK(rank, p->send(comm, &send, &send_work));
+        const absl::Time start = absl::Now();
+        RANK_OK(rank, p->work_wait(recv_work, 10000));
+        RANK_OK(rank, p->work_wait(send_work, 10000));
+        RANK_CHECK(rank, absl::Now() - start < absl::Seconds(2));
+        RANK_CHECK(rank, in == 100 + round);
+      } else {
+        RANK_OK(rank, p->recv(comm, &recv, &recv_work));
+        RANK_OK(rank, p->work_wait(recv_work, 10000));
+        RANK_CHECK(rank, in == round);
+      }
+      p->work_destroy(recv_work);
+      if (send_work != nullptr) p->work_destroy(send_work);
+    }
+  });
+}
+
 // A sendrecv whose peer never sends fails with the recv's own timeout (the
 // communicator's 4 s, not the caller's longer wait), naming the peer; its
 // send, which the peer received, succeeded.

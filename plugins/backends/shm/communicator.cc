@@ -134,10 +134,15 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t coll
     caller_runs_ = true;
   }
   // A send with nothing queued before it, while nobody moves send/recv,
-  // that fits in the ring: posted and done here, even if its caller
+  // that fits in the ring: written and done here, even if its caller
   // computes for a while before waiting for it.
-  Execute(Task{collective, args, work});
-  EndInlineRun(/*completed=*/0);  // Finish counted what it completed
+  if (SendNow(args)) {
+    work->CompleteUnshared(absl::OkStatus());
+    EndInlineRun(/*completed=*/1);
+    return work;
+  }
+  Execute(Task{collective, args, work});  // the communicator failed meanwhile
+  EndInlineRun(/*completed=*/0);          // Finish counted what it completed
   return work;
 }
 
@@ -308,8 +313,47 @@ std::optional<absl::Status> Communicator::TryRunSendRecv(const dist_op_args_t& s
   return status.ok() ? recv_status : status;
 }
 
+int64_t Communicator::RunSendRecv(const SendRecvTasks& tasks) {
+  // Completions are published in issue order, and a small message is
+  // cheapest straight through its ring. So: every send that fits goes into
+  // its ring first, in issue order (a peer that receives before it sends
+  // must not wait for our recv); then in issue order each operation either
+  // completes at once (a send written above, a recv whose message is
+  // there within a spin), or it and everything after it go through the
+  // engine, the sends written above as started and done.
+  bool written[kSendRecvTasks] = {};
+  const size_t fast = started_.empty() && tasks.size() <= kSendRecvTasks ? tasks.size() : 0;
+  for (size_t i = 0; i < fast; ++i) {
+    if (tasks[i].collective != DIST_COLL_SEND) continue;
+    if (!SendNow(tasks[i].args)) break;  // a later send must not overtake it
+    written[i] = true;
+  }
+  int64_t completed = 0;
+  bool engine = fast == 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const Task& task = tasks[i];
+    if (!engine && (written[i] || (task.collective == DIST_COLL_RECV && ReceiveNow(task.args)))) {
+      task.work->Complete(absl::OkStatus());
+      ++completed;
+      continue;
+    }
+    engine = true;
+    if (written[i]) {
+      // Done, but published after the operations issued before it (at
+      // once if they are done already: a recv from a message buffered
+      // earlier completes as it is posted).
+      started_.push_back(Started{task.work, /*done=*/true, absl::OkStatus()});
+      PublishFinished();
+    } else {
+      Execute(task);
+    }
+  }
+  return completed;
+}
+
 bool Communicator::SendNow(const dist_op_args_t& send) {
-  if (!p2p_.idle() || !Usable("send").ok()) return false;
+  // Only with nothing started before it unpublished (issue order).
+  if (!started_.empty() || !Usable("send").ok()) return false;
   return p2p_.SendNow(send.peer, send.tag, send.send.data,
                       send.send.count * dist_dtype_size(send.send.dtype));
 }
@@ -321,7 +365,7 @@ bool Communicator::ReceiveNow(const dist_op_args_t& recv) {
     result = p2p_.TryRecvNow(recv.peer, recv.tag, recv.recv.data, bytes);
     return result != PointToPoint::RecvNow::kNotYet;
   };
-  if (!p2p_.idle() || !Usable("recv").ok()) return false;
+  if (!started_.empty() || !Usable("recv").ok()) return false;
   // A spin at most (Tuning::spin): a later message waits in PostRecv's
   // engine, which sleeps, checks the peer and keeps the deadline.
   if (!arrived()) waiter_.Spin(arrived);
@@ -416,17 +460,20 @@ bool Communicator::TryRunInline(const void* work, absl::Duration wait_timeout) {
     inline_running_ = true;
     caller_runs_ = true;
   }
+  int64_t completed = 0;
   if (mine != nullptr) {
-    // Post them all (a small send completes right here), then move bytes
-    // until this caller's operation is done, its wait runs out, or another
-    // operation is issued (from another thread: the worker runs it, and
-    // moves these meanwhile).
-    for (const Task& posted : send_recv) Execute(posted);
-    MoveSendRecvUntil([&mine] { return mine->Done(); }, CoarseNow() + wait_timeout);
+    // Run them all (each small one straight through its ring), then move
+    // bytes until this caller's operation is done, its wait runs out, or
+    // another operation is issued (from another thread: the worker runs it,
+    // and moves these meanwhile).
+    completed = RunSendRecv(send_recv);
+    if (!mine->Done()) {
+      MoveSendRecvUntil([&mine] { return mine->Done(); }, CoarseNow() + wait_timeout);
+    }
   } else {
     Execute(task);
   }
-  EndInlineRun(/*completed=*/0);  // Finish counted what it completed
+  EndInlineRun(completed);  // and Finish counted what it completed
   return true;
 }
 
@@ -501,6 +548,10 @@ void Communicator::Finish(Started* started, absl::Status status) {
   if (!status.ok()) NoteFailure(status);
   started->done = true;
   started->status = std::move(status);
+  PublishFinished();
+}
+
+void Communicator::PublishFinished() {
   int64_t published = 0;
   while (!started_.empty() && started_.front().done) {
     started_.front().work->Complete(started_.front().status);

@@ -70,7 +70,8 @@ class Communicator {
   };
   // The send/recv a waiting caller takes from the queue (usually one or
   // two: no allocation per wait).
-  using SendRecvTasks = absl::InlinedVector<Task, 4>;
+  static constexpr size_t kSendRecvTasks = 4;
+  using SendRecvTasks = absl::InlinedVector<Task, kSendRecvTasks>;
   // An operation that has started; completions are published in issue
   // order, so a send still streaming holds back the operations after it.
   struct Started {
@@ -87,6 +88,9 @@ class Communicator {
   bool AwaitWake(absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Execute(const Task& task);
   void Finish(Started* started, absl::Status status);
+  // Completes the finished operations at the front of started_ (issue
+  // order) and counts them out of outstanding_.
+  void PublishFinished();
   // Marks the communicator broken after a failure that leaves the ranks out
   // of step (publishing it to the peers).
   void NoteFailure(const absl::Status& status);
@@ -122,13 +126,20 @@ class Communicator {
   // own thread until done() holds, `deadline` passes, or another operation
   // is issued (the worker then moves what is left, after EndInlineRun).
   void MoveSendRecvUntil(absl::FunctionRef<bool()> done, absl::Time deadline);
-  // TryRunSendRecv's fast path, on the caller's thread while it runs
-  // send/recv (inline_running_) and none are pending: the whole message
-  // straight into its ring / out of the peer's (PointToPoint::SendNow,
-  // TryRecvNow), the recv within a spin. Each returns whether it did; if
-  // not, nothing was consumed and the operation is posted as usual.
+  // The fast path of a thread that runs send/recv (inline_running_): the
+  // whole message straight into its ring / out of the peer's
+  // (PointToPoint::SendNow, TryRecvNow), the recv within a spin, with no
+  // record or callback. Each returns whether it did; if not, nothing was
+  // consumed and the operation is posted as usual. Used by dist_sendrecv
+  // (TryRunSendRecv), a send that fits at issue, and a caller's wait for
+  // send/recv (RunSendRecv); only with nothing started before them
+  // unfinished, as completions are published in issue order.
   bool SendNow(const dist_op_args_t& send);
   bool ReceiveNow(const dist_op_args_t& recv);
+  // Runs the send/recv a waiting caller took (TakeSendRecv) on its thread:
+  // straight through the rings where it can, else posted to the engine.
+  // Returns how many it completed without Finish (for EndInlineRun).
+  int64_t RunSendRecv(const SendRecvTasks& tasks);
   // Makes the worker take what is queued now (a caller will not run it);
   // returns false, for TryRunInline to return.
   bool HandToWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -77,9 +77,10 @@ bool PointToPoint::SendNow(int peer, int64_t tag, const void* data, uint64_t byt
 
 PointToPoint::RecvNow PointToPoint::TryRecvNow(int peer, int64_t tag, void* data, uint64_t bytes) {
   const Peer& p = peers_[peer];
-  // The engine's own state for this peer comes first: a message it buffered
-  // or is in the middle of.
-  if (!p.early.empty() || p.incoming.in_message || p.incoming.header_received != 0) {
+  // The engine's own state for this peer comes first: a recv posted before
+  // this one, a message it buffered or is in the middle of.
+  if (!p.recvs.empty() || !p.early.empty() || p.incoming.in_message ||
+      p.incoming.header_received != 0) {
     return RecvNow::kPost;
   }
   const uint64_t capacity = segment_->ring_bytes();

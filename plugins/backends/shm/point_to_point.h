@@ -48,15 +48,16 @@ class PointToPoint {
   // no operation record, callback or pending count. Anything out of the
   // ordinary is left to PostSend/PostRecv, which handle every case.
   //
-  // Writes the whole message into the ring to `peer` if SendFitsNow;
-  // returns whether it did (the send is then complete).
+  // Writes the whole message into the ring to `peer` if SendFitsNow (no
+  // send to `peer` pending, room for all of it); returns whether it did
+  // (the send is then complete).
   bool SendNow(int peer, int64_t tag, const void* data, uint64_t bytes);
   enum class RecvNow {
     kDone,    // the message was there, and is in `data`
     kNotYet,  // nothing from `peer` has fully arrived yet; poll again
     kPost,    // not for this path (another tag or size first, a message
-              // bigger than the ring, one the engine is in the middle of):
-              // PostRecv it
+              // bigger than the ring, a recv from `peer` posted before, a
+              // message the engine holds or is in the middle of): PostRecv it
   };
   // Takes the next message from `peer` if it is complete in the ring and
   // carries `tag` and `bytes`; consumes nothing otherwise.

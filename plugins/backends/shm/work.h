@@ -58,6 +58,13 @@ class Work {
     done_.store(true, std::memory_order_release);  // status_ is final from here on
   }
 
+  // Complete for a work no other thread can see yet (its issue, before the
+  // handle is returned): nobody can sleep on it, so no lock.
+  void CompleteUnshared(absl::Status status) {
+    status_ = std::move(status);
+    done_.store(true, std::memory_order_release);
+  }
+
   // The operation's status once done; DEADLINE_EXCEEDED while it still runs
   // after `timeout` (the work stays pending).
   absl::Status Wait(absl::Duration timeout) {
