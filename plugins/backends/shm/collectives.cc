@@ -747,12 +747,20 @@ absl::Status Collectives::AllToAll(const dist_op_args_t& a, const OpContext& c) 
     const int b = NextBuffer();
     char* mine = segment_->slot(b, rank_);
     for (int q = 0; q < world_; ++q) {
+      if (q == rank_) continue;  // kept, not exchanged: copied straight across below
       std::memcpy(mine + q * count * element, send + (q * n + off) * element, count * element);
     }
     DIST_RETURN_IF_ERROR(Step(c));
     for (int q = 0; q < world_; ++q) {
-      std::memcpy(recv + (q * n + off) * element, segment_->slot(b, q) + rank_ * count * element,
-                  count * element);
+      char* to = recv + (q * n + off) * element;
+      if (q == rank_) {
+        // This rank's own block moves from send to recv at the same offset,
+        // so in place it is already there; memmove for partial overlap.
+        const char* from = send + (q * n + off) * element;
+        if (from != to) std::memmove(to, from, count * element);
+        continue;
+      }
+      std::memcpy(to, segment_->slot(b, q) + rank_ * count * element, count * element);
     }
   }
   return absl::OkStatus();
