@@ -282,5 +282,67 @@ TEST(ShmCollectives, DefaultSegmentSizesWithLargeMessages) {
     EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].Describe();
 }
 
+// Non-temporal stores (shm.stream_stores=1; stream_copy.h) from 32 KiB on,
+// for the blocks broadcast's and scatter's root and all_to_all write into
+// the segment: sizes with ragged tails, buffers and slot offsets off any
+// alignment (send starts one byte into its allocation; all_to_all's blocks
+// are an odd number of bytes), every byte checked.
+TEST(ShmCollectives, StreamStoresGiveExactResults) {
+  constexpr int kRanks = 3;
+  const std::string store = TempDir("stream") + "/store";
+  auto results = RunRanks(kRanks, absl::Seconds(60), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, kRanks);
+    CommOptions options;
+    options.options = {{"shm.stream_stores", "1"}};
+    dist_backend_comm_t* comm = nullptr;
+    RANK_OK(rank, CreateComm(s, rank, kRanks, options, &comm));
+    const dist_backend_plugin_t* p = Plugin();
+    auto byte = [](int from, uint64_t i, uint64_t salt) {
+      return static_cast<uint8_t>(from * 37 + i * 11 + (i >> 9) + salt);
+    };
+    for (const uint64_t n :
+         {uint64_t{32768 + 13}, uint64_t{100000 + 7}, uint64_t{(1u << 20) + 1}}) {
+      // broadcast from rank 1
+      std::vector<uint8_t> data(n + 1);
+      for (uint64_t i = 0; i < n; ++i) data[i + 1] = rank == 1 ? byte(1, i, n) : 0;
+      dist_op_args_t a = Args();
+      a.send = Buffer(data.data() + 1, n, DIST_UINT8);
+      a.recv = a.send;
+      a.root = 1;
+      RANK_OK(rank, RunOp(p->broadcast, comm, a));
+      for (uint64_t i = 0; i < n; ++i) RANK_CHECK(rank, data[i + 1] == byte(1, i, n));
+
+      // scatter from rank 2: block q to rank q
+      std::vector<uint8_t> blocks(kRanks * n + 1), mine(n, 0);
+      for (uint64_t i = 0; i < kRanks * n; ++i) blocks[i + 1] = byte(2, i, n + 1);
+      a = Args();
+      a.send =
+          Buffer(rank == 2 ? blocks.data() + 1 : nullptr, rank == 2 ? kRanks * n : 0, DIST_UINT8);
+      a.recv = Buffer(mine.data(), n, DIST_UINT8);
+      a.root = 2;
+      RANK_OK(rank, RunOp(p->scatter, comm, a));
+      for (uint64_t i = 0; i < n; ++i) RANK_CHECK(rank, mine[i] == byte(2, rank * n + i, n + 1));
+
+      // all_to_all: block q of rank r goes to rank q, as block r
+      std::vector<uint8_t> out(kRanks * n + 1), in(kRanks * n, 0);
+      for (uint64_t i = 0; i < kRanks * n; ++i) out[i + 1] = byte(rank, i, n + 2);
+      a = Args();
+      a.send = Buffer(out.data() + 1, kRanks * n, DIST_UINT8);
+      a.recv = Buffer(in.data(), kRanks * n, DIST_UINT8);
+      RANK_OK(rank, RunOp(p->all_to_all, comm, a));
+      for (int q = 0; q < kRanks; ++q) {
+        for (uint64_t i = 0; i < n; ++i) {
+          RANK_CHECK(rank, in[q * n + i] == byte(q, rank * n + i, n + 2));
+        }
+      }
+    }
+    p->comm_destroy(comm);
+    s->release(s->ctx);
+    return 0;
+  });
+  for (int r = 0; r < kRanks; ++r)
+    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].Describe();
+}
+
 }  // namespace
 }  // namespace dist_test

@@ -147,6 +147,7 @@ absl::Status Register(Segment& segment, const dist_comm_config_t& config, const 
 absl::StatusOr<Tuning> ParseTuning(const dist_comm_config_t& config) {
   Tuning tuning;
   tuning.spin_yields = config.world_size > dist::JobCpus();  // dist/cpp/job_cpus.hpp
+  tuning.stream_stores = !tuning.spin_yields;
   for (size_t i = 0; i < config.num_options; ++i) {
     const dist_kv_t& kv = config.options[i];
     if (kv.key == nullptr || kv.value == nullptr || !absl::StartsWith(kv.key, "shm.")) continue;
@@ -171,10 +172,13 @@ absl::StatusOr<Tuning> ParseTuning(const dist_comm_config_t& config) {
       tuning.spin = absl::Microseconds(static_cast<int64_t>(value));
     } else if (key == "shm.inline_wait") {
       tuning.inline_wait = value != 0;
+    } else if (key == "shm.stream_stores") {
+      tuning.stream_stores = value != 0;
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("shm: unknown option ", key,
-                       "; known: shm.slot_bytes, shm.ring_bytes, shm.spin_us, shm.inline_wait"));
+                       "; known: shm.slot_bytes, shm.ring_bytes, shm.spin_us, shm.inline_wait, "
+                       "shm.stream_stores"));
     }
   }
   return tuning;

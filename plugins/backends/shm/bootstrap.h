@@ -28,9 +28,18 @@ struct Tuning {
   bool spin_yields = false;
   // shm.inline_wait=0: every operation runs on the worker thread.
   bool inline_wait = true;
+  // Whether a rank that writes a large block into the segment for others
+  // (broadcast's and scatter's root, all_to_all's blocks) uses non-temporal
+  // stores (stream_copy.h). By default where each rank has a CPU of its
+  // own (ranks <= JobCpus): readers are on other cores then, and the lines
+  // they take come from memory instead of from the writer's cache; where
+  // ranks share cores a reader often runs on the writer's core, whose
+  // cache it would have hit (4 ranks on 2 CPUs: all_to_all 256 KiB 70-74 us
+  // with them against 30-36 without). shm.stream_stores=0/1 decides.
+  bool stream_stores = false;
 };
 
-// Reads "shm.slot_bytes", "shm.ring_bytes" and "shm.spin_us" from the options.
+// Reads the shm.* options (README.md, "Options") over the defaults.
 absl::StatusOr<Tuning> ParseTuning(const dist_comm_config_t& config);
 
 // Collective over config.rank/world_size. On success this rank is attached

@@ -7,6 +7,7 @@
 #include "dist/cpp/reduce.hpp"
 #include "dist/cpp/status.hpp"
 #include "dist/cpp/validate.hpp"
+#include "stream_copy.h"
 
 namespace dist_shm {
 namespace {
@@ -610,6 +611,14 @@ absl::Status Collectives::CheckFlagged(int buffer, uint64_t seq, int lines) cons
   return absl::OkStatus();
 }
 
+void Collectives::WriteForOthers(char* dst, const char* src, size_t bytes) const {
+  if (stream_stores_) {
+    CopyToShared(dst, src, bytes);
+  } else {
+    std::memcpy(dst, src, bytes);
+  }
+}
+
 absl::Status Collectives::Broadcast(const dist_op_args_t& a, const OpContext& c) {
   const uint64_t n = a.recv.count;
   const size_t element = dist_dtype_size(a.recv.dtype);
@@ -626,7 +635,7 @@ absl::Status Collectives::Broadcast(const dist_op_args_t& a, const OpContext& c)
   if (n <= chunk) {  // one unit: one-sided (collectives.h)
     const int b = NextBuffer();
     if (root) {
-      std::memcpy(segment_->slot(b, 0), source, n * element);
+      WriteForOthers(segment_->slot(b, 0), source, n * element);
       PublishUnit();
       return absl::OkStatus();
     }
@@ -637,7 +646,7 @@ absl::Status Collectives::Broadcast(const dist_op_args_t& a, const OpContext& c)
   for (uint64_t off = 0; off < n; off += chunk) {
     const uint64_t count = std::min(chunk, n - off);
     const int b = NextBuffer();
-    if (root) std::memcpy(segment_->slot(b, 0), source + off * element, count * element);
+    if (root) WriteForOthers(segment_->slot(b, 0), source + off * element, count * element);
     DIST_RETURN_IF_ERROR(Step(c));
     if (!root) std::memcpy(recv + off * element, segment_->slot(b, 0), count * element);
   }
@@ -695,7 +704,7 @@ absl::Status Collectives::Scatter(const dist_op_args_t& a, const OpContext& c) {
     if (root) {
       for (int q = 0; q < world_; ++q) {
         if (one_sided && q == rank_) continue;
-        std::memcpy(segment_->slot(b, q), send + (q * n + off) * element, count * element);
+        WriteForOthers(segment_->slot(b, q), send + (q * n + off) * element, count * element);
       }
       if (one_sided) {
         std::memmove(recv, send + rank_ * n * element, n * element);
@@ -748,7 +757,7 @@ absl::Status Collectives::AllToAll(const dist_op_args_t& a, const OpContext& c) 
     char* mine = segment_->slot(b, rank_);
     for (int q = 0; q < world_; ++q) {
       if (q == rank_) continue;  // kept, not exchanged: copied straight across below
-      std::memcpy(mine + q * count * element, send + (q * n + off) * element, count * element);
+      WriteForOthers(mine + q * count * element, send + (q * n + off) * element, count * element);
     }
     DIST_RETURN_IF_ERROR(Step(c));
     for (int q = 0; q < world_; ++q) {
