@@ -9,7 +9,8 @@
 // both with non-temporal stores (256 KiB: 36 against 132-164 us, 25 in
 // both). Benchmarks of the shm plugin that copy through the segment move
 // with the phase (plugins/backends/shm/README.md, "Every operation against
-// Open MPI (latest)"), so run this next to them.
+// Open MPI (22:23 UTC that day)" and "Against this machine's slow phase"),
+// so run this next to them.
 //
 //   bazel run -c opt //tools/dev:handoff_probe -- [seconds=4] [bytes=16384]
 #include <emmintrin.h>
