@@ -673,11 +673,17 @@ absl::Status Collectives::AllGather(const dist_op_args_t& a, int reader, const O
       PublishUnit();
       return absl::OkStatus();
     }
+    if (reads) {
+      // The own block straight from send, while the others catch up: the
+      // slot is only for them. In place, send is that block already.
+      char* own = recv + (rank_ * n + off) * element;
+      const char* from = send + off * element;
+      if (own != from) std::memmove(own, from, count * element);
+    }
     DIST_RETURN_IF_ERROR(Step(c));
     if (!reads) continue;
-    // Own block too, from the slot: with send inside recv (in place) the
-    // bytes are the same, and memcpy never sees overlapping ranges.
     for (int q = 0; q < world_; ++q) {
+      if (q == rank_) continue;
       std::memcpy(recv + (q * n + off) * element, segment_->slot(b, q), count * element);
     }
   }
