@@ -45,10 +45,12 @@ class Communicator {
   // waited for.
   absl::Status Run(dist_collective_t collective, const dist_op_args_t& args,
                    absl::Duration wait_timeout);
-  // dist_sendrecv on the calling thread: on an idle communicator, posts the
-  // send and the recv and moves their bytes until both are done (no work
-  // handle, one allocation for both). nullopt when it cannot run here (other
-  // operations in flight): the caller issues both and waits instead.
+  // dist_sendrecv on the calling thread: on an idle communicator, the send
+  // straight into its ring and the recv straight out of the peer's (SendNow,
+  // ReceiveNow: no work handle, no allocation); when either cannot, posts
+  // what is left and moves the bytes until both are done (one allocation
+  // for both works). nullopt when it cannot run here (other operations in
+  // flight): the caller issues both and waits instead.
   std::optional<absl::Status> TryRunSendRecv(const dist_op_args_t& send, const dist_op_args_t& recv,
                                              absl::Duration wait_timeout);
   void Abort(const std::string& reason);

@@ -43,10 +43,10 @@ class PointToPoint {
   // no send to that peer waits, and the ring has room for all of it.
   bool SendFitsNow(int peer, uint64_t bytes) const;
 
-  // The fast path of a caller that moves its own exchange (dist_sendrecv):
-  // whole messages straight between the user's buffers and the rings, with
-  // no operation record, callback or pending count. Anything out of the
-  // ordinary is left to PostSend/PostRecv, which handle every case.
+  // The fast path of the thread that runs send/recv (Communicator::SendNow
+  // and ReceiveNow): whole messages straight between the user's buffers and
+  // the rings, with no operation record, callback or pending count. Anything
+  // out of the ordinary is left to PostSend/PostRecv, which handle every case.
   //
   // Writes the whole message into the ring to `peer` if SendFitsNow (no
   // send to `peer` pending, room for all of it); returns whether it did
