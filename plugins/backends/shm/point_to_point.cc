@@ -314,6 +314,11 @@ void PointToPoint::CheckTimeouts() {
           "merely slow)"));
     }
     if (!status.ok()) {
+      // A peer that sent and then left or died wrote its ring before its
+      // state, so what it sent is visible now; Progress found nothing a
+      // moment ago, but the message may have come since. Take it first:
+      // the next check fails whatever is still pending then.
+      if (ProgressIncoming(peer)) return;
       // The ring's stream is now out of step: everything pending fails.
       FailAll(status);
       return;
