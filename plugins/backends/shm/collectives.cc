@@ -701,16 +701,19 @@ absl::Status Collectives::Scatter(const dist_op_args_t& a, const OpContext& c) {
   const char* send = root ? Bytes(a.send.data) : nullptr;
   char* recv = Bytes(a.recv.data);
   const uint64_t chunk = segment_->slot_bytes() / element;
-  // One unit: one-sided (collectives.h); the root copies its own block
-  // straight across.
+  // One unit: one-sided (collectives.h). The root's own block never enters
+  // the segment: it goes from send to recv (memmove: in place, the same
+  // bytes), after the step when there are several, while the others copy
+  // theirs out.
   const bool one_sided = n <= chunk;
   for (uint64_t off = 0; off < n; off += chunk) {
     const uint64_t count = std::min(chunk, n - off);
     const int b = NextBuffer();
     if (root) {
       for (int q = 0; q < world_; ++q) {
-        if (one_sided && q == rank_) continue;
-        WriteForOthers(segment_->slot(b, q), send + (q * n + off) * element, count * element);
+        if (q != rank_) {
+          WriteForOthers(segment_->slot(b, q), send + (q * n + off) * element, count * element);
+        }
       }
       if (one_sided) {
         std::memmove(recv, send + rank_ * n * element, n * element);
@@ -719,7 +722,8 @@ absl::Status Collectives::Scatter(const dist_op_args_t& a, const OpContext& c) {
       }
     }
     DIST_RETURN_IF_ERROR(one_sided ? StepFrom(a.root, c) : Step(c));
-    std::memcpy(recv + off * element, segment_->slot(b, rank_), count * element);
+    const char* from = root ? send + (rank_ * n + off) * element : segment_->slot(b, rank_);
+    std::memmove(recv + off * element, from, count * element);
   }
   return absl::OkStatus();
 }
