@@ -51,14 +51,21 @@ absl::Status PointToPoint::SizeMismatch(int peer, int64_t tag, uint64_t expected
 }
 
 bool PointToPoint::SendFitsNow(int peer, uint64_t bytes) const {
-  if (!peers_[peer].sends.empty()) return false;  // it would wait behind them
+  const Peer& p = peers_[peer];
+  if (!p.sends.empty()) return false;  // it would wait behind them
   RingControl& ring = segment_->ring(rank_, peer);
-  const uint64_t used =
-      ring.head.load(std::memory_order_relaxed) - ring.tail.load(std::memory_order_acquire);
-  if (used > segment_->ring_bytes()) return false;  // a tail past the head: not ours to judge
-  const uint64_t room = segment_->ring_bytes() - used;
-  // bytes < room first: Padded cannot overflow then.
-  return bytes < room && kHeaderBytes + Padded(bytes) <= room;
+  const uint64_t head = ring.head.load(std::memory_order_relaxed);
+  const uint64_t capacity = segment_->ring_bytes();
+  auto fits = [&](uint64_t tail) {
+    const uint64_t used = head - tail;
+    if (used > capacity) return false;  // a tail past the head: not ours to judge
+    const uint64_t room = capacity - used;
+    // bytes < room first: Padded cannot overflow then.
+    return bytes < room && kHeaderBytes + Padded(bytes) <= room;
+  };
+  if (fits(p.tail_seen)) return true;
+  p.tail_seen = ring.tail.load(std::memory_order_acquire);
+  return fits(p.tail_seen);
 }
 
 bool PointToPoint::SendNow(int peer, int64_t tag, const void* data, uint64_t bytes) {

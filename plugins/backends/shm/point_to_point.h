@@ -109,6 +109,10 @@ class PointToPoint {
     std::deque<Recv> recvs;  // posted, unmatched, in order (usually 0-1); by value: no allocation
     std::list<Early> early;
     Incoming incoming;
+    // The receiver's tail of our ring to this peer as last read: it only
+    // grows, so room that it already shows needs no new read of a line the
+    // receiver writes at every message (a cross-core miss each time).
+    mutable uint64_t tail_seen = 0;
   };
 
   bool ProgressSends(int peer);
