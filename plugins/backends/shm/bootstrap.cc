@@ -147,7 +147,7 @@ absl::Status Register(Segment& segment, const dist_comm_config_t& config, const 
 absl::StatusOr<Tuning> ParseTuning(const dist_comm_config_t& config) {
   Tuning tuning;
   tuning.spin_yields = config.world_size > dist::JobCpus();  // dist/cpp/job_cpus.hpp
-  tuning.stream_stores = !tuning.spin_yields;
+  tuning.stream_from_bytes = tuning.spin_yields ? kSharedCpuStreamBytes : kStreamCopyBytes;
   for (size_t i = 0; i < config.num_options; ++i) {
     const dist_kv_t& kv = config.options[i];
     if (kv.key == nullptr || kv.value == nullptr || !absl::StartsWith(kv.key, "shm.")) continue;
@@ -173,7 +173,7 @@ absl::StatusOr<Tuning> ParseTuning(const dist_comm_config_t& config) {
     } else if (key == "shm.inline_wait") {
       tuning.inline_wait = value != 0;
     } else if (key == "shm.stream_stores") {
-      tuning.stream_stores = value != 0;
+      tuning.stream_from_bytes = value != 0 ? kStreamCopyBytes : kNeverStream;
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("shm: unknown option ", key,

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "dist/backend_plugin.h"
 #include "segment.h"
+#include "stream_copy.h"
 
 namespace dist_shm {
 
@@ -28,15 +29,21 @@ struct Tuning {
   bool spin_yields = false;
   // shm.inline_wait=0: every operation runs on the worker thread.
   bool inline_wait = true;
-  // Whether a rank that writes a large block into the segment for others
-  // (broadcast's and scatter's root, all_to_all's blocks) uses non-temporal
-  // stores (stream_copy.h). By default where each rank has a CPU of its
-  // own (ranks <= JobCpus): readers are on other cores then, and the lines
-  // they take come from memory instead of from the writer's cache; where
-  // ranks share cores a reader often runs on the writer's core, whose
-  // cache it would have hit (4 ranks on 2 CPUs: all_to_all 256 KiB 70-74 us
-  // with them against 30-36 without). shm.stream_stores=0/1 decides.
-  bool stream_stores = false;
+  // The smallest block that a rank writing into the segment for others
+  // (broadcast's and scatter's root, all_to_all's blocks) writes with
+  // non-temporal stores (stream_copy.h); kNeverStream: none.
+  // Where each rank has a CPU of its own (ranks <= JobCpus), from
+  // kStreamCopyBytes: readers are on other cores, and the lines they take
+  // come from memory instead of from the writer's cache. Where ranks share
+  // cores, a reader often runs on the writer's core, whose cache it would
+  // have hit (4 ranks on 2 CPUs: all_to_all 256 KiB 70-74 us with them
+  // against 30-36 without), but blocks of kSharedCpuStreamBytes and more
+  // outgrow that cache before the reader runs, and writing around it spares
+  // the reads of every line before it is written (the same ranks: scatter
+  // 4-16 MiB 1.8-2.4x Open MPI's time without, 0.7-1.0 with; broadcast
+  // 1-4 MiB 1.4-1.7x faster). shm.stream_stores=1 (from kStreamCopyBytes)
+  // or 0 (never) decides instead.
+  uint64_t stream_from_bytes = kNeverStream;
 };
 
 // Reads the shm.* options (README.md, "Options") over the defaults.

@@ -612,7 +612,7 @@ absl::Status Collectives::CheckFlagged(int buffer, uint64_t seq, int lines) cons
 }
 
 void Collectives::WriteForOthers(char* dst, const char* src, size_t bytes) const {
-  if (stream_stores_) {
+  if (bytes >= stream_from_bytes_) {
     CopyToShared(dst, src, bytes);
   } else {
     std::memcpy(dst, src, bytes);

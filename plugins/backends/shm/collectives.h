@@ -47,13 +47,13 @@ namespace dist_shm {
 
 class Collectives {
  public:
-  // stream_stores: Tuning::stream_stores.
-  Collectives(Segment* segment, Waiter* waiter, int rank, bool stream_stores)
+  // stream_from_bytes: Tuning::stream_from_bytes.
+  Collectives(Segment* segment, Waiter* waiter, int rank, uint64_t stream_from_bytes)
       : segment_(segment),
         waiter_(waiter),
         rank_(rank),
         world_(segment->world_size()),
-        stream_stores_(stream_stores),
+        stream_from_bytes_(stream_from_bytes),
         rows_(static_cast<size_t>(world_)) {}
 
   // `args` has been validated (shapes, dtypes, devices, root) by the caller.
@@ -132,14 +132,15 @@ class Collectives {
   void ReduceRows(uint64_t len, dist_dtype_t dtype, dist_reduce_op_t op, void* dest);
 
   // A block written into the segment for other ranks to read: with
-  // non-temporal stores when stream_stores_ (stream_copy.h), else memcpy.
+  // non-temporal stores from stream_from_bytes_ on (stream_copy.h), else
+  // memcpy.
   void WriteForOthers(char* dst, const char* src, size_t bytes) const;
 
   Segment* segment_;
   Waiter* waiter_;
   int rank_;
   int world_;
-  bool stream_stores_;
+  uint64_t stream_from_bytes_;
   uint64_t sequence_ = 0;     // units arrived at
   uint64_t all_arrived_ = 0;  // units every rank is known to have arrived at
   uint64_t last_other_ = 0;   // the last unit this rank arrived at that was not eager

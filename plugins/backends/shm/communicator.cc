@@ -57,7 +57,7 @@ Communicator::Communicator(const dist_comm_config_t& config, std::unique_ptr<Seg
       timeout_ms_(config.timeout_ms > 0 ? config.timeout_ms : 300000),
       segment_(std::move(segment)),
       waiter_(segment_.get(), rank_, group_, &abort_, tuning.spin, tuning.spin_yields),
-      collectives_(segment_.get(), &waiter_, rank_, tuning.stream_stores),
+      collectives_(segment_.get(), &waiter_, rank_, tuning.stream_from_bytes),
       p2p_(segment_.get(), &waiter_, rank_),
       inline_wait_(tuning.inline_wait),
       gate_(std::make_shared<InlineGate>([this](const void* work, absl::Duration timeout) {

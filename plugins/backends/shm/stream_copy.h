@@ -22,6 +22,11 @@
 namespace dist_shm {
 
 inline constexpr size_t kStreamCopyBytes = 32 << 10;
+// Where ranks share CPUs, only blocks this large go around the cache
+// (Tuning::stream_from_bytes).
+inline constexpr uint64_t kSharedCpuStreamBytes = 1 << 20;
+// No block does (shm.stream_stores=0).
+inline constexpr uint64_t kNeverStream = ~uint64_t{0};
 
 // memcpy(dst, src, bytes), with non-temporal stores from kStreamCopyBytes
 // on (where the CPU has them). The stores are fenced before it returns, so
