@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/shm/shm_suite.h"
@@ -165,6 +166,50 @@ TEST(ShmRooted, BackToBackRootedCallsNeverReadAnotherCallsData) {
     return 0;
   });
   ExpectAllOk(results);
+}
+
+// A writer may run ahead of its readers by as many small units as the eager
+// area has entries (16, or 64 where ranks share CPUs: layout.h), and not
+// one more: here the readers sleep while the writers issue 150 calls, far
+// past either depth, then read them all. A writer that overran the depth
+// would overwrite a cell not read yet (a wrong value, or a cell that never
+// shows its unit: an error).
+TEST(ShmRooted, WritersFarAheadOfSleepingReadersWaitAtTheEagerDepth) {
+  for (const int ranks : {2, 4}) {
+    const std::string store = TempDir(absl::StrCat("ahead", ranks)) + "/store";
+    auto results = RunRanks(ranks, absl::Seconds(120), [&](int rank) {
+      dist_store_t* s = OpenStore(store, rank, ranks);
+      dist_backend_comm_t* comm = nullptr;
+      RANK_OK(rank, CreateComm(s, rank, ranks, CommOptions(), &comm));
+      constexpr int kCalls = 150;
+      // Broadcast from rank 0: the receivers start late.
+      if (rank != 0) absl::SleepFor(absl::Milliseconds(300));
+      for (int call = 0; call < kCalls; ++call) {
+        int32_t value[2] = {-1, -1};
+        if (rank == 0) value[0] = value[1] = Value(call, 0, 0);
+        dist_op_args_t a = Args();
+        a.send = rank == 0 ? Buffer(value, 2, DIST_INT32) : Buffer(nullptr, 0, DIST_INT32);
+        a.recv = Buffer(value, 2, DIST_INT32);
+        RANK_OK(rank, RunOp(Plugin()->broadcast, comm, a));
+        RANK_CHECK(rank, value[0] == Value(call, 0, 0) && value[1] == value[0]);
+      }
+      // Gather to rank 0: now the root starts late.
+      if (rank == 0) absl::SleepFor(absl::Milliseconds(300));
+      for (int call = 0; call < kCalls; ++call) {
+        int32_t mine = Value(call, rank, 0);
+        std::vector<int32_t> all(ranks, -1);
+        dist_op_args_t a = Args();
+        a.send = Buffer(&mine, 1, DIST_INT32);
+        a.recv = rank == 0 ? Buffer(all.data(), ranks, DIST_INT32) : Buffer(nullptr, 0, DIST_INT32);
+        RANK_OK(rank, RunOp(Plugin()->gather, comm, a));
+        for (int q = 0; rank == 0 && q < ranks; ++q) RANK_CHECK(rank, all[q] == Value(call, q, 0));
+      }
+      Plugin()->comm_destroy(comm);
+      s->release(s->ctx);
+      return 0;
+    });
+    ExpectAllOk(results);
+  }
 }
 
 // What rank `rank` contributes to a two-rank reduce, call `call`, element

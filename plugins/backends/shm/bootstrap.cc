@@ -52,6 +52,8 @@ Geometry ChooseGeometry(int32_t world, const Tuning& tuning) {
   } else {
     g.slot_bytes = RoundDown4K(std::clamp<uint64_t>((16u << 20) / (2 * w), 64u << 10, 1u << 20));
   }
+  // Eager entries (layout.h): more where ranks share CPUs.
+  g.eager_depth = tuning.spin_yields ? kMaxEagerDepth : kEagerDepth;
   // Point-to-point rings: w*w of them, 16 MiB in all at most.
   g.ring_bytes =
       tuning.ring_bytes

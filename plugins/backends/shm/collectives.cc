@@ -230,14 +230,15 @@ absl::Status Collectives::CheckPublished(const OpContext& c) {
 
 absl::Status Collectives::AwaitEagerWritable(const OpContext& c) {
   const uint64_t unit = sequence_ + 1;
-  // The entry's last unit, unit - kEagerDepth, has been read by everyone
-  // once every rank reached the unit after it.
-  uint64_t need = unit > kEagerDepth ? unit - kEagerDepth + 1 : 0;
+  // The entry's last unit, unit - depth, has been read by everyone once
+  // every rank reached the unit after it.
+  const uint64_t depth = static_cast<uint64_t>(segment_->eager_depth());
+  uint64_t need = unit > depth ? unit - depth + 1 : 0;
   // And a peer compares this rank's signature of its last collective of
   // another kind (a barrier) when it arrives there; it must still be in
   // this rank's history (kSignatures), so from the second unit after that
   // one on, wait until everyone went past it. In a loop of broadcasts this
-  // holds already, so the root runs up to kEagerDepth - 1 calls ahead.
+  // holds already, so the root runs up to depth - 1 calls ahead.
   need = std::max(need, last_other_ + 1);
   // The usual rule (AwaitWritable) is the most ever needed.
   return AwaitAll(std::min(need, unit - 1), c);
@@ -308,7 +309,7 @@ absl::Status Collectives::AwaitCells(uint64_t unit, CellOf cell_of, int only, co
 absl::Status Collectives::EagerBroadcast(const dist_op_args_t& a, const OpContext& c) {
   const uint64_t bytes = a.recv.count * dist_dtype_size(a.recv.dtype);
   const uint64_t unit = sequence_ + 1;
-  const int entry = static_cast<int>(unit % kEagerDepth);
+  const int entry = static_cast<int>(unit % segment_->eager_depth());
   NextBuffer();  // every unit takes its turn of the halves' parity
   if (a.root == rank_) {
     DIST_RETURN_IF_ERROR(AwaitEagerWritable(c));
@@ -327,7 +328,7 @@ absl::Status Collectives::EagerBroadcast(const dist_op_args_t& a, const OpContex
 absl::Status Collectives::EagerScatter(const dist_op_args_t& a, const OpContext& c) {
   const uint64_t bytes = a.recv.count * dist_dtype_size(a.recv.dtype);
   const uint64_t unit = sequence_ + 1;
-  const int entry = static_cast<int>(unit % kEagerDepth);
+  const int entry = static_cast<int>(unit % segment_->eager_depth());
   NextBuffer();
   if (a.root == rank_) {
     DIST_RETURN_IF_ERROR(AwaitEagerWritable(c));
@@ -352,7 +353,7 @@ absl::Status Collectives::EagerGather(const dist_op_args_t& a, bool reduce, cons
   const uint64_t n = a.send.count;
   const uint64_t bytes = n * dist_dtype_size(a.send.dtype);
   const uint64_t unit = sequence_ + 1;
-  const int entry = static_cast<int>(unit % kEagerDepth);
+  const int entry = static_cast<int>(unit % segment_->eager_depth());
   NextBuffer();
   if (a.root != rank_) {
     DIST_RETURN_IF_ERROR(AwaitEagerWritable(c));

@@ -23,7 +23,7 @@
 // every rank reached the unit after the last one that used the same memory,
 // so finished reading it. Blocks of at most kEagerBytes go through the eager
 // area (layout.h), whose entry is picked by the unit's number, so a writer
-// there may run up to kEagerDepth - 1 units ahead of its slowest reader; in
+// there may run up to the eager depth - 1 units ahead of its slowest reader; in
 // the slots, which alternate between two halves, one unit. A reader checks
 // the writer's signature as it reads (an eager cell carries it); a writer
 // that returned from the slots early compares its peers' at its next

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -39,7 +40,7 @@ bool ComputeOffsets(int32_t world_size, uint64_t slot_bytes, uint64_t ring_bytes
             !__builtin_add_overflow(o->ranks, rank_bytes, &o->rings) &&
             !__builtin_mul_overflow(w * w, sizeof(RingControl), &ring_controls) &&
             !__builtin_add_overflow(o->rings, ring_controls, &o->eager) &&
-            !__builtin_mul_overflow(kEagerDepth * w, sizeof(EagerCell), &eager) &&
+            !__builtin_mul_overflow(kMaxEagerDepth * w, sizeof(EagerCell), &eager) &&
             !__builtin_add_overflow(o->eager, eager, &o->slots) &&
             RoundUp(o->slots, kPage, &o->slots) &&
             !__builtin_mul_overflow(2 * w, slot_bytes, &slots) &&
@@ -122,7 +123,9 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& name
   header->slot_bytes = g.slot_bytes;
   header->ring_bytes = g.ring_bytes;
   header->total_bytes = o.total;
+  header->eager_depth = static_cast<uint32_t>(std::clamp(g.eager_depth, 1, kMaxEagerDepth));
   segment->Locate(g.world_size, g.slot_bytes, g.ring_bytes);
+  segment->eager_depth_ = static_cast<int>(header->eager_depth);
   for (int r = 0; r < g.world_size; ++r) new (&segment->ranks_[r]) RankControl();
   for (int i = 0; i < g.world_size * g.world_size; ++i) new (&segment->rings_[i]) RingControl();
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -163,17 +166,19 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::Attach(const std::string& name
   // plugin could have chosen and must describe exactly the mapped bytes,
   // or Locate would point past the mapping.
   Offsets o{};
-  if (!ValidSizes(header.slot_bytes, header.ring_bytes) ||
+  if (!ValidSizes(header.slot_bytes, header.ring_bytes) || header.eager_depth < 1 ||
+      header.eager_depth > static_cast<uint32_t>(kMaxEagerDepth) ||
       !ComputeOffsets(header.world_size, header.slot_bytes, header.ring_bytes, &o) ||
       o.total != size) {
     return absl::FailedPreconditionError(absl::StrCat(
         "shm: segment ", name, " has a corrupt header (slot_bytes ", header.slot_bytes,
-        ", ring_bytes ", header.ring_bytes, ", ", size,
+        ", ring_bytes ", header.ring_bytes, ", eager_depth ", header.eager_depth, ", ", size,
         " bytes mapped); all ranks must load the same shm plugin version, and nothing else may "
         "write /dev/shm",
         name));
   }
   segment->Locate(header.world_size, header.slot_bytes, header.ring_bytes);
+  segment->eager_depth_ = static_cast<int>(header.eager_depth);
   return segment;
 }
 

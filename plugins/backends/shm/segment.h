@@ -24,6 +24,7 @@ struct Geometry {
   int32_t world_size = 0;
   uint64_t slot_bytes = 0;
   uint64_t ring_bytes = 0;
+  int eager_depth = kEagerDepth;  // 1..kMaxEagerDepth (layout.h)
 };
 
 class Segment {
@@ -47,6 +48,7 @@ class Segment {
   int32_t world_size() const { return world_size_; }
   uint64_t slot_bytes() const { return slot_bytes_; }
   uint64_t ring_bytes() const { return ring_bytes_; }
+  int eager_depth() const { return eager_depth_; }
 
   Header& header() { return *static_cast<Header*>(base_); }
   RankControl& rank(int r) { return ranks_[r]; }
@@ -54,7 +56,7 @@ class Segment {
   char* ring_data(int src, int dst) {
     return ring_data_ + (static_cast<uint64_t>(src) * world_size_ + dst) * ring_bytes_;
   }
-  // The cell of `rank` in eager entry `entry` (< kEagerDepth).
+  // The cell of `rank` in eager entry `entry` (< eager_depth()).
   EagerCell& eager(int entry, int rank) { return eager_[entry * world_size_ + rank]; }
   // Staging area of `rank` in double-buffer half `buffer` (0 or 1). The
   // areas of one half are contiguous: slot(b, 0) spans world_size slots.
@@ -72,6 +74,7 @@ class Segment {
   int32_t world_size_ = 0;
   uint64_t slot_bytes_ = 0;
   uint64_t ring_bytes_ = 0;
+  int eager_depth_ = kEagerDepth;
   RankControl* ranks_ = nullptr;
   RingControl* rings_ = nullptr;
   EagerCell* eager_ = nullptr;
