@@ -1,6 +1,9 @@
 // send/recv that a waiting caller moves on its own thread (the shm
 // communicator's TryRunInline) and what it must hand back to the worker:
 // real forked processes, data checked element by element.
+#include <sys/resource.h>
+
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -353,6 +356,79 @@ TEST(ShmSendRecv, ASendRecvWhosePeerNeverSendsTimesOutNamingIt) {
       absl::SleepFor(absl::Seconds(6));  // alive, silent, until rank 0 gave up
     }
   });
+}
+
+// Sanitizers reserve terabytes of address space and abort on a failed
+// allocation instead of throwing: the next test runs in the plain build only.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+// The address space this process has mapped now, in bytes.
+uint64_t MappedBytes() {
+  unsigned long long pages = 0;
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f != nullptr) {
+    if (std::fscanf(f, "%llu", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  return pages * 4096;
+}
+
+// A message that arrives before its recv, too large for the memory the
+// receiver may still have, is read off the ring and dropped: its recv fails
+// with RESOURCE_EXHAUSTED naming it, the host is not terminated by an
+// uncaught std::bad_alloc, and the messages after it still arrive.
+TEST(ShmSendRecv, AnEarlyMessageTooLargeToBufferFailsItsRecvNotTheProcess) {
+  if (kSanitized) GTEST_SKIP() << "address-space limits do not apply under sanitizers";
+  const std::string store = TempDir("early_oom") + "/store";
+  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, 2);
+    dist_backend_comm_t* comm = nullptr;
+    CommOptions options;
+    options.timeout_ms = 30000;
+    RANK_OK(rank, CreateComm(s, rank, 2, options, &comm));
+    const dist_backend_plugin_t* p = Plugin();
+    constexpr uint64_t kBig = uint64_t{256} << 20;
+    if (rank == 0) {
+      std::vector<char> big(kBig, 7);
+      RANK_OK(rank, RunOp(p->send, comm, SendArgs(big.data(), kBig, DIST_UINT8, 1, 1)));
+      int32_t after = 9;
+      RANK_OK(rank, RunOp(p->send, comm, SendArgs(&after, 1, DIST_INT32, 1, 2)));
+    } else {
+      rlimit old{};
+      RANK_CHECK(rank, getrlimit(RLIMIT_AS, &old) == 0);
+      rlimit tight = old;
+      tight.rlim_cur = MappedBytes() + (uint64_t{96} << 20);
+      RANK_CHECK(rank, setrlimit(RLIMIT_AS, &tight) == 0);
+      // Waiting for tag 2 reads tag 1 first, as an early message.
+      int32_t after = 0;
+      RANK_OK(rank, RunOp(p->recv, comm, RecvArgs(&after, 1, DIST_INT32, 0, 2)));
+      RANK_CHECK(rank, after == 9);
+      char one = 0;
+      dist_op_args_t recv = RecvArgs(&one, 1, DIST_UINT8, 0, 1);
+      dist_error_t* error = RunOp(p->recv, comm, recv);
+      RANK_CHECK(rank, setrlimit(RLIMIT_AS, &old) == 0);
+      RANK_CHECK(rank, error != nullptr && dist_error_code(error) == DIST_RESOURCE_EXHAUSTED);
+      const std::string message = error != nullptr ? dist_error_message(error) : "";
+      dist_error_destroy(error);
+      RANK_CHECK(rank, message.find("268435456 bytes from rank 0 with tag 1") != std::string::npos);
+      RANK_CHECK(rank, message.find("could not be buffered") != std::string::npos);
+    }
+    p->comm_destroy(comm);
+    s->release(s->ctx);
+    return 0;
+  });
+  ExpectAllOk(results);
 }
 
 }  // namespace

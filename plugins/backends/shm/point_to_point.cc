@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 #include "absl/strings/str_cat.h"
 
@@ -135,6 +136,10 @@ void PointToPoint::PostRecv(int peer, int64_t tag, void* data, uint64_t bytes,
     }
     Early early = std::move(*it);
     p.early.erase(it);
+    if (!early.lost.ok()) {
+      Finish(recv.done, early.lost);
+      return;
+    }
     if (early.bytes.size() != bytes) {
       Finish(recv.done, SizeMismatch(peer, tag, bytes, early.bytes.size()));
       return;
@@ -218,7 +223,9 @@ bool PointToPoint::ProgressIncoming(int peer) {
         if (early->claimed.has_value()) {
           Recv recv = *std::move(early->claimed);
           early->claimed.reset();
-          if (recv.bytes == early->bytes.size()) {
+          if (!early->lost.ok()) {
+            Finish(recv.done, early->lost);
+          } else if (recv.bytes == early->bytes.size()) {
             if (recv.bytes > 0) std::memcpy(recv.data, early->bytes.data(), recv.bytes);
             Finish(recv.done, absl::OkStatus());
           } else {
@@ -250,9 +257,24 @@ bool PointToPoint::ProgressIncoming(int peer) {
           p.recvs.erase(match);
         } else {
           p.early.emplace_back();
-          p.early.back().tag = header.tag;
-          p.early.back().bytes.resize(header.bytes);
-          in.early = &p.early.back();
+          Early& early = p.early.back();
+          early.tag = header.tag;
+          // Buffered until its recv is posted: a message larger than the
+          // memory this process can have must fail that recv and leave the
+          // stream in step, not throw std::bad_alloc (which terminates the
+          // host on the worker thread, and on a caller's leaves the ring
+          // half read).
+          try {
+            early.bytes.resize(header.bytes);
+          } catch (const std::exception&) {
+            early.lost = absl::ResourceExhaustedError(absl::StrCat(
+                "shm: a message of ", header.bytes, " bytes from rank ", peer, " with tag ",
+                header.tag,
+                " arrived before its recv was posted and could not be buffered (out "
+                "of memory); it was dropped. Post the recv before the send arrives, or send it "
+                "in smaller pieces"));
+          }
+          in.early = &early;
         }
       }
     } else {
@@ -262,7 +284,7 @@ bool PointToPoint::ProgressIncoming(int peer) {
         char* dest = nullptr;
         if (in.target.has_value() && in.target->bytes == in.bytes) {
           dest = in.target->data + in.received;
-        } else if (in.early != nullptr) {
+        } else if (in.early != nullptr && in.early->lost.ok()) {
           dest = in.early->bytes.data() + in.received;
         }
         if (dest != nullptr) std::memcpy(dest, base + at, useful);

@@ -93,6 +93,9 @@ class PointToPoint {
     uint64_t received = 0;
     bool complete = false;
     std::optional<Recv> claimed;  // a recv waiting for the rest of it
+    // Not OK when no memory could be had to buffer the message: its bytes
+    // are read off the ring and dropped, and its recv fails with this.
+    absl::Status lost;
   };
   // What the ring from one peer is in the middle of.
   struct Incoming {
