@@ -25,14 +25,16 @@ CommOptions ShortTimeoutSmallRings() {
 }
 
 // Runs `body(rank, comm)` on 2 forked ranks, each on a communicator with
-// ShortTimeoutSmallRings, and expects both to succeed.
+// `options` (ShortTimeoutSmallRings unless given), and expects both to
+// succeed.
 template <typename Body>
-void OnTwoRanks(const std::string& name, Body body) {
+void OnTwoRanks(const std::string& name, Body body,
+                const CommOptions& options = ShortTimeoutSmallRings()) {
   const std::string store = TempDir(name) + "/store";
   auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
     dist_store_t* s = OpenStore(store, rank, 2);
     dist_backend_comm_t* comm = nullptr;
-    RANK_OK(rank, CreateComm(s, rank, 2, ShortTimeoutSmallRings(), &comm));
+    RANK_OK(rank, CreateComm(s, rank, 2, options, &comm));
     body(rank, comm);
     Plugin()->comm_destroy(comm);
     s->release(s->ctx);
@@ -390,45 +392,41 @@ uint64_t MappedBytes() {
 // uncaught std::bad_alloc, and the messages after it still arrive.
 TEST(ShmSendRecv, AnEarlyMessageTooLargeToBufferFailsItsRecvNotTheProcess) {
   if (kSanitized) GTEST_SKIP() << "address-space limits do not apply under sanitizers";
-  const std::string store = TempDir("early_oom") + "/store";
-  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
-    dist_store_t* s = OpenStore(store, rank, 2);
-    dist_backend_comm_t* comm = nullptr;
-    CommOptions options;
-    options.timeout_ms = 30000;
-    RANK_OK(rank, CreateComm(s, rank, 2, options, &comm));
-    const dist_backend_plugin_t* p = Plugin();
-    constexpr uint64_t kBig = uint64_t{256} << 20;
-    if (rank == 0) {
-      std::vector<char> big(kBig, 7);
-      RANK_OK(rank, RunOp(p->send, comm, SendArgs(big.data(), kBig, DIST_UINT8, 1, 1)));
-      int32_t after = 9;
-      RANK_OK(rank, RunOp(p->send, comm, SendArgs(&after, 1, DIST_INT32, 1, 2)));
-    } else {
-      rlimit old{};
-      RANK_CHECK(rank, getrlimit(RLIMIT_AS, &old) == 0);
-      rlimit tight = old;
-      tight.rlim_cur = MappedBytes() + (uint64_t{96} << 20);
-      RANK_CHECK(rank, setrlimit(RLIMIT_AS, &tight) == 0);
-      // Waiting for tag 2 reads tag 1 first, as an early message.
-      int32_t after = 0;
-      RANK_OK(rank, RunOp(p->recv, comm, RecvArgs(&after, 1, DIST_INT32, 0, 2)));
-      RANK_CHECK(rank, after == 9);
-      char one = 0;
-      dist_op_args_t recv = RecvArgs(&one, 1, DIST_UINT8, 0, 1);
-      dist_error_t* error = RunOp(p->recv, comm, recv);
-      RANK_CHECK(rank, setrlimit(RLIMIT_AS, &old) == 0);
-      RANK_CHECK(rank, error != nullptr && dist_error_code(error) == DIST_RESOURCE_EXHAUSTED);
-      const std::string message = error != nullptr ? dist_error_message(error) : "";
-      dist_error_destroy(error);
-      RANK_CHECK(rank, message.find("268435456 bytes from rank 0 with tag 1") != std::string::npos);
-      RANK_CHECK(rank, message.find("could not be buffered") != std::string::npos);
-    }
-    p->comm_destroy(comm);
-    s->release(s->ctx);
-    return 0;
-  });
-  ExpectAllOk(results);
+  CommOptions options;  // default 1 MiB rings: 256 of them to drain
+  options.timeout_ms = 30000;
+  OnTwoRanks(
+      "early_oom",
+      [](int rank, dist_backend_comm_t* comm) {
+        const dist_backend_plugin_t* p = Plugin();
+        constexpr uint64_t kBig = uint64_t{256} << 20;
+        if (rank == 0) {
+          std::vector<char> big(kBig, 7);
+          RANK_OK(rank, RunOp(p->send, comm, SendArgs(big.data(), kBig, DIST_UINT8, 1, 1)));
+          int32_t after = 9;
+          RANK_OK(rank, RunOp(p->send, comm, SendArgs(&after, 1, DIST_INT32, 1, 2)));
+        } else {
+          rlimit old{};
+          RANK_CHECK(rank, getrlimit(RLIMIT_AS, &old) == 0);
+          rlimit tight = old;
+          tight.rlim_cur = MappedBytes() + (uint64_t{96} << 20);
+          RANK_CHECK(rank, setrlimit(RLIMIT_AS, &tight) == 0);
+          // Waiting for tag 2 reads tag 1 first, as an early message.
+          int32_t after = 0;
+          RANK_OK(rank, RunOp(p->recv, comm, RecvArgs(&after, 1, DIST_INT32, 0, 2)));
+          RANK_CHECK(rank, after == 9);
+          char one = 0;
+          dist_op_args_t recv = RecvArgs(&one, 1, DIST_UINT8, 0, 1);
+          dist_error_t* error = RunOp(p->recv, comm, recv);
+          RANK_CHECK(rank, setrlimit(RLIMIT_AS, &old) == 0);
+          RANK_CHECK(rank, error != nullptr && dist_error_code(error) == DIST_RESOURCE_EXHAUSTED);
+          const std::string message = error != nullptr ? dist_error_message(error) : "";
+          dist_error_destroy(error);
+          RANK_CHECK(rank,
+                     message.find("268435456 bytes from rank 0 with tag 1") != std::string::npos);
+          RANK_CHECK(rank, message.find("could not be buffered") != std::string::npos);
+        }
+      },
+      options);
 }
 
 }  // namespace

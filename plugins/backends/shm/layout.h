@@ -13,7 +13,8 @@ namespace dist_shm {
 
 inline constexpr uint64_t kMagic = 0x316d687374736964ull;  // "distshm1"
 // 2: arrived and signatures on one line; 3: flagged lines for small reductions;
-// 4: one flagged line, not five; 5: three signatures of 16 bytes, eager cells.
+// 4: one flagged line, not five; 5: three signatures of 16 bytes, eager cells;
+// 6: the eager depth in the header, room for kMaxEagerDepth entries.
 inline constexpr uint32_t kLayoutVersion = 6;
 inline constexpr size_t kReasonBytes = 240;
 
