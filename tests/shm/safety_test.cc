@@ -45,7 +45,7 @@ TEST(ShmSafety, OptionsOutsideTheirBoundsAreErrorsNotCrashes) {
   ExpectCreateError("shm.spin_us", "18446744073709551615");
 }
 
-// The header fields as segment.cc lays them out (layout.h, version 6).
+// The header fields as segment.cc lays them out (layout.h, version 7).
 struct RawHeader {
   uint64_t magic;
   uint32_t version;
@@ -72,8 +72,8 @@ TEST(ShmSafety, ACorruptSegmentHeaderIsRefused) {
       const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
       RANK_CHECK(rank, fd >= 0);
       RANK_CHECK(rank, ftruncate(fd, kSize) == 0);
-      // magic "distshm1", layout version 6 (plugins/backends/shm/layout.h)
-      RawHeader header{0x316d687374736964ull, 6, 2, uint64_t{1} << 62, 4096, kSize, 16};
+      // magic "distshm1", layout version 7 (plugins/backends/shm/layout.h)
+      RawHeader header{0x316d687374736964ull, 7, 2, uint64_t{1} << 62, 4096, kSize, 16};
       RANK_CHECK(rank, pwrite(fd, &header, sizeof(header), 0) == sizeof(header));
       close(fd);
       RANK_CHECK(rank, view.Set("shm/segment", name).ok());

@@ -125,6 +125,7 @@ absl::Status Register(Segment& segment, const dist_comm_config_t& config, const 
   RankControl& me = segment.rank(config.rank);
   me.pid = self.pid;
   me.start_time = self.start_time;
+  PublishProbe(me);
   me.state.store(kActive, std::memory_order_release);
   segment.header().attached.fetch_add(1, std::memory_order_acq_rel);
   AbortState never_aborted;
@@ -176,11 +177,13 @@ absl::StatusOr<Tuning> ParseTuning(const dist_comm_config_t& config) {
       tuning.inline_wait = value != 0;
     } else if (key == "shm.stream_stores") {
       tuning.stream_from_bytes = value != 0 ? kStreamCopyBytes : kNeverStream;
+    } else if (key == "shm.single_copy_bytes") {
+      tuning.single_copy_from_bytes = value != 0 ? value : kNeverSingleCopy;
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("shm: unknown option ", key,
                        "; known: shm.slot_bytes, shm.ring_bytes, shm.spin_us, shm.inline_wait, "
-                       "shm.stream_stores"));
+                       "shm.stream_stores, shm.single_copy_bytes"));
     }
   }
   return tuning;
@@ -248,6 +251,8 @@ absl::StatusOr<std::unique_ptr<Segment>> JoinSegment(const dist_comm_config_t& c
   // crash from here on cannot leak the segment.
   Segment::Unlink(name);
   if (!registered.ok()) return registered;
+  // Every rank has published its probe word (Register) before it attached.
+  OfferSingleCopy(*segment, config.rank, tuning.single_copy_from_bytes != kNeverSingleCopy);
   return segment;
 }
 

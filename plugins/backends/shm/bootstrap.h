@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "dist/backend_plugin.h"
 #include "segment.h"
+#include "single_copy.h"
 #include "stream_copy.h"
 
 namespace dist_shm {
@@ -44,6 +45,10 @@ struct Tuning {
   // 1-4 MiB 1.4-1.7x faster). shm.stream_stores=1 (from kStreamCopyBytes)
   // or 0 (never) decides instead.
   uint64_t stream_from_bytes = kNeverStream;
+  // The smallest send/recv message sent by reference and read by its
+  // receiver in one copy (single_copy.h), where the receiver can read the
+  // sender's memory; shm.single_copy_bytes, 0 for never (kNeverSingleCopy).
+  uint64_t single_copy_from_bytes = kSingleCopyBytes;
 };
 
 // Reads the shm.* options (README.md, "Options") over the defaults.

@@ -58,7 +58,7 @@ Communicator::Communicator(const dist_comm_config_t& config, std::unique_ptr<Seg
       segment_(std::move(segment)),
       waiter_(segment_.get(), rank_, group_, &abort_, tuning.spin, tuning.spin_yields),
       collectives_(segment_.get(), &waiter_, rank_, tuning.stream_from_bytes),
-      p2p_(segment_.get(), &waiter_, rank_),
+      p2p_(segment_.get(), &waiter_, rank_, tuning.single_copy_from_bytes),
       inline_wait_(tuning.inline_wait),
       gate_(std::make_shared<InlineGate>([this](const void* work, absl::Duration timeout) {
         return TryRunInline(work, timeout);

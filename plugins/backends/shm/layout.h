@@ -14,8 +14,9 @@ namespace dist_shm {
 inline constexpr uint64_t kMagic = 0x316d687374736964ull;  // "distshm1"
 // 2: arrived and signatures on one line; 3: flagged lines for small reductions;
 // 4: one flagged line, not five; 5: three signatures of 16 bytes, eager cells;
-// 6: the eager depth in the header, room for kMaxEagerDepth entries.
-inline constexpr uint32_t kLayoutVersion = 6;
+// 6: the eager depth in the header, room for kMaxEagerDepth entries;
+// 7: single-copy probes and acks (single_copy.h).
+inline constexpr uint32_t kLayoutVersion = 7;
 inline constexpr size_t kReasonBytes = 240;
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -95,6 +96,10 @@ struct alignas(64) RankControl {
   std::atomic<uint32_t> state;                 // RankState
   int32_t pid;
   uint64_t start_time;  // /proc/<pid>/stat field 22: tells pid reuse apart
+  // A word in the owner's memory and its value, for peers to try a
+  // single-copy read of (single_copy.h).
+  uint64_t probe_address;
+  uint64_t probe_value;
   // Written by the owner at every collective, on one cache line.
   alignas(64) std::atomic<uint64_t> arrived;  // last barrier sequence number reached
   OpSignature signature[kSignatures];         // by collective count, modulo
@@ -131,19 +136,35 @@ struct alignas(64) EagerCell {
 static_assert(sizeof(EagerCell) == 1088);
 inline constexpr uint64_t kEagerBytes = sizeof(EagerCell::data);
 
+// RingControl::single_copy: whether the receiver can read the sender's
+// memory (single_copy.h).
+enum SingleCopy : uint32_t {
+  kSingleCopyUndecided = 0,  // not probed yet: send through the ring
+  kSingleCopyYes = 1,
+  kSingleCopyNo = 2,
+};
+
 // Single-producer single-consumer byte ring for one ordered pair of ranks.
 struct alignas(64) RingControl {
   std::atomic<uint64_t> head;              // bytes written, by the sender
   alignas(64) std::atomic<uint64_t> tail;  // bytes consumed, by the receiver
+  // Written by the receiver, for by-reference messages (single_copy.h):
+  // the sequence number of the last one it has read, and whether the
+  // sender may send by reference (SingleCopy).
+  alignas(64) std::atomic<uint64_t> references_taken;
+  std::atomic<uint32_t> single_copy;
 };
 
 // A point-to-point message header in a ring. Messages are padded to 16
-// bytes so a header never wraps around the ring's end.
+// bytes so a header never wraps around the ring's end. A by-reference
+// message has kByReference set in `bytes` and carries a Reference
+// (single_copy.h) in the ring instead of its payload.
 struct MessageHeader {
   int64_t tag;
   uint64_t bytes;
 };
 static_assert(sizeof(MessageHeader) == 16);
+inline constexpr uint64_t kByReference = uint64_t{1} << 63;
 
 }  // namespace dist_shm
 

@@ -12,6 +12,14 @@ namespace {
 constexpr uint64_t kHeaderBytes = sizeof(MessageHeader);
 constexpr absl::Duration kCheckEvery = absl::Milliseconds(10);
 constexpr absl::Duration kLivenessEvery = absl::Milliseconds(50);
+// How long a by-reference message may wait at the head of its ring for its
+// recv before it is read into a buffer (HoldReference). Not a timeout: past
+// it the message is merely copied twice, as through the ring. Where ranks
+// share CPUs, a peer is often off its CPU for milliseconds (4 ranks on 2
+// CPUs, 32 MiB send/recv in a ring: 1 ms held too little, 42.7 ms a call
+// against Open MPI's 5.9; 20 ms: 7.6 against 7.1). A waiting engine that
+// sleeps wakes every 10 ms (waiter.cc) to see the time has passed.
+constexpr absl::Duration kHoldReferenceFor = absl::Milliseconds(10);
 
 uint64_t Padded(uint64_t bytes) { return (bytes + kHeaderBytes - 1) / kHeaderBytes * kHeaderBytes; }
 
@@ -34,8 +42,18 @@ void ReadRing(const char* base, uint64_t capacity, uint64_t position, void* to, 
 
 }  // namespace
 
-PointToPoint::PointToPoint(Segment* segment, Waiter* waiter, int rank)
-    : segment_(segment), waiter_(waiter), rank_(rank), peers_(segment->world_size()) {}
+PointToPoint::PointToPoint(Segment* segment, Waiter* waiter, int rank,
+                           uint64_t single_copy_from_bytes)
+    : segment_(segment),
+      waiter_(waiter),
+      rank_(rank),
+      single_copy_from_bytes_(single_copy_from_bytes),
+      peers_(segment->world_size()) {}
+
+bool PointToPoint::ByReference(int peer, uint64_t bytes) const {
+  return bytes >= single_copy_from_bytes_ &&
+         segment_->ring(rank_, peer).single_copy.load(std::memory_order_acquire) == kSingleCopyYes;
+}
 
 void PointToPoint::Finish(Done& done, absl::Status status) {
   --pending_;
@@ -53,7 +71,8 @@ absl::Status PointToPoint::SizeMismatch(int peer, int64_t tag, uint64_t expected
 
 bool PointToPoint::SendFitsNow(int peer, uint64_t bytes) const {
   const Peer& p = peers_[peer];
-  if (!p.sends.empty()) return false;  // it would wait behind them
+  if (!p.sends.empty()) return false;          // it would wait behind them
+  if (ByReference(peer, bytes)) return false;  // done only at the receiver's ack
   RingControl& ring = segment_->ring(rank_, peer);
   const uint64_t head = ring.head.load(std::memory_order_relaxed);
   const uint64_t capacity = segment_->ring_bytes();
@@ -119,6 +138,16 @@ void PointToPoint::PostSend(int peer, int64_t tag, const void* data, uint64_t by
   send.bytes = bytes;
   send.context = context;
   send.done = std::move(done);
+  if (bytes >= kByReference) {  // its header could not say its size
+    Finish(send.done, absl::InvalidArgumentError(absl::StrCat(
+                          "shm: a send of ", bytes, " bytes is too large; send at most 2^63-1")));
+    return;
+  }
+  if (ByReference(peer, bytes)) {
+    send.by_reference = true;
+    send.reference = Reference{reinterpret_cast<uint64_t>(data), ++peers_[peer].references_sent};
+    send.header.bytes |= kByReference;
+  }
   peers_[peer].sends.push_back(std::move(send));
   ProgressSends(peer);
 }
@@ -152,9 +181,24 @@ void PointToPoint::PostRecv(int peer, int64_t tag, void* data, uint64_t bytes,
   ProgressIncoming(peer);
 }
 
+bool PointToPoint::FinishTakenReferences(int peer) {
+  Peer& p = peers_[peer];
+  const uint64_t taken =
+      segment_->ring(rank_, peer).references_taken.load(std::memory_order_acquire);
+  bool finished = false;
+  while (!p.awaiting.empty() && p.awaiting.front().reference.sequence <= taken) {
+    Send done = std::move(p.awaiting.front());
+    p.awaiting.pop_front();
+    Finish(done.done, absl::OkStatus());
+    finished = true;
+  }
+  return finished;
+}
+
 bool PointToPoint::ProgressSends(int peer) {
   Peer& p = peers_[peer];
-  if (p.sends.empty()) return false;
+  const bool acked = !p.awaiting.empty() && FinishTakenReferences(peer);
+  if (p.sends.empty()) return acked;
   RingControl& ring = segment_->ring(rank_, peer);
   char* base = segment_->ring_data(rank_, peer);
   const uint64_t capacity = segment_->ring_bytes();
@@ -164,17 +208,18 @@ bool PointToPoint::ProgressSends(int peer) {
   bool moved = false;
   while (!p.sends.empty() && free_bytes > 0) {
     Send& s = p.sends.front();
-    const uint64_t total = kHeaderBytes + Padded(s.bytes);
+    const uint64_t payload_bytes = s.payload_bytes();
+    const uint64_t total = kHeaderBytes + Padded(payload_bytes);
     while (s.position < total && free_bytes > 0) {
       const uint64_t at = head % capacity;
       uint64_t n = std::min(free_bytes, capacity - at);
       if (s.position < kHeaderBytes) {
         n = std::min(n, kHeaderBytes - s.position);
         std::memcpy(base + at, reinterpret_cast<const char*>(&s.header) + s.position, n);
-      } else if (s.position < kHeaderBytes + s.bytes) {
+      } else if (s.position < kHeaderBytes + payload_bytes) {
         const uint64_t offset = s.position - kHeaderBytes;
-        n = std::min(n, s.bytes - offset);
-        std::memcpy(base + at, s.data + offset, n);
+        n = std::min(n, payload_bytes - offset);
+        std::memcpy(base + at, s.payload() + offset, n);
       } else {
         n = std::min(n, total - s.position);  // padding: nothing to copy
       }
@@ -187,16 +232,64 @@ bool PointToPoint::ProgressSends(int peer) {
       Send done = std::move(s);
       p.sends.pop_front();
       // Publish before completing: the send is complete once its bytes are
-      // in the ring.
+      // in the ring, or, by reference, once the receiver has read them.
       ring.head.store(head, std::memory_order_release);
-      Finish(done.done, absl::OkStatus());
+      if (done.by_reference) {
+        p.awaiting.push_back(std::move(done));
+      } else {
+        Finish(done.done, absl::OkStatus());
+      }
     }
   }
   if (moved) {
     ring.head.store(head, std::memory_order_release);
     waiter_->Notify(peer);
   }
-  return moved;
+  return moved || acked;
+}
+
+bool PointToPoint::HoldReference(Peer& p, const char* header_bytes) {
+  // Read into a buffer, a large message costs an allocation (a page fault
+  // per page) and a second copy. Its recv is usually on its way: a loop of
+  // send/recv pairs meets the next message while it still waits for the
+  // ack of its own last send. So it waits, unread, for a while; but not for
+  // ever, as its sender may be blocked in a send to us that needs our engine
+  // to take it (send-send-recv-recv between two ranks must not deadlock).
+  MessageHeader header;
+  std::memcpy(&header, header_bytes, sizeof(header));
+  if ((header.bytes & kByReference) == 0) return false;
+  // Our own send to this peer is not done: the peer may be waiting for it
+  // to be taken before it posts this message's recv, as we wait for ours
+  // (both ranks send, then receive). Take it now.
+  if (!p.sends.empty() || !p.awaiting.empty()) return false;
+  const absl::Time now = CoarseNow();
+  if (p.held_since == absl::InfinitePast()) p.held_since = now;
+  return now - p.held_since < kHoldReferenceFor;
+}
+
+void PointToPoint::TakeReference(int peer, Incoming& in) {
+  Reference reference;
+  std::memcpy(&reference, in.reference, sizeof(reference));
+  char* dest = nullptr;
+  if (in.target.has_value() && in.target->bytes == in.bytes) {
+    dest = in.target->data;
+  } else if (in.early != nullptr && in.early->lost.ok()) {
+    dest = in.early->bytes.data();
+  }
+  absl::Status status;
+  if (dest != nullptr && in.bytes > 0) {
+    status = ReadFromPeer(segment_->rank(peer).pid, peer, reference.address, dest, in.bytes);
+  }
+  // Acked even if the read failed (the sender exited, or freed its buffer
+  // early): its send is over; the recv fails, and with it the communicator.
+  segment_->ring(peer, rank_).references_taken.store(reference.sequence, std::memory_order_release);
+  waiter_->Notify(peer);
+  if (status.ok()) return;
+  if (in.target.has_value()) {
+    in.failed = status;
+  } else if (in.early != nullptr) {
+    in.early->lost = status;
+  }
 }
 
 bool PointToPoint::ProgressIncoming(int peer) {
@@ -209,12 +302,14 @@ bool PointToPoint::ProgressIncoming(int peer) {
   uint64_t available = ring.head.load(std::memory_order_acquire) - tail;
   bool moved = false;
   while (true) {
-    if (in.in_message && in.received == Padded(in.bytes)) {
-      // The whole message is here.
+    if (in.in_message && in.received == Padded(in.ring_bytes)) {
+      // The whole message is here (or, by reference, where it is).
+      if (in.by_reference) TakeReference(peer, in);
       if (in.target.has_value()) {
         Recv recv = *std::move(in.target);
         in.target.reset();
-        Finish(recv.done, recv.bytes == in.bytes
+        Finish(recv.done, !in.failed.ok() ? in.failed
+                          : recv.bytes == in.bytes
                               ? absl::OkStatus()
                               : SizeMismatch(peer, recv.tag, recv.bytes, in.bytes));
       } else if (in.early != nullptr) {
@@ -241,6 +336,13 @@ bool PointToPoint::ProgressIncoming(int peer) {
     const uint64_t at = tail % capacity;
     uint64_t n = std::min(available, capacity - at);
     if (!in.in_message) {
+      // Headers never wrap (messages are padded to their size), and a
+      // sender publishes whole ones (the ring's room is a multiple of it).
+      if (in.header_received == 0 && p.recvs.empty() && n >= kHeaderBytes &&
+          HoldReference(p, base + at)) {
+        break;
+      }
+      p.held_since = absl::InfinitePast();
       n = std::min(n, kHeaderBytes - in.header_received);
       std::memcpy(in.header + in.header_received, base + at, n);
       in.header_received += n;
@@ -248,7 +350,9 @@ bool PointToPoint::ProgressIncoming(int peer) {
         MessageHeader header;
         std::memcpy(&header, in.header, sizeof(header));
         in.in_message = true;
-        in.bytes = header.bytes;
+        in.by_reference = (header.bytes & kByReference) != 0;
+        in.bytes = header.bytes & ~kByReference;
+        in.ring_bytes = in.by_reference ? sizeof(Reference) : in.bytes;
         in.received = 0;
         auto match = std::find_if(p.recvs.begin(), p.recvs.end(),
                                   [&](const Recv& r) { return r.tag == header.tag; });
@@ -259,17 +363,19 @@ bool PointToPoint::ProgressIncoming(int peer) {
           p.early.emplace_back();
           Early& early = p.early.back();
           early.tag = header.tag;
+          // By reference too: read (TakeReference) and acked at once, so
+          // that the sender, which may itself wait for our send, is not
+          // held until our recv is posted.
           // Buffered until its recv is posted: a message larger than the
           // memory this process can have must fail that recv and leave the
           // stream in step, not throw std::bad_alloc (which terminates the
           // host on the worker thread, and on a caller's leaves the ring
           // half read).
           try {
-            early.bytes.resize(header.bytes);
+            early.bytes.resize(in.bytes);
           } catch (const std::exception&) {
             early.lost = absl::ResourceExhaustedError(absl::StrCat(
-                "shm: a message of ", header.bytes, " bytes from rank ", peer, " with tag ",
-                header.tag,
+                "shm: a message of ", in.bytes, " bytes from rank ", peer, " with tag ", header.tag,
                 " arrived before its recv was posted and could not be buffered (out "
                 "of memory); it was dropped. Post the recv before the send arrives, or send it "
                 "in smaller pieces"));
@@ -278,11 +384,13 @@ bool PointToPoint::ProgressIncoming(int peer) {
         }
       }
     } else {
-      n = std::min(n, Padded(in.bytes) - in.received);
-      if (in.received < in.bytes) {
-        const uint64_t useful = std::min(n, in.bytes - in.received);
+      n = std::min(n, Padded(in.ring_bytes) - in.received);
+      if (in.received < in.ring_bytes) {
+        const uint64_t useful = std::min(n, in.ring_bytes - in.received);
         char* dest = nullptr;
-        if (in.target.has_value() && in.target->bytes == in.bytes) {
+        if (in.by_reference) {
+          dest = reinterpret_cast<char*>(in.reference) + in.received;
+        } else if (in.target.has_value() && in.target->bytes == in.bytes) {
           dest = in.target->data + in.received;
         } else if (in.early != nullptr && in.early->lost.ok()) {
           dest = in.early->bytes.data() + in.received;
@@ -325,6 +433,9 @@ void PointToPoint::CheckTimeouts() {
       }
     };
     if (!p.sends.empty()) consider(p.sends.front().context, "send to", p.sends.front().tag);
+    if (!p.awaiting.empty()) {
+      consider(p.awaiting.front().context, "send to", p.awaiting.front().tag);
+    }
     if (p.incoming.target.has_value()) {
       consider(p.incoming.target->context, "recv from", p.incoming.target->tag);
     }
@@ -370,6 +481,7 @@ bool PointToPoint::Progress() {
 void PointToPoint::FailAll(const absl::Status& status) {
   for (Peer& p : peers_) {
     for (Send& s : p.sends) Finish(s.done, status);
+    for (Send& s : p.awaiting) Finish(s.done, status);
     for (Recv& r : p.recvs) Finish(r.done, status);
     if (p.incoming.target.has_value()) Finish(p.incoming.target->done, status);
     for (Early& e : p.early) {

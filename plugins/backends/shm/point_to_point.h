@@ -8,6 +8,12 @@
 // the first message from its peer with its tag; messages with other tags
 // that arrive first are buffered locally, so tags may be received in any
 // order.
+//
+// A message of at least `single_copy_from_bytes`, to a peer that can read
+// this process's memory (single_copy.h), goes by reference: the ring
+// carries its address, the receiver reads it straight from the sender's
+// buffer and acks, and the send completes at the ack. Everything else, and
+// everything when the receiver cannot read us, is copied through the ring.
 #ifndef DIST_PLUGINS_BACKENDS_SHM_POINT_TO_POINT_H_
 #define DIST_PLUGINS_BACKENDS_SHM_POINT_TO_POINT_H_
 
@@ -23,6 +29,7 @@
 #include "absl/time/time.h"
 #include "layout.h"
 #include "segment.h"
+#include "single_copy.h"
 #include "waiter.h"
 
 namespace dist_shm {
@@ -31,7 +38,9 @@ class PointToPoint {
  public:
   using Done = std::function<void(absl::Status)>;
 
-  PointToPoint(Segment* segment, Waiter* waiter, int rank);
+  // single_copy_from_bytes: the smallest message sent by reference where
+  // the receiver can read us; UINT64_MAX: none.
+  PointToPoint(Segment* segment, Waiter* waiter, int rank, uint64_t single_copy_from_bytes);
 
   // Start an operation; `done` runs (on the worker) when it finishes.
   void PostSend(int peer, int64_t tag, const void* data, uint64_t bytes, const OpContext& context,
@@ -40,7 +49,8 @@ class PointToPoint {
                 Done done);
 
   // Whether a send of `bytes` to `peer` posted now would be done at once:
-  // no send to that peer waits, and the ring has room for all of it.
+  // no send to that peer waits, it does not go by reference, and the ring
+  // has room for all of it.
   bool SendFitsNow(int peer, uint64_t bytes) const;
 
   // The fast path of the thread that runs send/recv (Communicator::SendNow
@@ -78,6 +88,13 @@ class PointToPoint {
     uint64_t position = 0;  // of header + payload + padding
     OpContext context;
     Done done;
+    bool by_reference = false;
+    Reference reference{};  // the ring's payload when by_reference
+    // What goes into the ring after the header.
+    const char* payload() const {
+      return by_reference ? reinterpret_cast<const char*>(&reference) : data;
+    }
+    uint64_t payload_bytes() const { return by_reference ? sizeof(Reference) : bytes; }
   };
   struct Recv {
     int64_t tag;
@@ -102,13 +119,22 @@ class PointToPoint {
     unsigned char header[sizeof(MessageHeader)];
     uint64_t header_received = 0;
     bool in_message = false;
-    uint64_t bytes = 0;          // payload size
-    uint64_t received = 0;       // payload + padding consumed
+    bool by_reference = false;
+    uint64_t bytes = 0;       // the message's size
+    uint64_t ring_bytes = 0;  // its payload in the ring: bytes, or a Reference
+    uint64_t received = 0;    // ring payload + padding consumed
+    unsigned char reference[sizeof(Reference)];
+    absl::Status failed;         // the single-copy read of target's data failed
     std::optional<Recv> target;  // posted recv being filled, or
     Early* early = nullptr;      // early message being filled
   };
   struct Peer {
     std::deque<Send> sends;
+    std::deque<Send> awaiting;  // by reference, in the ring, not yet acked
+    uint64_t references_sent = 0;
+    // Since when a by-reference message at the head of the ring from this
+    // peer has waited for its recv (HoldReference).
+    absl::Time held_since = absl::InfinitePast();
     std::deque<Recv> recvs;  // posted, unmatched, in order (usually 0-1); by value: no allocation
     std::list<Early> early;
     Incoming incoming;
@@ -118,7 +144,11 @@ class PointToPoint {
     mutable uint64_t tail_seen = 0;
   };
 
+  bool ByReference(int peer, uint64_t bytes) const;
   bool ProgressSends(int peer);
+  bool FinishTakenReferences(int peer);
+  void TakeReference(int peer, Incoming& in);
+  bool HoldReference(Peer& p, const char* header);
   bool ProgressIncoming(int peer);
   void Deliver(Recv& recv, const char* data, uint64_t bytes);
   void Finish(Done& done, absl::Status status);
@@ -128,6 +158,7 @@ class PointToPoint {
   Segment* segment_;
   Waiter* waiter_;
   int rank_;
+  uint64_t single_copy_from_bytes_;
   std::vector<Peer> peers_;
   int pending_ = 0;  // posted operations not finished
   absl::Time next_check_ = absl::InfinitePast();

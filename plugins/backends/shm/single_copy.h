@@ -1,0 +1,54 @@
+// Single-copy transfers: a receiver reads a large message straight out of
+// its sender's buffer with process_vm_readv (Linux cross-memory attach),
+// instead of the sender copying it into a ring and the receiver copying it
+// out. One copy instead of two, and none of it through the shared segment.
+//
+// The kernel allows the read only where the receiver may ptrace the sender
+// (same user, and Yama's ptrace_scope 0, or CAP_SYS_PTRACE); a seccomp
+// filter may forbid the call. So nothing is assumed: at comm_create each
+// rank publishes the address of a random word in its own memory, and each
+// receiver tries to read every peer's word. Where it reads the right value,
+// it tells that sender (RingControl::single_copy) that it may send by
+// reference; elsewhere the ring carries everything, as before. dist never
+// loosens the host's ptrace policy to make this work (Open MPI calls
+// prctl(PR_SET_PTRACER_ANY); a library inside someone else's process must
+// not).
+#ifndef DIST_PLUGINS_BACKENDS_SHM_SINGLE_COPY_H_
+#define DIST_PLUGINS_BACKENDS_SHM_SINGLE_COPY_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "segment.h"
+
+namespace dist_shm {
+
+// The smallest send/recv message sent by reference by default
+// (Tuning::single_copy_from_bytes), and the value for never.
+inline constexpr uint64_t kSingleCopyBytes = 256 << 10;
+inline constexpr uint64_t kNeverSingleCopy = UINT64_MAX;
+
+// What a by-reference message carries in the ring instead of its payload.
+struct Reference {
+  uint64_t address;   // of the payload in the sender's memory
+  uint64_t sequence;  // 1, 2, ... per ordered pair: the receiver's ack
+};
+static_assert(sizeof(Reference) == 16);
+
+// Publishes this process's probe word in its rank control block.
+void PublishProbe(RankControl& self);
+
+// After every rank has published its probe (JoinSegment returned): for each
+// peer, whether this rank can read its memory; written into the ring from
+// that peer so that the peer sends by reference. `enabled` false (the
+// shm.single_copy_bytes=0 option) writes "no" everywhere.
+void OfferSingleCopy(Segment& segment, int rank, bool enabled);
+
+// Reads `bytes` at `address` in process `pid` into `to`, all of it.
+absl::Status ReadFromPeer(pid_t pid, int peer, uint64_t address, void* to, uint64_t bytes);
+
+}  // namespace dist_shm
+
+#endif  // DIST_PLUGINS_BACKENDS_SHM_SINGLE_COPY_H_
