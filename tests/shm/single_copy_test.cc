@@ -3,6 +3,7 @@
 // processes; every byte checked against a pattern computed on each side.
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -42,7 +43,10 @@ bool Intact(const std::vector<uint8_t>& in, int from, int round, uint64_t bytes)
   return in[bytes] == 0xEE;
 }
 
-// Runs `body(rank, comm)` on `world` forked ranks and expects all to succeed.
+// Runs `body(rank, comm)` on `world` forked ranks and expects all to
+// succeed. The body starts after a barrier: a rank probes whether it can
+// read each peer (single_copy.h) during create, and until it has, its peers
+// send to it through the ring.
 template <typename Body>
 void OnRanks(int world, const std::string& name, const CommOptions& options, Body body) {
   const std::string store = TempDir(name) + "/store";
@@ -50,6 +54,7 @@ void OnRanks(int world, const std::string& name, const CommOptions& options, Bod
     dist_store_t* s = OpenStore(store, rank, world);
     dist_backend_comm_t* comm = nullptr;
     RANK_OK(rank, CreateComm(s, rank, world, options, &comm));
+    RANK_OK(rank, RunOp(Plugin()->barrier, comm, Args()));
     body(rank, comm);
     Plugin()->comm_destroy(comm);
     s->release(s->ctx);
@@ -62,33 +67,33 @@ void OnRanks(int world, const std::string& name, const CommOptions& options, Bod
 // call) is complete after 100 ms: through the ring it is done when written;
 // by reference only once the receiver has read it.
 void SendCompletesWithoutTheReceiver(const CommOptions& options, bool expected) {
-  OnRanks(2, expected ? "ring" : "reference", options,
-          [expected](int rank, dist_backend_comm_t* comm) {
-            const dist_backend_plugin_t* p = Plugin();
-            const uint64_t bytes = kByReference + 4096;
-            if (rank == 0) {
-              std::vector<uint8_t> out = Pattern(0, 1, bytes);
-              dist_op_args_t send = SendArgs(out.data(), bytes, DIST_UINT8, 1, 1);
-              dist_backend_work_t* work = nullptr;
-              RANK_OK(rank, p->send(comm, &send, &work));
-              absl::SleepFor(absl::Milliseconds(100));
-              int done = 0;
-              RANK_OK(rank, p->work_test(work, &done));
-              RANK_CHECK(rank, (done != 0) == expected);
-              RANK_OK(rank, p->work_wait(work, 4000));
-              p->work_destroy(work);
-              int32_t ack = 0;
-              RANK_OK(rank, RunOp(p->recv, comm, RecvArgs(&ack, 1, DIST_INT32, 1, 2)));
-              RANK_CHECK(rank, ack == 7);
-            } else {
-              absl::SleepFor(absl::Milliseconds(300));  // busy: no call into dist
-              std::vector<uint8_t> in(bytes + 1, 0xEE);
-              RANK_OK(rank, RunOp(p->recv, comm, RecvArgs(in.data(), bytes, DIST_UINT8, 0, 1)));
-              RANK_CHECK(rank, Intact(in, 0, 1, bytes));
-              int32_t ack = 7;
-              RANK_OK(rank, RunOp(p->send, comm, SendArgs(&ack, 1, DIST_INT32, 0, 2)));
-            }
-          });
+  auto body = [expected](int rank, dist_backend_comm_t* comm) {
+    const dist_backend_plugin_t* p = Plugin();
+    const uint64_t bytes = kByReference + 4096;
+    if (rank == 0) {
+      std::vector<uint8_t> out = Pattern(0, 1, bytes);
+      dist_op_args_t send = SendArgs(out.data(), bytes, DIST_UINT8, 1, 1);
+      dist_backend_work_t* work = nullptr;
+      RANK_OK(rank, p->send(comm, &send, &work));
+      absl::SleepFor(absl::Milliseconds(100));
+      int done = 0;
+      RANK_OK(rank, p->work_test(work, &done));
+      RANK_CHECK(rank, (done != 0) == expected);
+      RANK_OK(rank, p->work_wait(work, 4000));
+      p->work_destroy(work);
+      int32_t ack = 0;
+      RANK_OK(rank, RunOp(p->recv, comm, RecvArgs(&ack, 1, DIST_INT32, 1, 2)));
+      RANK_CHECK(rank, ack == 7);
+    } else {
+      absl::SleepFor(absl::Milliseconds(300));  // busy: no call into dist
+      std::vector<uint8_t> in(bytes + 1, 0xEE);
+      RANK_OK(rank, RunOp(p->recv, comm, RecvArgs(in.data(), bytes, DIST_UINT8, 0, 1)));
+      RANK_CHECK(rank, Intact(in, 0, 1, bytes));
+      int32_t ack = 7;
+      RANK_OK(rank, RunOp(p->send, comm, SendArgs(&ack, 1, DIST_INT32, 0, 2)));
+    }
+  };
+  OnRanks(2, expected ? "ring" : "reference", options, body);
 }
 
 TEST(ShmSingleCopy, ALargeSendIsDoneOnlyOnceItsReceiverHasReadIt) {
@@ -249,6 +254,37 @@ TEST(ShmSingleCopy, ASenderBufferGoneBeforeItIsReadFailsThatRecvOnly) {
       RANK_CHECK(rank, message.find("from rank 0") != std::string::npos);
       RANK_CHECK(rank, message.find("no longer mapped") != std::string::npos);
       RANK_CHECK(rank, in[0] == 0xEE || in[0] == 1);  // nothing but the sender's bytes
+    }
+  });
+}
+
+// A sender that aborts its communicator with a send not yet read may reuse
+// the buffer as soon as that send fails: the receiver must not deliver what
+// the buffer holds by then, and fails the recv saying the message is lost.
+TEST(ShmSingleCopy, AMessageFromASenderThatAbortedIsNotReadFromItsReusedBuffer) {
+  OnRanks(2, "aborted_sender", ShortTimeout(), [](int rank, dist_backend_comm_t* comm) {
+    const dist_backend_plugin_t* p = Plugin();
+    const uint64_t bytes = 1 << 20;
+    if (rank == 0) {
+      std::vector<uint8_t> out = Pattern(0, 0, bytes);
+      dist_op_args_t send = SendArgs(out.data(), bytes, DIST_UINT8, 1, 1);
+      dist_backend_work_t* work = nullptr;
+      RANK_OK(rank, p->send(comm, &send, &work));
+      absl::SleepFor(absl::Milliseconds(50));
+      p->comm_abort(comm, "test aborts with a send in flight");
+      dist_error_t* error = p->work_wait(work, 4000);
+      RANK_CHECK(rank, error != nullptr);
+      dist_error_destroy(error);
+      p->work_destroy(work);
+      std::fill(out.begin(), out.end(), 0x5A);  // the send failed: the buffer is ours again
+      absl::SleepFor(absl::Milliseconds(300));  // while rank 1 receives
+    } else {
+      absl::SleepFor(absl::Milliseconds(150));  // busy until rank 0 has aborted
+      std::vector<uint8_t> in(bytes + 1, 0xEE);
+      dist_error_t* error = RunOp(p->recv, comm, RecvArgs(in.data(), bytes, DIST_UINT8, 0, 1));
+      RANK_CHECK(rank, error != nullptr);
+      dist_error_destroy(error);
+      for (uint64_t i = 0; i < bytes; ++i) RANK_CHECK(rank, in[i] != 0x5A);
     }
   });
 }

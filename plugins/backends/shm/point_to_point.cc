@@ -276,9 +276,22 @@ void PointToPoint::TakeReference(int peer, Incoming& in) {
   } else if (in.early != nullptr && in.early->lost.ok()) {
     dest = in.early->bytes.data();
   }
+  // A sender whose communicator failed or was aborted has had (or will
+  // have) its send failed, and its caller may reuse the buffer at once: what
+  // is read then is not the message. Its state is published before any of
+  // its operations fails (Communicator::Finish, Abort), so a read that
+  // still finds it active afterwards read the message.
+  const RankControl& sender = segment_->rank(peer);
+  auto sender_gone = [&sender] { return sender.state.load(std::memory_order_acquire) != kActive; };
   absl::Status status;
   if (dest != nullptr && in.bytes > 0) {
-    status = ReadFromPeer(segment_->rank(peer).pid, peer, reference.address, dest, in.bytes);
+    if (!sender_gone()) status = ReadFromPeer(sender.pid, peer, reference.address, dest, in.bytes);
+    if (status.ok() && sender_gone()) {
+      status = absl::UnavailableError(absl::StrCat(
+          "shm: rank ", peer, " failed or aborted before its ", in.bytes,
+          "-byte message was read from its buffer; the message is lost (the first failure says "
+          "why)"));
+    }
   }
   // Acked even if the read failed (the sender exited, or freed its buffer
   // early): its send is over; the recv fails, and with it the communicator.
