@@ -251,8 +251,6 @@ absl::StatusOr<std::unique_ptr<Segment>> JoinSegment(const dist_comm_config_t& c
   // crash from here on cannot leak the segment.
   Segment::Unlink(name);
   if (!registered.ok()) return registered;
-  // Every rank has published its probe word (Register) before it attached.
-  OfferSingleCopy(*segment, config.rank, tuning.single_copy_from_bytes != kNeverSingleCopy);
   return segment;
 }
 

@@ -41,11 +41,20 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   const std::string group = config.group_name ? config.group_name : "default";
   absl::StatusOr<std::unique_ptr<Segment>> segment = JoinSegment(config, *tuning, group);
   if (!segment.ok()) return segment.status();
+  // Every rank published its probe word (JoinSegment) before it attached.
+  const bool single_copy = tuning->single_copy_from_bytes != kNeverSingleCopy;
+  const std::string unreadable = OfferSingleCopy(**segment, config.rank, single_copy);
   std::unique_ptr<Communicator> comm(new Communicator(config, *std::move(segment), *tuning));
+  std::string by_reference = "send/recv through the rings only (shm.single_copy_bytes=0)";
+  if (single_copy) {
+    by_reference = absl::StrCat(
+        "send/recv from ", tuning->single_copy_from_bytes, " B by reference from ",
+        unreadable.empty() ? "every peer" : absl::StrCat("the peers it can read; ", unreadable));
+  }
   comm->Log(DIST_LOG_DEBUG, absl::StrCat("group '", group, "' rank ", config.rank, "/",
                                          config.world_size, " on segment ", comm->segment_->name(),
                                          " (slots ", comm->segment_->slot_bytes(), " B, rings ",
-                                         comm->segment_->ring_bytes(), " B)"));
+                                         comm->segment_->ring_bytes(), " B); ", by_reference));
   return comm;
 }
 

@@ -40,20 +40,31 @@ void PublishProbe(RankControl& self) {
   self.probe_value = ProbeWord();
 }
 
-void OfferSingleCopy(Segment& segment, int rank, bool enabled) {
+std::string OfferSingleCopy(Segment& segment, int rank, bool enabled) {
+  std::string why_not;
   for (int peer = 0; peer < segment.world_size(); ++peer) {
     if (peer == rank) continue;
     const RankControl& sender = segment.rank(peer);
     bool readable = false;
-    if (enabled && sender.probe_value != 0) {
+    if (enabled) {
       uint64_t value = 0;
-      readable = ReadOnce(sender.pid, sender.probe_address, &value, sizeof(value)) ==
-                     static_cast<ssize_t>(sizeof(value)) &&
-                 value == sender.probe_value;
+      const ssize_t n = ReadOnce(sender.pid, sender.probe_address, &value, sizeof(value));
+      const int error = errno;
+      readable = n == static_cast<ssize_t>(sizeof(value)) && value == sender.probe_value;
+      if (!readable && why_not.empty()) {
+        why_not = absl::StrCat(
+            "reading rank ", peer, " (pid ", sender.pid, ") ",
+            n < 0 ? absl::StrCat("failed: ", std::strerror(error),
+                                 error == EPERM ? " (Yama's /proc/sys/kernel/yama/ptrace_scope "
+                                                  "above 0, or a seccomp filter)"
+                                                : "")
+                  : "returned another process's word (another pid namespace)");
+      }
     }
     segment.ring(peer, rank)
         .single_copy.store(readable ? kSingleCopyYes : kSingleCopyNo, std::memory_order_release);
   }
+  return why_not;
 }
 
 absl::Status ReadFromPeer(pid_t pid, int peer, uint64_t address, void* to, uint64_t bytes) {

@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "segment.h"
@@ -43,8 +44,9 @@ void PublishProbe(RankControl& self);
 // After every rank has published its probe (JoinSegment returned): for each
 // peer, whether this rank can read its memory; written into the ring from
 // that peer so that the peer sends by reference. `enabled` false (the
-// shm.single_copy_bytes=0 option) writes "no" everywhere.
-void OfferSingleCopy(Segment& segment, int rank, bool enabled);
+// shm.single_copy_bytes=0 option) writes "no" everywhere. Returns why some
+// peer cannot send by reference, for the log; empty when all can.
+std::string OfferSingleCopy(Segment& segment, int rank, bool enabled);
 
 // Reads `bytes` at `address` in process `pid` into `to`, all of it.
 absl::Status ReadFromPeer(pid_t pid, int peer, uint64_t address, void* to, uint64_t bytes);
