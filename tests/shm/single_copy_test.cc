@@ -43,6 +43,15 @@ bool Intact(const std::vector<uint8_t>& in, int from, int round, uint64_t bytes)
   return in[bytes] == 0xEE;
 }
 
+// Issues a send of `bytes` at `data` to `peer` with `tag`; returns its work.
+dist_backend_work_t* IssueSend(int rank, dist_backend_comm_t* comm, void* data, uint64_t bytes,
+                               int peer, int64_t tag) {
+  dist_op_args_t send = SendArgs(data, bytes, DIST_UINT8, peer, tag);
+  dist_backend_work_t* work = nullptr;
+  RANK_OK(rank, Plugin()->send(comm, &send, &work));
+  return work;
+}
+
 // Runs `body(rank, comm)` on `world` forked ranks and expects all to
 // succeed. The body starts after a barrier: a rank probes whether it can
 // read each peer (single_copy.h) during create, and until it has, its peers
@@ -72,9 +81,7 @@ void SendCompletesWithoutTheReceiver(const CommOptions& options, bool expected) 
     const uint64_t bytes = kByReference + 4096;
     if (rank == 0) {
       std::vector<uint8_t> out = Pattern(0, 1, bytes);
-      dist_op_args_t send = SendArgs(out.data(), bytes, DIST_UINT8, 1, 1);
-      dist_backend_work_t* work = nullptr;
-      RANK_OK(rank, p->send(comm, &send, &work));
+      dist_backend_work_t* work = IssueSend(rank, comm, out.data(), bytes, 1, 1);
       absl::SleepFor(absl::Milliseconds(100));
       int done = 0;
       RANK_OK(rank, p->work_test(work, &done));
@@ -123,34 +130,14 @@ TEST(ShmSingleCopy, SendRecvOfEverySizeAroundTheThresholdArrivesIntact) {
   });
 }
 
-// Both ranks send, then receive, with blocking calls: each send waits for
-// the other rank to read it while that rank waits in its own send. Each
-// engine must take the peer's message (into a buffer) instead of holding it
-// for a recv that comes only after the send it is blocked in.
-TEST(ShmSingleCopy, BothRanksSendingFirstDoNotWaitForEachOther) {
-  OnRanks(2, "send_first", ShortTimeout(), [](int rank, dist_backend_comm_t* comm) {
+// Each rank sends `bytes` to the next with a blocking call, then receives
+// from the one before: nobody's recv is posted before its own send is done,
+// and each send waits for its receiver to read it. Five rounds, each well
+// inside the 4 s timeout.
+void SendThenReceiveAroundARing(int world, const std::string& name, uint64_t bytes) {
+  OnRanks(world, name, ShortTimeout(), [world, bytes](int rank, dist_backend_comm_t* comm) {
     const dist_backend_plugin_t* p = Plugin();
-    const int peer = 1 - rank;
-    const uint64_t bytes = 2 << 20;
-    for (int round = 0; round < 5; ++round) {
-      const absl::Time start = absl::Now();
-      std::vector<uint8_t> out = Pattern(rank, round, bytes), in(bytes + 1, 0xEE);
-      RANK_OK(rank, RunOp(p->send, comm, SendArgs(out.data(), bytes, DIST_UINT8, peer, round)));
-      RANK_OK(rank, RunOp(p->recv, comm, RecvArgs(in.data(), bytes, DIST_UINT8, peer, round)));
-      RANK_CHECK(rank, Intact(in, peer, round, bytes));
-      RANK_CHECK(rank, absl::Now() - start < absl::Seconds(2));
-    }
-  });
-}
-
-// Three ranks in a cycle of blocking sends (0 -> 1 -> 2 -> 0), then the
-// recvs: nobody's recv comes before its own send is done, so a message held
-// for its recv must be taken after a while, not at the timeout.
-TEST(ShmSingleCopy, ACycleOfBlockingSendsCompletes) {
-  OnRanks(3, "cycle", ShortTimeout(), [](int rank, dist_backend_comm_t* comm) {
-    const dist_backend_plugin_t* p = Plugin();
-    const int next = (rank + 1) % 3, previous = (rank + 2) % 3;
-    const uint64_t bytes = 1 << 20;
+    const int next = (rank + 1) % world, previous = (rank + world - 1) % world;
     for (int round = 0; round < 5; ++round) {
       const absl::Time start = absl::Now();
       std::vector<uint8_t> out = Pattern(rank, round, bytes), in(bytes + 1, 0xEE);
@@ -160,6 +147,19 @@ TEST(ShmSingleCopy, ACycleOfBlockingSendsCompletes) {
       RANK_CHECK(rank, absl::Now() - start < absl::Seconds(2));
     }
   });
+}
+
+// Two ranks: each engine must take the peer's message (into a buffer) at
+// once instead of holding it for a recv that comes only after the send its
+// rank is blocked in.
+TEST(ShmSingleCopy, BothRanksSendingFirstDoNotWaitForEachOther) {
+  SendThenReceiveAroundARing(2, "send_first", 2 << 20);
+}
+
+// Three ranks (0 -> 1 -> 2 -> 0): a message held for its recv must be taken
+// after a while, not at the timeout.
+TEST(ShmSingleCopy, ACycleOfBlockingSendsCompletes) {
+  SendThenReceiveAroundARing(3, "cycle", 1 << 20);
 }
 
 // A large message whose recv is posted after a later, small one's: it is
@@ -172,9 +172,7 @@ TEST(ShmSingleCopy, AMessageAheadOfTheOneReceivedIsBufferedAndDelivered) {
       if (rank == 0) {
         std::vector<uint8_t> out = Pattern(0, round, bytes);
         int32_t small = 100 + round;
-        dist_backend_work_t* work = nullptr;
-        dist_op_args_t send = SendArgs(out.data(), bytes, DIST_UINT8, 1, 1);
-        RANK_OK(rank, p->send(comm, &send, &work));
+        dist_backend_work_t* work = IssueSend(rank, comm, out.data(), bytes, 1, 1);
         RANK_OK(rank, RunOp(p->send, comm, SendArgs(&small, 1, DIST_INT32, 1, 2)));
         RANK_OK(rank, p->work_wait(work, 4000));
         p->work_destroy(work);
@@ -228,9 +226,7 @@ TEST(ShmSingleCopy, ASenderBufferGoneBeforeItIsReadFailsThatRecvOnly) {
           mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       RANK_CHECK(rank, mapped != MAP_FAILED);
       std::memset(mapped, 1, bytes);
-      dist_op_args_t send = SendArgs(mapped, bytes, DIST_UINT8, 1, 1);
-      dist_backend_work_t* work = nullptr;
-      RANK_OK(rank, p->send(comm, &send, &work));
+      dist_backend_work_t* work = IssueSend(rank, comm, mapped, bytes, 1, 1);
       RANK_CHECK(rank, munmap(mapped, bytes) == 0);  // too early: the bug
       RANK_OK(rank, p->work_wait(work, 4000));
       p->work_destroy(work);
@@ -267,9 +263,7 @@ TEST(ShmSingleCopy, AMessageFromASenderThatAbortedIsNotReadFromItsReusedBuffer) 
     const uint64_t bytes = 1 << 20;
     if (rank == 0) {
       std::vector<uint8_t> out = Pattern(0, 0, bytes);
-      dist_op_args_t send = SendArgs(out.data(), bytes, DIST_UINT8, 1, 1);
-      dist_backend_work_t* work = nullptr;
-      RANK_OK(rank, p->send(comm, &send, &work));
+      dist_backend_work_t* work = IssueSend(rank, comm, out.data(), bytes, 1, 1);
       absl::SleepFor(absl::Milliseconds(50));
       p->comm_abort(comm, "test aborts with a send in flight");
       dist_error_t* error = p->work_wait(work, 4000);
