@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -280,6 +281,29 @@ TEST(ShmSingleCopy, AMessageFromASenderThatAbortedIsNotReadFromItsReusedBuffer) 
       dist_error_destroy(error);
       for (uint64_t i = 0; i < bytes; ++i) RANK_CHECK(rank, in[i] != 0x5A);
     }
+  });
+}
+
+// A sender that exits (here without a word, as in a crash) with its message
+// unread: the recv fails saying the sender exited; nothing is read from
+// whatever process may hold its pid by then.
+TEST(ShmSingleCopy, AMessageFromASenderThatExitedFailsItsRecv) {
+  OnRanks(2, "exited_sender", ShortTimeout(), [](int rank, dist_backend_comm_t* comm) {
+    const dist_backend_plugin_t* p = Plugin();
+    const uint64_t bytes = 1 << 20;
+    if (rank == 0) {
+      std::vector<uint8_t> out = Pattern(0, 0, bytes);
+      IssueSend(rank, comm, out.data(), bytes, 1, 1);
+      absl::SleepFor(absl::Milliseconds(50));
+      std::_Exit(0);
+    }
+    absl::SleepFor(absl::Milliseconds(200));  // until rank 0 is gone
+    std::vector<uint8_t> in(bytes + 1, 0xEE);
+    dist_error_t* error = RunOp(p->recv, comm, RecvArgs(in.data(), bytes, DIST_UINT8, 0, 1));
+    RANK_CHECK(rank, error != nullptr);
+    const std::string message = error != nullptr ? dist_error_message(error) : "";
+    dist_error_destroy(error);
+    RANK_CHECK(rank, message.find("rank 0") != std::string::npos);
   });
 }
 

@@ -43,8 +43,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   if (!segment.ok()) return segment.status();
   // Every rank published its probe word (JoinSegment) before it attached.
   const bool single_copy = tuning->single_copy_from_bytes != kNeverSingleCopy;
-  const std::string unreadable = OfferSingleCopy(**segment, config.rank, single_copy);
-  std::unique_ptr<Communicator> comm(new Communicator(config, *std::move(segment), *tuning));
+  auto reader = std::make_unique<PeerReader>(**segment, config.rank, single_copy);
+  const std::string unreadable = reader->unreadable();
+  std::unique_ptr<Communicator> comm(
+      new Communicator(config, *std::move(segment), std::move(reader), *tuning));
   std::string by_reference = "send/recv through the rings only (shm.single_copy_bytes=0)";
   if (single_copy) {
     by_reference = absl::StrCat(
@@ -59,15 +61,16 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
 }
 
 Communicator::Communicator(const dist_comm_config_t& config, std::unique_ptr<Segment> segment,
-                           const Tuning& tuning)
+                           std::unique_ptr<PeerReader> reader, const Tuning& tuning)
     : rank_(config.rank),
       world_size_(config.world_size),
       group_(config.group_name ? config.group_name : "default"),
       timeout_ms_(config.timeout_ms > 0 ? config.timeout_ms : 300000),
       segment_(std::move(segment)),
+      reader_(std::move(reader)),
       waiter_(segment_.get(), rank_, group_, &abort_, tuning.spin, tuning.spin_yields),
       collectives_(segment_.get(), &waiter_, rank_, tuning.stream_from_bytes),
-      p2p_(segment_.get(), &waiter_, rank_, tuning.single_copy_from_bytes),
+      p2p_(segment_.get(), &waiter_, rank_, tuning.single_copy_from_bytes, reader_.get()),
       inline_wait_(tuning.inline_wait),
       gate_(std::make_shared<InlineGate>([this](const void* work, absl::Duration timeout) {
         return TryRunInline(work, timeout);

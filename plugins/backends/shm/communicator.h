@@ -83,7 +83,7 @@ class Communicator {
   };
 
   Communicator(const dist_comm_config_t& config, std::unique_ptr<Segment> segment,
-               const Tuning& tuning);
+               std::unique_ptr<PeerReader> reader, const Tuning& tuning);
   void WorkerLoop();
   // Waits on worker_cv_ until wake_ or stopping_, at most `timeout`;
   // returns whether one of them is set.
@@ -171,6 +171,7 @@ class Communicator {
   const std::string group_;
   const int64_t timeout_ms_;
   std::unique_ptr<Segment> segment_;
+  std::unique_ptr<PeerReader> reader_;
   AbortState abort_;
   Waiter waiter_;
   Collectives collectives_;  // worker thread only

@@ -43,11 +43,12 @@ void ReadRing(const char* base, uint64_t capacity, uint64_t position, void* to, 
 }  // namespace
 
 PointToPoint::PointToPoint(Segment* segment, Waiter* waiter, int rank,
-                           uint64_t single_copy_from_bytes)
+                           uint64_t single_copy_from_bytes, const PeerReader* reader)
     : segment_(segment),
       waiter_(waiter),
       rank_(rank),
       single_copy_from_bytes_(single_copy_from_bytes),
+      reader_(reader),
       peers_(segment->world_size()) {}
 
 bool PointToPoint::ByReference(int peer, uint64_t bytes) const {
@@ -285,7 +286,7 @@ void PointToPoint::TakeReference(int peer, Incoming& in) {
   auto sender_gone = [&sender] { return sender.state.load(std::memory_order_acquire) != kActive; };
   absl::Status status;
   if (dest != nullptr && in.bytes > 0) {
-    if (!sender_gone()) status = ReadFromPeer(sender.pid, peer, reference.address, dest, in.bytes);
+    if (!sender_gone()) status = reader_->Read(peer, reference.address, dest, in.bytes);
     if (status.ok() && sender_gone()) {
       status = absl::UnavailableError(absl::StrCat(
           "shm: rank ", peer, " failed or aborted before its ", in.bytes,

@@ -40,7 +40,9 @@ class PointToPoint {
 
   // single_copy_from_bytes: the smallest message sent by reference where
   // the receiver can read us; UINT64_MAX: none.
-  PointToPoint(Segment* segment, Waiter* waiter, int rank, uint64_t single_copy_from_bytes);
+  // reader: this rank's reads of its peers' memory; outlives this.
+  PointToPoint(Segment* segment, Waiter* waiter, int rank, uint64_t single_copy_from_bytes,
+               const PeerReader* reader);
 
   // Start an operation; `done` runs (on the worker) when it finishes.
   void PostSend(int peer, int64_t tag, const void* data, uint64_t bytes, const OpContext& context,
@@ -159,6 +161,7 @@ class PointToPoint {
   Waiter* waiter_;
   int rank_;
   uint64_t single_copy_from_bytes_;
+  const PeerReader* reader_;
   std::vector<Peer> peers_;
   int pending_ = 0;  // posted operations not finished
   absl::Time next_check_ = absl::InfinitePast();

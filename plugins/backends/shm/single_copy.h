@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "segment.h"
@@ -41,15 +42,35 @@ static_assert(sizeof(Reference) == 16);
 // Publishes this process's probe word in its rank control block.
 void PublishProbe(RankControl& self);
 
-// After every rank has published its probe (JoinSegment returned): for each
-// peer, whether this rank can read its memory; written into the ring from
-// that peer so that the peer sends by reference. `enabled` false (the
-// shm.single_copy_bytes=0 option) writes "no" everywhere. Returns why some
-// peer cannot send by reference, for the log; empty when all can.
-std::string OfferSingleCopy(Segment& segment, int rank, bool enabled);
+// This rank's side of reading its peers: which it may read, each pinned by
+// a pidfd so that a read can tell it came from the peer and not from a
+// process that took the peer's pid after it exited.
+class PeerReader {
+ public:
+  // After every rank has published its probe (JoinSegment returned): for
+  // each peer, whether this rank can read its memory, written into the ring
+  // from that peer so that the peer sends by reference. `enabled` false
+  // (shm.single_copy_bytes=0) writes "no" everywhere.
+  PeerReader(Segment& segment, int rank, bool enabled);
+  ~PeerReader();
+  PeerReader(const PeerReader&) = delete;
+  PeerReader& operator=(const PeerReader&) = delete;
 
-// Reads `bytes` at `address` in process `pid` into `to`, all of it.
-absl::Status ReadFromPeer(pid_t pid, int peer, uint64_t address, void* to, uint64_t bytes);
+  // Why some peer cannot send by reference, for the log; empty when all can.
+  const std::string& unreadable() const { return unreadable_; }
+
+  // Reads `bytes` at `address` in `peer`'s memory into `to`, all of it.
+  // DATA_LOSS when the read fails or the peer has exited by its end (what
+  // was read may then be another process's).
+  absl::Status Read(int peer, uint64_t address, void* to, uint64_t bytes) const;
+
+ private:
+  bool Exited(int peer) const;
+
+  Segment* segment_;
+  std::vector<int> pidfds_;  // by peer; -1 for this rank and peers not read
+  std::string unreadable_;
+};
 
 }  // namespace dist_shm
 
