@@ -377,9 +377,9 @@ bool PointToPoint::ProgressIncoming(int peer) {
           p.early.emplace_back();
           Early& early = p.early.back();
           early.tag = header.tag;
-          // By reference too: read (TakeReference) and acked at once, so
-          // that the sender, which may itself wait for our send, is not
-          // held until our recv is posted.
+          // By reference too, once HoldReference lets it through: read
+          // (TakeReference) and acked at once, so that its sender, which
+          // may be blocked in that send, is not held until our recv.
           // Buffered until its recv is posted: a message larger than the
           // memory this process can have must fail that recv and leave the
           // stream in step, not throw std::bad_alloc (which terminates the
