@@ -93,7 +93,8 @@ void SendCompletesWithoutTheReceiver(const CommOptions& options, bool expected) 
       RANK_OK(rank, RunOp(p->recv, comm, RecvArgs(&ack, 1, DIST_INT32, 1, 2)));
       RANK_CHECK(rank, ack == 7);
     } else {
-      absl::SleepFor(absl::Milliseconds(300));  // busy: no call into dist
+      absl::SleepFor(
+          absl::Milliseconds(1000));  // busy: no call into dist (rank 0 checks at 100 ms)
       std::vector<uint8_t> in(bytes + 1, 0xEE);
       RANK_OK(rank, RunOp(p->recv, comm, RecvArgs(in.data(), bytes, DIST_UINT8, 0, 1)));
       RANK_CHECK(rank, Intact(in, 0, 1, bytes));
@@ -242,7 +243,7 @@ TEST(ShmSingleCopy, ASenderBufferGoneBeforeItIsReadFailsThatRecvOnly) {
       RANK_CHECK(rank, message.find("rank 1 failed") != std::string::npos);
       RANK_CHECK(rank, message.find("no longer mapped") != std::string::npos);
     } else {
-      absl::SleepFor(absl::Milliseconds(50));  // until the buffer is gone
+      absl::SleepFor(absl::Milliseconds(500));  // until the buffer is gone
       std::vector<uint8_t> in(bytes + 1, 0xEE);
       dist_error_t* error = RunOp(p->recv, comm, RecvArgs(in.data(), bytes, DIST_UINT8, 0, 1));
       RANK_CHECK(rank, error != nullptr && dist_error_code(error) == DIST_DATA_LOSS);
@@ -271,10 +272,10 @@ TEST(ShmSingleCopy, AMessageFromASenderThatAbortedIsNotReadFromItsReusedBuffer) 
       RANK_CHECK(rank, error != nullptr);
       dist_error_destroy(error);
       p->work_destroy(work);
-      std::fill(out.begin(), out.end(), 0x5A);  // the send failed: the buffer is ours again
-      absl::SleepFor(absl::Milliseconds(300));  // while rank 1 receives
+      std::fill(out.begin(), out.end(), 0x5A);   // the send failed: the buffer is ours again
+      absl::SleepFor(absl::Milliseconds(1500));  // while rank 1 receives
     } else {
-      absl::SleepFor(absl::Milliseconds(150));  // busy until rank 0 has aborted
+      absl::SleepFor(absl::Milliseconds(800));  // busy until rank 0 has aborted
       std::vector<uint8_t> in(bytes + 1, 0xEE);
       dist_error_t* error = RunOp(p->recv, comm, RecvArgs(in.data(), bytes, DIST_UINT8, 0, 1));
       RANK_CHECK(rank, error != nullptr);
@@ -297,7 +298,7 @@ TEST(ShmSingleCopy, AMessageFromASenderThatExitedFailsItsRecv) {
       absl::SleepFor(absl::Milliseconds(50));
       std::_Exit(0);
     }
-    absl::SleepFor(absl::Milliseconds(200));  // until rank 0 is gone
+    absl::SleepFor(absl::Milliseconds(600));  // until rank 0 is gone
     std::vector<uint8_t> in(bytes + 1, 0xEE);
     dist_error_t* error = RunOp(p->recv, comm, RecvArgs(in.data(), bytes, DIST_UINT8, 0, 1));
     RANK_CHECK(rank, error != nullptr);
