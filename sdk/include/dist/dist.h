@@ -104,6 +104,14 @@ DIST_EXPORT dist_error_t* dist_reduce_scatter(dist_process_group_t* group,
 DIST_EXPORT dist_error_t* dist_all_to_all(dist_process_group_t* group, const dist_buffer_t* send,
                                           const dist_buffer_t* recv, dist_work_t** work);
 DIST_EXPORT dist_error_t* dist_barrier(dist_process_group_t* group, dist_work_t** work);
+/* Point-to-point. A recv matches the first send from `peer` with its tag.
+ * A send may complete once its data is buffered, or only once its receiver
+ * has it: backends differ, and so do sizes (NCCL always waits for the
+ * receiver; shm waits from 256 KiB, where the receiver reads the sender's
+ * buffer directly). So the send buffer must stay unchanged and mapped until
+ * the send completes, and a rank that sends before it receives must not
+ * rely on the send completing first: use dist_sendrecv, or issue both and
+ * then wait. */
 DIST_EXPORT dist_error_t* dist_send(dist_process_group_t* group, const dist_buffer_t* buffer,
                                     int32_t peer, int64_t tag, dist_work_t** work);
 DIST_EXPORT dist_error_t* dist_recv(dist_process_group_t* group, const dist_buffer_t* buffer,
