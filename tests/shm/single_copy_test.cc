@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -307,6 +308,47 @@ TEST(ShmSingleCopy, AMessageFromASenderThatExitedFailsItsRecv) {
     RANK_CHECK(rank, message.find("rank 0") != std::string::npos);
   });
 }
+
+// A by-reference send waits for its receiver's ack; a receiver that never
+// takes it must not leave the sender waiting beyond its timeout. Rank 1
+// either exits (the send fails UNAVAILABLE naming it, long before the 4 s
+// timeout) or stays alive and never receives (DEADLINE_EXCEEDED at the
+// timeout, saying rank 1 did not receive it).
+void ASendNobodyTakes(bool receiver_exits) {
+  OnRanks(2, receiver_exits ? "receiver_exits" : "receiver_idle", ShortTimeout(),
+          [receiver_exits](int rank, dist_backend_comm_t* comm) {
+            const dist_backend_plugin_t* p = Plugin();
+            const uint64_t bytes = 1 << 20;
+            if (rank == 1) {
+              if (receiver_exits) std::_Exit(0);
+              absl::SleepFor(absl::Seconds(6));  // alive, never calls in
+              return;
+            }
+            std::vector<uint8_t> out = Pattern(0, 0, bytes);
+            const absl::Time start = absl::Now();
+            dist_error_t* error =
+                RunOp(p->send, comm, SendArgs(out.data(), bytes, DIST_UINT8, 1, 1));
+            const absl::Duration took = absl::Now() - start;
+            RANK_CHECK(rank, error != nullptr);
+            const dist_error_code_t code = dist_error_code(error);
+            const std::string message = dist_error_message(error);
+            dist_error_destroy(error);
+            std::fprintf(stderr, "rank 0: %s\n", message.c_str());
+            RANK_CHECK(rank, message.find("rank 1") != std::string::npos);
+            if (receiver_exits) {
+              RANK_CHECK(rank, code == DIST_UNAVAILABLE);
+              RANK_CHECK(rank, took < absl::Seconds(2));
+            } else {
+              RANK_CHECK(rank, code == DIST_DEADLINE_EXCEEDED);
+              RANK_CHECK(rank, message.find("did not receive it") != std::string::npos);
+              RANK_CHECK(rank, took >= absl::Milliseconds(3900) && took < absl::Seconds(6));
+            }
+          });
+}
+
+TEST(ShmSingleCopy, ASendWhoseReceiverExitedFailsNamingIt) { ASendNobodyTakes(true); }
+
+TEST(ShmSingleCopy, ASendNobodyReceivesTimesOutNamingTheReceiver) { ASendNobodyTakes(false); }
 
 }  // namespace
 }  // namespace dist_test
