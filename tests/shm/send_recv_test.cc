@@ -242,6 +242,42 @@ TEST(ShmSendRecv, SendRecvsThatWrapTheRingOrComeLateArriveIntact) {
   });
 }
 
+// Twelve operations issued on an idle communicator before the first wait:
+// the waiting caller takes them all and runs them on its own thread
+// (Communicator::TryRunInline). Each must really be run: a send sent and a
+// recv received, not marked done (RunSendRecv once read a flag past its
+// array of four for the fifth on, and completed operations it never ran).
+TEST(ShmSendRecv, MoreThanFourOperationsIssuedBeforeAWaitAreAllRun) {
+  OnTwoRanks("many_issued", [](int rank, dist_backend_comm_t* comm) {
+    const dist_backend_plugin_t* p = Plugin();
+    const int peer = 1 - rank;
+    constexpr int kEach = 6;
+    for (int round = 0; round < 20; ++round) {
+      int32_t in[kEach], out[kEach];
+      std::vector<dist_backend_work_t*> works;
+      for (int i = 0; i < kEach; ++i) {
+        in[i] = -1;
+        dist_op_args_t recv = RecvArgs(&in[i], 1, DIST_INT32, peer, i);
+        dist_backend_work_t* work = nullptr;
+        RANK_OK(rank, p->recv(comm, &recv, &work));
+        works.push_back(work);
+      }
+      for (int i = 0; i < kEach; ++i) {
+        out[i] = 1000 * rank + 10 * round + i;
+        dist_op_args_t send = SendArgs(&out[i], 1, DIST_INT32, peer, i);
+        dist_backend_work_t* work = nullptr;
+        RANK_OK(rank, p->send(comm, &send, &work));
+        works.push_back(work);
+      }
+      for (dist_backend_work_t* work : works) {
+        RANK_OK(rank, p->work_wait(work, 10000));
+        p->work_destroy(work);
+      }
+      for (int i = 0; i < kEach; ++i) RANK_CHECK(rank, in[i] == 1000 * peer + 10 * round + i);
+    }
+  });
+}
+
 // A message with another tag ahead of the sendrecv's in the ring is left to
 // the engine (buffered as early, for the recv that asks for it later), and
 // one of another size fails the recv with both sizes named; the ring stays

@@ -344,13 +344,16 @@ int64_t Communicator::RunSendRecv(const SendRecvTasks& tasks) {
   bool engine = fast == 0;
   for (size_t i = 0; i < tasks.size(); ++i) {
     const Task& task = tasks[i];
-    if (!engine && (written[i] || (task.collective == DIST_COLL_RECV && ReceiveNow(task.args)))) {
+    // Only the first `fast` tasks can have been written: `written` holds
+    // kSendRecvTasks flags, and a caller may have issued more than that.
+    const bool was_written = i < fast && written[i];
+    if (!engine && (was_written || (task.collective == DIST_COLL_RECV && ReceiveNow(task.args)))) {
       task.work->Complete(absl::OkStatus());
       ++completed;
       continue;
     }
     engine = true;
-    if (written[i]) {
+    if (was_written) {
       // Done, but published after the operations issued before it (at
       // once if they are done already: a recv from a message buffered
       // earlier completes as it is posted).
