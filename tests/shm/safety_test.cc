@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "dist/cpp/store.hpp"
 #include "gtest/gtest.h"
+#include "plugins/backends/shm/layout.h"
 #include "tests/shm/shm_suite.h"
 
 namespace dist_test {
@@ -45,17 +46,6 @@ TEST(ShmSafety, OptionsOutsideTheirBoundsAreErrorsNotCrashes) {
   ExpectCreateError("shm.spin_us", "18446744073709551615");
 }
 
-// The header fields as segment.cc lays them out (layout.h, version 7).
-struct RawHeader {
-  uint64_t magic;
-  uint32_t version;
-  int32_t world_size;
-  uint64_t slot_bytes;
-  uint64_t ring_bytes;
-  uint64_t total_bytes;
-  uint32_t eager_depth;
-};
-
 TEST(ShmSafety, ACorruptSegmentHeaderIsRefused) {
   const std::string dir = TempDir("corrupt");
   const std::string name = absl::StrCat("/dist-shm-test-corrupt-", getpid());
@@ -72,8 +62,15 @@ TEST(ShmSafety, ACorruptSegmentHeaderIsRefused) {
       const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
       RANK_CHECK(rank, fd >= 0);
       RANK_CHECK(rank, ftruncate(fd, kSize) == 0);
-      // magic "distshm1", layout version 7 (plugins/backends/shm/layout.h)
-      RawHeader header{0x316d687374736964ull, 7, 2, uint64_t{1} << 62, 4096, kSize, 16};
+      // The right magic and layout version: only the sizes are wrong.
+      dist_shm::Header header{};
+      header.magic = dist_shm::kMagic;
+      header.version = dist_shm::kLayoutVersion;
+      header.world_size = 2;
+      header.slot_bytes = uint64_t{1} << 62;
+      header.ring_bytes = 4096;
+      header.total_bytes = kSize;
+      header.eager_depth = dist_shm::kEagerDepth;
       RANK_CHECK(rank, pwrite(fd, &header, sizeof(header), 0) == sizeof(header));
       close(fd);
       RANK_CHECK(rank, view.Set("shm/segment", name).ok());

@@ -15,8 +15,8 @@ inline constexpr uint64_t kMagic = 0x316d687374736964ull;  // "distshm1"
 // 2: arrived and signatures on one line; 3: flagged lines for small reductions;
 // 4: one flagged line, not five; 5: three signatures of 16 bytes, eager cells;
 // 6: the eager depth in the header, room for kMaxEagerDepth entries;
-// 7: single-copy probes and acks (single_copy.h).
-inline constexpr uint32_t kLayoutVersion = 7;
+// 7: single-copy probes and acks (single_copy.h); 8: RingControl::skip_from.
+inline constexpr uint32_t kLayoutVersion = 8;
 inline constexpr size_t kReasonBytes = 240;
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -146,7 +146,13 @@ enum SingleCopy : uint32_t {
 
 // Single-producer single-consumer byte ring for one ordered pair of ranks.
 struct alignas(64) RingControl {
-  std::atomic<uint64_t> head;              // bytes written, by the sender
+  std::atomic<uint64_t> head;  // bytes written, by the sender
+  // Written by the sender before the head that follows: a sender may start
+  // its next message at the ring's start instead of where the last one
+  // ended (PointToPoint::StartOfMessage), and leaves here the position it
+  // skipped from, where the receiver then jumps to the next lap. On the
+  // head's line, which the receiver reads anyway.
+  std::atomic<uint64_t> skip_from;
   alignas(64) std::atomic<uint64_t> tail;  // bytes consumed, by the receiver
   // Written by the receiver, for by-reference messages (single_copy.h):
   // the sequence number of the last one it has read, and whether the

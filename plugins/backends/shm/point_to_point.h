@@ -144,9 +144,15 @@ class PointToPoint {
     // grows, so room that it already shows needs no new read of a line the
     // receiver writes at every message (a cross-core miss each time).
     mutable uint64_t tail_seen = 0;
+    // Where the last skip to the ring's start landed (StartOfMessage): the
+    // next may come once the receiver's tail has reached it.
+    uint64_t skip_until = 0;
   };
 
   bool ByReference(int peer, uint64_t bytes) const;
+  // The ring position where the sender's next message, `total` ring bytes,
+  // starts: `head`, or the start of the ring's next lap (see the .cc).
+  uint64_t StartOfMessage(int peer, uint64_t head, uint64_t total);
   bool ProgressSends(int peer);
   bool FinishTakenReferences(int peer);
   void TakeReference(int peer, Incoming& in);
