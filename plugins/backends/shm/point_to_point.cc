@@ -92,8 +92,7 @@ bool PointToPoint::SendFitsNow(int peer, uint64_t bytes) const {
   const Peer& p = peers_[peer];
   if (!p.sends.empty()) return false;          // it would wait behind them
   if (ByReference(peer, bytes)) return false;  // done only at the receiver's ack
-  RingControl& ring = segment_->ring(rank_, peer);
-  const uint64_t head = ring.head.load(std::memory_order_relaxed);
+  const uint64_t head = p.head;
   const uint64_t capacity = segment_->ring_bytes();
   auto fits = [&](uint64_t tail) {
     const uint64_t used = head - tail;
@@ -103,7 +102,7 @@ bool PointToPoint::SendFitsNow(int peer, uint64_t bytes) const {
     return bytes < room && kHeaderBytes + Padded(bytes) <= room;
   };
   if (fits(p.tail_seen)) return true;
-  p.tail_seen = ring.tail.load(std::memory_order_acquire);
+  p.tail_seen = segment_->ring(rank_, peer).tail.load(std::memory_order_acquire);
   return fits(p.tail_seen);
 }
 
@@ -138,18 +137,19 @@ bool PointToPoint::SendNow(int peer, int64_t tag, const void* data, uint64_t byt
   RingControl& ring = segment_->ring(rank_, peer);
   char* base = segment_->ring_data(rank_, peer);
   const uint64_t capacity = segment_->ring_bytes();
-  const uint64_t head =
-      StartOfMessage(peer, ring.head.load(std::memory_order_relaxed), kHeaderBytes + Padded(bytes));
+  Peer& p = peers_[peer];
+  const uint64_t head = StartOfMessage(peer, p.head, kHeaderBytes + Padded(bytes));
   const MessageHeader header{tag, bytes};
   WriteRing(base, capacity, head, &header, kHeaderBytes);
   WriteRing(base, capacity, head + kHeaderBytes, data, bytes);
-  ring.head.store(head + kHeaderBytes + Padded(bytes), std::memory_order_release);
+  p.head = head + kHeaderBytes + Padded(bytes);
+  ring.head.store(p.head, std::memory_order_release);
   waiter_->Notify(peer);
   return true;
 }
 
 PointToPoint::RecvNow PointToPoint::TryRecvNow(int peer, int64_t tag, void* data, uint64_t bytes) {
-  const Peer& p = peers_[peer];
+  Peer& p = peers_[peer];
   // The engine's own state for this peer comes first: a recv posted before
   // this one, a message it buffered or is in the middle of.
   if (!p.recvs.empty() || !p.early.empty() || p.incoming.in_message ||
@@ -161,7 +161,7 @@ PointToPoint::RecvNow PointToPoint::TryRecvNow(int peer, int64_t tag, void* data
   RingControl& ring = segment_->ring(peer, rank_);
   const char* base = segment_->ring_data(peer, rank_);
   const uint64_t head = ring.head.load(std::memory_order_acquire);
-  uint64_t tail = ring.tail.load(std::memory_order_relaxed);
+  uint64_t tail = p.tail;
   if (head - tail < kHeaderBytes) return RecvNow::kNotYet;
   tail = PastSkip(ring, capacity, tail);
   const uint64_t available = head - tail;
@@ -171,7 +171,8 @@ PointToPoint::RecvNow PointToPoint::TryRecvNow(int peer, int64_t tag, void* data
   const uint64_t total = kHeaderBytes + Padded(bytes);
   if (available < total) return RecvNow::kNotYet;  // the sender is still writing it
   ReadRing(base, capacity, tail + kHeaderBytes, data, bytes);
-  ring.tail.store(tail + total, std::memory_order_release);
+  p.tail = tail + total;
+  ring.tail.store(p.tail, std::memory_order_release);
   waiter_->Notify(peer);
   return RecvNow::kDone;
 }
@@ -250,7 +251,7 @@ bool PointToPoint::ProgressSends(int peer) {
   RingControl& ring = segment_->ring(rank_, peer);
   char* base = segment_->ring_data(rank_, peer);
   const uint64_t capacity = segment_->ring_bytes();
-  uint64_t head = ring.head.load(std::memory_order_relaxed);
+  uint64_t head = p.head;
   const uint64_t tail = ring.tail.load(std::memory_order_acquire);
   uint64_t free_bytes = capacity - (head - tail);
   bool moved = false;
@@ -288,6 +289,7 @@ bool PointToPoint::ProgressSends(int peer) {
       p.sends.pop_front();
       // Publish before completing: the send is complete once its bytes are
       // in the ring, or, by reference, once the receiver has read them.
+      p.head = head;
       ring.head.store(head, std::memory_order_release);
       if (done.by_reference) {
         p.awaiting.push_back(std::move(done));
@@ -297,6 +299,7 @@ bool PointToPoint::ProgressSends(int peer) {
     }
   }
   if (moved) {
+    p.head = head;
     ring.head.store(head, std::memory_order_release);
     waiter_->Notify(peer);
   }
@@ -366,7 +369,7 @@ bool PointToPoint::ProgressIncoming(int peer) {
   RingControl& ring = segment_->ring(peer, rank_);
   const char* base = segment_->ring_data(peer, rank_);
   const uint64_t capacity = segment_->ring_bytes();
-  uint64_t tail = ring.tail.load(std::memory_order_relaxed);
+  uint64_t tail = p.tail;
   uint64_t available = ring.head.load(std::memory_order_acquire) - tail;
   bool moved = false;
   while (true) {
@@ -478,6 +481,7 @@ bool PointToPoint::ProgressIncoming(int peer) {
     moved = true;
   }
   if (moved) {
+    p.tail = tail;
     ring.tail.store(tail, std::memory_order_release);
     waiter_->Notify(peer);
   }
@@ -561,7 +565,15 @@ void PointToPoint::FailAll(const absl::Status& status) {
     for (Early& e : p.early) {
       if (e.claimed.has_value()) Finish(e.claimed->done, status);
     }
-    p = Peer();
+    // The rings' positions stay: they are the streams' state, not an
+    // operation's.
+    Peer fresh;
+    fresh.head = p.head;
+    fresh.tail = p.tail;
+    fresh.tail_seen = p.tail_seen;
+    fresh.skip_until = p.skip_until;
+    fresh.references_sent = p.references_sent;
+    p = std::move(fresh);
   }
 }
 
