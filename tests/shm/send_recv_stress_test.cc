@@ -35,10 +35,10 @@ uint8_t PatternByte(int from, int64_t tag, uint64_t i) {
 // few large enough to go by reference.
 uint64_t DrawSize(std::mt19937_64& rng) {
   const uint64_t kind = rng() % 16;
-  if (kind < 5) return rng() % 65;                // 0-64 B
-  if (kind < 10) return 65 + rng() % 4032;        // to 4 KiB
-  if (kind < 14) return 4097 + rng() % 70000;     // past a 4 KiB ring, around a 64 KiB one
-  return 200000 + rng() % 200000;                 // by reference from 8 KiB or 256 KiB
+  if (kind < 5) return rng() % 65;             // 0-64 B
+  if (kind < 10) return 65 + rng() % 4032;     // to 4 KiB
+  if (kind < 14) return 4097 + rng() % 70000;  // past a 4 KiB ring, around a 64 KiB one
+  return 200000 + rng() % 200000;              // by reference from 8 KiB or 256 KiB
 }
 
 struct Message {
@@ -136,14 +136,14 @@ void RunSchedule(int rank, dist_backend_comm_t* comm, uint64_t seed, int rounds)
       dist_op_args_t s = SendArgs(send.data(), bytes, DIST_UINT8, peer, tag + rank);
       dist_op_args_t r = RecvArgs(recv.data(), bytes, DIST_UINT8, peer, tag + peer);
       RANK_OK(rank, p->run_sendrecv(comm, &s, &r, 20000));
-      for (uint64_t i = 0; i < bytes; ++i) RANK_CHECK(rank, recv[i] == PatternByte(peer, tag + peer, i));
+      for (uint64_t i = 0; i < bytes; ++i)
+        RANK_CHECK(rank, recv[i] == PatternByte(peer, tag + peer, i));
       RANK_CHECK(rank, recv[bytes] == 0xEE);
     }
   }
 }
 
-void RunOnTwoRanks(const std::string& name, const CommOptions& options, uint64_t seed,
-                   int rounds) {
+void RunOnTwoRanks(const std::string& name, const CommOptions& options, uint64_t seed, int rounds) {
   const std::string store = TempDir(name) + "/store";
   auto results = RunRanks(2, absl::Seconds(120), [&](int rank) {
     dist_store_t* s = OpenStore(store, rank, 2);
@@ -170,8 +170,7 @@ std::vector<uint64_t> Seeds(std::vector<uint64_t> seeds, uint64_t first_extra) {
 CommOptions Options(const char* ring_bytes, const char* single_copy_bytes) {
   CommOptions options;
   options.timeout_ms = 20000;
-  options.options = {{"shm.ring_bytes", ring_bytes},
-                     {"shm.single_copy_bytes", single_copy_bytes}};
+  options.options = {{"shm.ring_bytes", ring_bytes}, {"shm.single_copy_bytes", single_copy_bytes}};
   return options;
 }
 

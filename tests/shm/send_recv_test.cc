@@ -43,6 +43,22 @@ void OnTwoRanks(const std::string& name, Body body,
   ExpectAllOk(results);
 }
 
+// Issues `op` and returns its work; exits the rank if the issue fails.
+dist_backend_work_t* Issue(int rank, dist_backend_op_fn op, dist_backend_comm_t* comm,
+                           const dist_op_args_t& args) {
+  dist_backend_work_t* work = nullptr;
+  RANK_OK(rank, op(comm, &args, &work));
+  return work;
+}
+
+// Waits for every work in `works`, in order, and destroys it.
+void WaitAll(int rank, const std::vector<dist_backend_work_t*>& works) {
+  for (dist_backend_work_t* work : works) {
+    RANK_OK(rank, Plugin()->work_wait(work, 10000));
+    Plugin()->work_destroy(work);
+  }
+}
+
 // Rank 1's side of the next two tests: a barrier, then 42 to rank 0.
 void BarrierThenSend(int rank, dist_backend_comm_t* comm) {
   const dist_backend_plugin_t* p = Plugin();
@@ -257,22 +273,13 @@ TEST(ShmSendRecv, MoreThanFourOperationsIssuedBeforeAWaitAreAllRun) {
       std::vector<dist_backend_work_t*> works;
       for (int i = 0; i < kEach; ++i) {
         in[i] = -1;
-        dist_op_args_t recv = RecvArgs(&in[i], 1, DIST_INT32, peer, i);
-        dist_backend_work_t* work = nullptr;
-        RANK_OK(rank, p->recv(comm, &recv, &work));
-        works.push_back(work);
+        works.push_back(Issue(rank, p->recv, comm, RecvArgs(&in[i], 1, DIST_INT32, peer, i)));
       }
       for (int i = 0; i < kEach; ++i) {
         out[i] = 1000 * rank + 10 * round + i;
-        dist_op_args_t send = SendArgs(&out[i], 1, DIST_INT32, peer, i);
-        dist_backend_work_t* work = nullptr;
-        RANK_OK(rank, p->send(comm, &send, &work));
-        works.push_back(work);
+        works.push_back(Issue(rank, p->send, comm, SendArgs(&out[i], 1, DIST_INT32, peer, i)));
       }
-      for (dist_backend_work_t* work : works) {
-        RANK_OK(rank, p->work_wait(work, 10000));
-        p->work_destroy(work);
-      }
+      WaitAll(rank, works);
       for (int i = 0; i < kEach; ++i) RANK_CHECK(rank, in[i] == 1000 * peer + 10 * round + i);
     }
   });
@@ -326,15 +333,10 @@ TEST(ShmSendRecv, MessagesThatRestartAtTheRingsStartArriveIntact) {
             for (int i = 0; i < 24; ++i) {
               const uint64_t bytes = sizes[(i * 5 + round) % 11];
               outs.push_back(fill(0, first + i, bytes));
-              dist_op_args_t send = SendArgs(outs.back().data(), bytes, DIST_UINT8, 1, first + i);
-              dist_backend_work_t* work = nullptr;
-              RANK_OK(rank, p->send(comm, &send, &work));
-              works.push_back(work);
+              works.push_back(Issue(rank, p->send, comm,
+                                    SendArgs(outs.back().data(), bytes, DIST_UINT8, 1, first + i)));
             }
-            for (dist_backend_work_t* work : works) {
-              RANK_OK(rank, p->work_wait(work, 10000));
-              p->work_destroy(work);
-            }
+            WaitAll(rank, works);
           } else {
             if (round % 2 == 0) absl::SleepFor(absl::Milliseconds(20));
             for (int i = 0; i < 24; ++i) {
