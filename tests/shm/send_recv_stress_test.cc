@@ -43,34 +43,60 @@ uint64_t DrawSize(std::mt19937_64& rng) {
 
 struct Message {
   int from;
+  int to;
   int64_t tag;
   uint64_t bytes;
 };
 
+// A collective of the round: every rank issues the round's collectives in
+// the same order, among its sends and recvs.
+struct Collective {
+  enum Kind { kBarrier, kAllReduce, kBroadcast } kind;
+  int64_t id;      // what the data depends on
+  uint64_t count;  // float32 elements (all_reduce), bytes (broadcast)
+  int root;
+};
+
 // One operation of a rank's round: a send or recv of messages[index], or
-// the round's barrier.
+// collectives[index].
 struct Op {
-  enum Kind { kSend, kRecv, kBarrier } kind;
+  enum Kind { kSend, kRecv, kCollective } kind;
   size_t index = 0;
 };
 
-void RunSchedule(int rank, dist_backend_comm_t* comm, uint64_t seed, int rounds) {
+float AllReduceInput(int rank, int64_t id, uint64_t i) {
+  return static_cast<float>((rank + 1) * static_cast<int>((i * 7 + id) % 13));
+}
+
+void RunSchedule(int rank, int world, dist_backend_comm_t* comm, uint64_t seed, int rounds,
+                 bool collectives) {
   const dist_backend_plugin_t* p = Plugin();
-  const int peer = 1 - rank;
-  std::mt19937_64 rng(seed);  // the same draws on both ranks
+  std::mt19937_64 rng(seed);  // the same draws on every rank
   int64_t next_tag = 1;
   for (int round = 0; round < rounds; ++round) {
-    // The messages, both ways.
+    // The messages, every way.
     std::vector<Message> messages;
-    for (int from = 0; from < 2; ++from) {
-      const int count = static_cast<int>(rng() % 9);  // 0-8 each way: often more than four ops
-      for (int i = 0; i < count; ++i) messages.push_back({from, next_tag++, DrawSize(rng)});
+    for (int from = 0; from < world; ++from) {
+      for (int to = 0; to < world; ++to) {
+        if (from == to) continue;
+        // 0-8 between two ranks (often more than four operations), 0-4 per
+        // pair among three.
+        const int count = static_cast<int>(rng() % (world == 2 ? 9 : 5));
+        for (int i = 0; i < count; ++i) messages.push_back({from, to, next_tag++, DrawSize(rng)});
+      }
     }
-    const bool barrier = rng() % 4 == 0;
-    const int late = static_cast<int>(rng() % 6);  // 0, 1: that rank starts 3 ms late
+    std::vector<Collective> colls;
+    const int coll_count = collectives ? static_cast<int>(rng() % 3) : (rng() % 4 == 0 ? 1 : 0);
+    for (int c = 0; c < coll_count; ++c) {
+      const auto kind =
+          collectives ? static_cast<Collective::Kind>(rng() % 3) : Collective::kBarrier;
+      colls.push_back({kind, next_tag++, 1 + DrawSize(rng) / 4, static_cast<int>(rng() % world)});
+    }
+    const int late =
+        static_cast<int>(rng() % (world + 4));  // one rank in world + 4 starts 3 ms late
     const int sendrecv_steps = static_cast<int>(rng() % 3);
     // Each rank's own orders come from a generator of its own, drawn from
-    // the shared one (so both ranks keep drawing in step).
+    // the shared one (so every rank keeps drawing in step).
     std::mt19937_64 mine(rng() + static_cast<uint64_t>(rank) * 0x9e3779b97f4a7c15ull);
 
     std::vector<std::vector<uint8_t>> out(messages.size()), in(messages.size());
@@ -81,28 +107,57 @@ void RunSchedule(int rank, dist_backend_comm_t* comm, uint64_t seed, int rounds)
         out[m].resize(msg.bytes);
         for (uint64_t i = 0; i < msg.bytes; ++i) out[m][i] = PatternByte(rank, msg.tag, i);
         ops.push_back({Op::kSend, m});
-      } else {
+      } else if (msg.to == rank) {
         in[m].assign(msg.bytes + 1, 0xEE);
         ops.push_back({Op::kRecv, m});
       }
     }
-    if (barrier) ops.push_back({Op::kBarrier, 0});
     std::shuffle(ops.begin(), ops.end(), mine);
+    // The collectives go in at places of this rank's choosing, in order.
+    std::vector<size_t> places;
+    for (size_t c = 0; c < colls.size(); ++c) places.push_back(mine() % (ops.size() + 1));
+    std::sort(places.begin(), places.end());
+    for (size_t c = colls.size(); c-- > 0;) {
+      ops.insert(ops.begin() + static_cast<std::ptrdiff_t>(places[c]), Op{Op::kCollective, c});
+    }
+    std::vector<std::vector<float>> reduced(colls.size());
+    std::vector<std::vector<uint8_t>> broadcast(colls.size());
     if (late == rank) absl::SleepFor(absl::Milliseconds(3));
 
     std::vector<dist_backend_work_t*> works;
     for (const Op& op : ops) {
       dist_backend_work_t* work = nullptr;
-      if (op.kind == Op::kBarrier) {
+      if (op.kind == Op::kCollective) {
+        const Collective& c = colls[op.index];
         dist_op_args_t args = Args();
-        RANK_OK(rank, p->barrier(comm, &args, &work));
+        if (c.kind == Collective::kBarrier) {
+          RANK_OK(rank, p->barrier(comm, &args, &work));
+        } else if (c.kind == Collective::kAllReduce) {
+          std::vector<float>& v = reduced[op.index];
+          v.resize(c.count);
+          for (uint64_t i = 0; i < c.count; ++i) v[i] = AllReduceInput(rank, c.id, i);
+          args.send = args.recv = Buffer(v.data(), c.count, DIST_FLOAT32);
+          args.op = DIST_SUM;
+          RANK_OK(rank, p->all_reduce(comm, &args, &work));
+        } else {
+          std::vector<uint8_t>& v = broadcast[op.index];
+          v.assign(c.count, 0xEE);
+          if (rank == c.root) {
+            for (uint64_t i = 0; i < c.count; ++i) v[i] = PatternByte(c.root, c.id, i);
+          }
+          args.send = args.recv = Buffer(v.data(), c.count, DIST_UINT8);
+          args.root = c.root;
+          RANK_OK(rank, p->broadcast(comm, &args, &work));
+        }
       } else if (op.kind == Op::kSend) {
         const Message& msg = messages[op.index];
-        dist_op_args_t args = SendArgs(out[op.index].data(), msg.bytes, DIST_UINT8, peer, msg.tag);
+        dist_op_args_t args =
+            SendArgs(out[op.index].data(), msg.bytes, DIST_UINT8, msg.to, msg.tag);
         RANK_OK(rank, p->send(comm, &args, &work));
       } else {
         const Message& msg = messages[op.index];
-        dist_op_args_t args = RecvArgs(in[op.index].data(), msg.bytes, DIST_UINT8, peer, msg.tag);
+        dist_op_args_t args =
+            RecvArgs(in[op.index].data(), msg.bytes, DIST_UINT8, msg.from, msg.tag);
         RANK_OK(rank, p->recv(comm, &args, &work));
       }
       works.push_back(work);
@@ -114,9 +169,9 @@ void RunSchedule(int rank, dist_backend_comm_t* comm, uint64_t seed, int rounds)
     }
     for (size_t m = 0; m < messages.size(); ++m) {
       const Message& msg = messages[m];
-      if (msg.from == rank) continue;
+      if (msg.to != rank) continue;
       for (uint64_t i = 0; i < msg.bytes; ++i) {
-        if (in[m][i] != PatternByte(peer, msg.tag, i)) {
+        if (in[m][i] != PatternByte(msg.from, msg.tag, i)) {
           std::fprintf(stderr, "rank %d: round %d: byte %llu of tag %lld (%llu bytes) is wrong\n",
                        rank, round, static_cast<unsigned long long>(i),
                        static_cast<long long>(msg.tag), static_cast<unsigned long long>(msg.bytes));
@@ -125,31 +180,48 @@ void RunSchedule(int rank, dist_backend_comm_t* comm, uint64_t seed, int rounds)
       }
       RANK_CHECK(rank, in[m][msg.bytes] == 0xEE);  // nothing past the message
     }
+    for (size_t c = 0; c < colls.size(); ++c) {
+      const Collective& coll = colls[c];
+      if (coll.kind == Collective::kAllReduce) {
+        const int ranks_sum = world * (world + 1) / 2;  // sum of rank + 1
+        for (uint64_t i = 0; i < coll.count; ++i) {
+          RANK_CHECK(rank, reduced[c][i] == AllReduceInput(0, coll.id, i) * ranks_sum);
+        }
+      } else if (coll.kind == Collective::kBroadcast) {
+        for (uint64_t i = 0; i < coll.count; ++i) {
+          RANK_CHECK(rank, broadcast[c][i] == PatternByte(coll.root, coll.id, i));
+        }
+      }
+    }
 
-    // Blocking steps of a ring shift (dist_sendrecv), one size each way.
+    // Blocking steps of a ring shift (dist_sendrecv), one size everywhere.
+    const int next = (rank + 1) % world;
+    const int prev = (rank + world - 1) % world;
     for (int step = 0; step < sendrecv_steps; ++step) {
       const uint64_t bytes = DrawSize(rng);
       const int64_t tag = next_tag;
-      next_tag += 2;
+      next_tag += world;
       std::vector<uint8_t> send(bytes), recv(bytes + 1, 0xEE);
       for (uint64_t i = 0; i < bytes; ++i) send[i] = PatternByte(rank, tag + rank, i);
-      dist_op_args_t s = SendArgs(send.data(), bytes, DIST_UINT8, peer, tag + rank);
-      dist_op_args_t r = RecvArgs(recv.data(), bytes, DIST_UINT8, peer, tag + peer);
+      dist_op_args_t s = SendArgs(send.data(), bytes, DIST_UINT8, next, tag + rank);
+      dist_op_args_t r = RecvArgs(recv.data(), bytes, DIST_UINT8, prev, tag + prev);
       RANK_OK(rank, p->run_sendrecv(comm, &s, &r, 20000));
-      for (uint64_t i = 0; i < bytes; ++i)
-        RANK_CHECK(rank, recv[i] == PatternByte(peer, tag + peer, i));
+      for (uint64_t i = 0; i < bytes; ++i) {
+        RANK_CHECK(rank, recv[i] == PatternByte(prev, tag + prev, i));
+      }
       RANK_CHECK(rank, recv[bytes] == 0xEE);
     }
   }
 }
 
-void RunOnTwoRanks(const std::string& name, const CommOptions& options, uint64_t seed, int rounds) {
+void RunOnRanks(int world, const std::string& name, const CommOptions& options, uint64_t seed,
+                int rounds, bool collectives) {
   const std::string store = TempDir(name) + "/store";
-  auto results = RunRanks(2, absl::Seconds(120), [&](int rank) {
-    dist_store_t* s = OpenStore(store, rank, 2);
+  auto results = RunRanks(world, absl::Seconds(120), [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, world);
     dist_backend_comm_t* comm = nullptr;
-    RANK_OK(rank, CreateComm(s, rank, 2, options, &comm));
-    RunSchedule(rank, comm, seed, rounds);
+    RANK_OK(rank, CreateComm(s, rank, world, options, &comm));
+    RunSchedule(rank, world, comm, seed, rounds, collectives);
     Plugin()->comm_destroy(comm);
     s->release(s->ctx);
     return 0;
@@ -179,7 +251,7 @@ CommOptions Options(const char* ring_bytes, const char* single_copy_bytes) {
 TEST(ShmSendRecvStress, SmallRings) {
   for (uint64_t seed : Seeds({1, 2, 3}, 1000)) {
     SCOPED_TRACE(absl::StrCat("seed ", seed));
-    RunOnTwoRanks(absl::StrCat("stress_small_", seed), Options("4096", "8192"), seed, 40);
+    RunOnRanks(2, absl::StrCat("stress_small_", seed), Options("4096", "8192"), seed, 40, false);
   }
 }
 
@@ -188,7 +260,7 @@ TEST(ShmSendRecvStress, SmallRings) {
 TEST(ShmSendRecvStress, MidRingsThroughTheRingOnly) {
   for (uint64_t seed : Seeds({4, 5, 6}, 2000)) {
     SCOPED_TRACE(absl::StrCat("seed ", seed));
-    RunOnTwoRanks(absl::StrCat("stress_mid_", seed), Options("65536", "0"), seed, 40);
+    RunOnRanks(2, absl::StrCat("stress_mid_", seed), Options("65536", "0"), seed, 40, false);
   }
 }
 
@@ -196,7 +268,21 @@ TEST(ShmSendRecvStress, MidRingsThroughTheRingOnly) {
 TEST(ShmSendRecvStress, DefaultGeometry) {
   for (uint64_t seed : Seeds({7, 8}, 3000)) {
     SCOPED_TRACE(absl::StrCat("seed ", seed));
-    RunOnTwoRanks(absl::StrCat("stress_default_", seed), Options("1048576", "262144"), seed, 40);
+    RunOnRanks(2, absl::StrCat("stress_default_", seed), Options("1048576", "262144"), seed, 40,
+               false);
+  }
+}
+
+// Three ranks, messages between every pair, and all_reduces, broadcasts
+// from any root and barriers issued among them (the engine moves send/recv
+// while the worker waits inside the collectives); 4 KiB slots and rings,
+// so the collectives stream in chunks too.
+TEST(ShmSendRecvStress, ThreeRanksWithCollectives) {
+  for (uint64_t seed : Seeds({9, 10}, 4000)) {
+    SCOPED_TRACE(absl::StrCat("seed ", seed));
+    CommOptions options = Options("4096", "8192");
+    options.options.push_back({"shm.slot_bytes", "4096"});
+    RunOnRanks(3, absl::StrCat("stress_three_", seed), options, seed, 30, true);
   }
 }
 
