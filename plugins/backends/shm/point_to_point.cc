@@ -38,7 +38,9 @@ constexpr uint64_t kRestartUpTo = 4096 + kHeaderBytes;
 // ring has bytes past `tail`: the skip is published before them.
 uint64_t PastSkip(const RingControl& ring, uint64_t capacity, uint64_t tail) {
   if (tail != ring.skip_from.load(std::memory_order_relaxed)) return tail;
-  return tail - tail % capacity + (tail % capacity == 0 ? 0 : capacity);
+  // A sender skips from kRestartFrom or further into a lap; skip_from's
+  // first value, 0, is no skip.
+  return tail % capacity == 0 ? tail : tail - tail % capacity + capacity;
 }
 
 // `n` bytes at stream position `position` of a ring of `capacity` bytes,
@@ -92,7 +94,7 @@ bool PointToPoint::SendFitsNow(int peer, uint64_t bytes) const {
   const Peer& p = peers_[peer];
   if (!p.sends.empty()) return false;          // it would wait behind them
   if (ByReference(peer, bytes)) return false;  // done only at the receiver's ack
-  const uint64_t head = p.head;
+  const uint64_t head = p.streams.head;
   const uint64_t capacity = segment_->ring_bytes();
   auto fits = [&](uint64_t tail) {
     const uint64_t used = head - tail;
@@ -101,9 +103,9 @@ bool PointToPoint::SendFitsNow(int peer, uint64_t bytes) const {
     // bytes < room first: Padded cannot overflow then.
     return bytes < room && kHeaderBytes + Padded(bytes) <= room;
   };
-  if (fits(p.tail_seen)) return true;
-  p.tail_seen = segment_->ring(rank_, peer).tail.load(std::memory_order_acquire);
-  return fits(p.tail_seen);
+  if (fits(p.streams.tail_seen)) return true;
+  p.streams.tail_seen = segment_->ring(rank_, peer).tail.load(std::memory_order_acquire);
+  return fits(p.streams.tail_seen);
 }
 
 uint64_t PointToPoint::StartOfMessage(int peer, uint64_t head, uint64_t total) {
@@ -119,31 +121,31 @@ uint64_t PointToPoint::StartOfMessage(int peer, uint64_t head, uint64_t total) {
   // Still on the page the last message ended on: nothing to gain, and the
   // receiver's tail is a line it writes at every message (a cross-core miss).
   if ((at - 1) / kRestartFrom == (at + total - 1) / kRestartFrom) return head;
-  Peer& p = peers_[peer];
+  Streams& streams = peers_[peer].streams;
   RingControl& ring = segment_->ring(rank_, peer);
-  p.tail_seen = ring.tail.load(std::memory_order_acquire);
+  streams.tail_seen = ring.tail.load(std::memory_order_acquire);
   const uint64_t start = head - at + capacity;
   // One skip at a time: the receiver must have taken the last one first
   // (skip_from is a single word), and have read the bytes the message
   // overwrites at the ring's start.
-  if (p.tail_seen < p.skip_until || start + total - p.tail_seen > capacity) return head;
+  if (streams.tail_seen < streams.skip_until || start + total - streams.tail_seen > capacity) {
+    return head;
+  }
   ring.skip_from.store(head, std::memory_order_relaxed);  // published by the head's release
-  p.skip_until = start;
+  streams.skip_until = start;
   return start;
 }
 
 bool PointToPoint::SendNow(int peer, int64_t tag, const void* data, uint64_t bytes) {
   if (!SendFitsNow(peer, bytes)) return false;
-  RingControl& ring = segment_->ring(rank_, peer);
   char* base = segment_->ring_data(rank_, peer);
   const uint64_t capacity = segment_->ring_bytes();
-  Peer& p = peers_[peer];
-  const uint64_t head = StartOfMessage(peer, p.head, kHeaderBytes + Padded(bytes));
+  const uint64_t head =
+      StartOfMessage(peer, peers_[peer].streams.head, kHeaderBytes + Padded(bytes));
   const MessageHeader header{tag, bytes};
   WriteRing(base, capacity, head, &header, kHeaderBytes);
   WriteRing(base, capacity, head + kHeaderBytes, data, bytes);
-  p.head = head + kHeaderBytes + Padded(bytes);
-  ring.head.store(p.head, std::memory_order_release);
+  PublishHead(peer, head + kHeaderBytes + Padded(bytes));
   waiter_->Notify(peer);
   return true;
 }
@@ -161,7 +163,7 @@ PointToPoint::RecvNow PointToPoint::TryRecvNow(int peer, int64_t tag, void* data
   RingControl& ring = segment_->ring(peer, rank_);
   const char* base = segment_->ring_data(peer, rank_);
   const uint64_t head = ring.head.load(std::memory_order_acquire);
-  uint64_t tail = p.tail;
+  uint64_t tail = p.streams.tail;
   if (head - tail < kHeaderBytes) return RecvNow::kNotYet;
   tail = PastSkip(ring, capacity, tail);
   const uint64_t available = head - tail;
@@ -171,8 +173,7 @@ PointToPoint::RecvNow PointToPoint::TryRecvNow(int peer, int64_t tag, void* data
   const uint64_t total = kHeaderBytes + Padded(bytes);
   if (available < total) return RecvNow::kNotYet;  // the sender is still writing it
   ReadRing(base, capacity, tail + kHeaderBytes, data, bytes);
-  p.tail = tail + total;
-  ring.tail.store(p.tail, std::memory_order_release);
+  PublishTail(peer, tail + total);
   waiter_->Notify(peer);
   return RecvNow::kDone;
 }
@@ -194,7 +195,8 @@ void PointToPoint::PostSend(int peer, int64_t tag, const void* data, uint64_t by
   }
   if (ByReference(peer, bytes)) {
     send.by_reference = true;
-    send.reference = Reference{reinterpret_cast<uint64_t>(data), ++peers_[peer].references_sent};
+    send.reference =
+        Reference{reinterpret_cast<uint64_t>(data), ++peers_[peer].streams.references_sent};
     send.header.bytes |= kByReference;
   }
   peers_[peer].sends.push_back(std::move(send));
@@ -244,6 +246,16 @@ bool PointToPoint::FinishTakenReferences(int peer) {
   return finished;
 }
 
+void PointToPoint::PublishHead(int peer, uint64_t head) {
+  peers_[peer].streams.head = head;
+  segment_->ring(rank_, peer).head.store(head, std::memory_order_release);
+}
+
+void PointToPoint::PublishTail(int peer, uint64_t tail) {
+  peers_[peer].streams.tail = tail;
+  segment_->ring(peer, rank_).tail.store(tail, std::memory_order_release);
+}
+
 bool PointToPoint::ProgressSends(int peer) {
   Peer& p = peers_[peer];
   const bool acked = !p.awaiting.empty() && FinishTakenReferences(peer);
@@ -251,7 +263,7 @@ bool PointToPoint::ProgressSends(int peer) {
   RingControl& ring = segment_->ring(rank_, peer);
   char* base = segment_->ring_data(rank_, peer);
   const uint64_t capacity = segment_->ring_bytes();
-  uint64_t head = p.head;
+  uint64_t head = p.streams.head;
   const uint64_t tail = ring.tail.load(std::memory_order_acquire);
   uint64_t free_bytes = capacity - (head - tail);
   bool moved = false;
@@ -263,7 +275,7 @@ bool PointToPoint::ProgressSends(int peer) {
       const uint64_t start = StartOfMessage(peer, head, total);
       if (start != head) {
         head = start;
-        free_bytes = capacity - (head - p.tail_seen);
+        free_bytes = capacity - (head - p.streams.tail_seen);
       }
     }
     while (s.position < total && free_bytes > 0) {
@@ -289,8 +301,7 @@ bool PointToPoint::ProgressSends(int peer) {
       p.sends.pop_front();
       // Publish before completing: the send is complete once its bytes are
       // in the ring, or, by reference, once the receiver has read them.
-      p.head = head;
-      ring.head.store(head, std::memory_order_release);
+      PublishHead(peer, head);
       if (done.by_reference) {
         p.awaiting.push_back(std::move(done));
       } else {
@@ -299,8 +310,7 @@ bool PointToPoint::ProgressSends(int peer) {
     }
   }
   if (moved) {
-    p.head = head;
-    ring.head.store(head, std::memory_order_release);
+    PublishHead(peer, head);
     waiter_->Notify(peer);
   }
   return moved || acked;
@@ -369,7 +379,7 @@ bool PointToPoint::ProgressIncoming(int peer) {
   RingControl& ring = segment_->ring(peer, rank_);
   const char* base = segment_->ring_data(peer, rank_);
   const uint64_t capacity = segment_->ring_bytes();
-  uint64_t tail = p.tail;
+  uint64_t tail = p.streams.tail;
   uint64_t available = ring.head.load(std::memory_order_acquire) - tail;
   bool moved = false;
   while (true) {
@@ -481,8 +491,7 @@ bool PointToPoint::ProgressIncoming(int peer) {
     moved = true;
   }
   if (moved) {
-    p.tail = tail;
-    ring.tail.store(tail, std::memory_order_release);
+    PublishTail(peer, tail);
     waiter_->Notify(peer);
   }
   return moved;
@@ -565,15 +574,9 @@ void PointToPoint::FailAll(const absl::Status& status) {
     for (Early& e : p.early) {
       if (e.claimed.has_value()) Finish(e.claimed->done, status);
     }
-    // The rings' positions stay: they are the streams' state, not an
-    // operation's.
-    Peer fresh;
-    fresh.head = p.head;
-    fresh.tail = p.tail;
-    fresh.tail_seen = p.tail_seen;
-    fresh.skip_until = p.skip_until;
-    fresh.references_sent = p.references_sent;
-    p = std::move(fresh);
+    const Streams streams = p.streams;  // the rings' state, not an operation's
+    p = Peer();
+    p.streams = streams;
   }
 }
 

@@ -130,23 +130,16 @@ class PointToPoint {
     std::optional<Recv> target;  // posted recv being filled, or
     Early* early = nullptr;      // early message being filled
   };
-  struct Peer {
-    std::deque<Send> sends;
+  // The state of the two rings with one peer, which outlives every
+  // operation (FailAll keeps it).
+  struct Streams {
     // Our ring to this peer's head (bytes written) and this peer's ring to
     // us's tail (bytes read), as we last stored them: only we write them,
     // and reading the head back from the segment was the costliest load of
     // a small send (the receiver polls its line: 8 B sendrecv on 2 ranks,
-    // 0.87-0.91 -> 0.61-0.62 us).
+    // 0.87-0.91 -> 0.61-0.62 us). Set with PublishHead and PublishTail.
     uint64_t head = 0;
     uint64_t tail = 0;
-    std::deque<Send> awaiting;  // by reference, in the ring, not yet acked
-    uint64_t references_sent = 0;
-    // Since when a by-reference message at the head of the ring from this
-    // peer has waited for its recv (HoldReference).
-    absl::Time held_since = absl::InfinitePast();
-    std::deque<Recv> recvs;  // posted, unmatched, in order (usually 0-1); by value: no allocation
-    std::list<Early> early;
-    Incoming incoming;
     // The receiver's tail of our ring to this peer as last read: it only
     // grows, so room that it already shows needs no new read of a line the
     // receiver writes at every message (a cross-core miss each time).
@@ -154,12 +147,28 @@ class PointToPoint {
     // Where the last skip to the ring's start landed (StartOfMessage): the
     // next may come once the receiver's tail has reached it.
     uint64_t skip_until = 0;
+    uint64_t references_sent = 0;  // by-reference sends' sequence numbers
+  };
+  struct Peer {
+    Streams streams;
+    std::deque<Send> sends;
+    std::deque<Send> awaiting;  // by reference, in the ring, not yet acked
+    // Since when a by-reference message at the head of the ring from this
+    // peer has waited for its recv (HoldReference).
+    absl::Time held_since = absl::InfinitePast();
+    std::deque<Recv> recvs;  // posted, unmatched, in order (usually 0-1); by value: no allocation
+    std::list<Early> early;
+    Incoming incoming;
   };
 
   bool ByReference(int peer, uint64_t bytes) const;
   // The ring position where the sender's next message, `total` ring bytes,
   // starts: `head`, or the start of the ring's next lap (see the .cc).
   uint64_t StartOfMessage(int peer, uint64_t head, uint64_t total);
+  // Publish our ring to `peer`'s new head, or its ring to us's new tail,
+  // and keep our copy of it (Streams).
+  void PublishHead(int peer, uint64_t head);
+  void PublishTail(int peer, uint64_t tail);
   bool ProgressSends(int peer);
   bool FinishTakenReferences(int peer);
   void TakeReference(int peer, Incoming& in);
