@@ -126,19 +126,18 @@ void RunSchedule(int rank, int world, dist_backend_comm_t* comm, uint64_t seed, 
 
     std::vector<dist_backend_work_t*> works;
     for (const Op& op : ops) {
-      dist_backend_work_t* work = nullptr;
       if (op.kind == Op::kCollective) {
         const Collective& c = colls[op.index];
         dist_op_args_t args = Args();
         if (c.kind == Collective::kBarrier) {
-          RANK_OK(rank, p->barrier(comm, &args, &work));
+          works.push_back(Issue(rank, p->barrier, comm, args));
         } else if (c.kind == Collective::kAllReduce) {
           std::vector<float>& v = reduced[op.index];
           v.resize(c.count);
           for (uint64_t i = 0; i < c.count; ++i) v[i] = AllReduceInput(rank, c.id, i);
           args.send = args.recv = Buffer(v.data(), c.count, DIST_FLOAT32);
           args.op = DIST_SUM;
-          RANK_OK(rank, p->all_reduce(comm, &args, &work));
+          works.push_back(Issue(rank, p->all_reduce, comm, args));
         } else {
           std::vector<uint8_t>& v = broadcast[op.index];
           v.assign(c.count, 0xEE);
@@ -147,26 +146,20 @@ void RunSchedule(int rank, int world, dist_backend_comm_t* comm, uint64_t seed, 
           }
           args.send = args.recv = Buffer(v.data(), c.count, DIST_UINT8);
           args.root = c.root;
-          RANK_OK(rank, p->broadcast(comm, &args, &work));
+          works.push_back(Issue(rank, p->broadcast, comm, args));
         }
-      } else if (op.kind == Op::kSend) {
-        const Message& msg = messages[op.index];
-        dist_op_args_t args =
-            SendArgs(out[op.index].data(), msg.bytes, DIST_UINT8, msg.to, msg.tag);
-        RANK_OK(rank, p->send(comm, &args, &work));
       } else {
         const Message& msg = messages[op.index];
-        dist_op_args_t args =
-            RecvArgs(in[op.index].data(), msg.bytes, DIST_UINT8, msg.from, msg.tag);
-        RANK_OK(rank, p->recv(comm, &args, &work));
+        works.push_back(
+            op.kind == Op::kSend
+                ? Issue(rank, p->send, comm,
+                        SendArgs(out[op.index].data(), msg.bytes, DIST_UINT8, msg.to, msg.tag))
+                : Issue(rank, p->recv, comm,
+                        RecvArgs(in[op.index].data(), msg.bytes, DIST_UINT8, msg.from, msg.tag)));
       }
-      works.push_back(work);
     }
     std::shuffle(works.begin(), works.end(), mine);
-    for (dist_backend_work_t* work : works) {
-      RANK_OK(rank, p->work_wait(work, 20000));
-      p->work_destroy(work);
-    }
+    WaitAll(rank, works, 20000);
     for (size_t m = 0; m < messages.size(); ++m) {
       const Message& msg = messages[m];
       if (msg.to != rank) continue;
@@ -214,19 +207,15 @@ void RunSchedule(int rank, int world, dist_backend_comm_t* comm, uint64_t seed, 
   }
 }
 
-void RunOnRanks(int world, const std::string& name, const CommOptions& options, uint64_t seed,
-                int rounds, bool collectives) {
-  const std::string store = TempDir(name) + "/store";
-  auto results = RunRanks(world, absl::Seconds(120), [&](int rank) {
-    dist_store_t* s = OpenStore(store, rank, world);
-    dist_backend_comm_t* comm = nullptr;
-    RANK_OK(rank, CreateComm(s, rank, world, options, &comm));
-    RunSchedule(rank, world, comm, seed, rounds, collectives);
-    Plugin()->comm_destroy(comm);
-    s->release(s->ctx);
-    return 0;
-  });
-  ExpectAllOk(results);
+// RunSchedule on `world` ranks (OnRanks, shm_suite.h).
+void RunStress(int world, const std::string& name, const CommOptions& options, uint64_t seed,
+               int rounds, bool collectives) {
+  OnRanks(
+      world, name, options,
+      [&](int rank, dist_backend_comm_t* comm) {
+        RunSchedule(rank, world, comm, seed, rounds, collectives);
+      },
+      absl::Seconds(120));
 }
 
 // The seeds a test runs: its own, then SHM_STRESS_SEEDS more (from
@@ -251,7 +240,7 @@ CommOptions Options(const char* ring_bytes, const char* single_copy_bytes) {
 TEST(ShmSendRecvStress, SmallRings) {
   for (uint64_t seed : Seeds({1, 2, 3}, 1000)) {
     SCOPED_TRACE(absl::StrCat("seed ", seed));
-    RunOnRanks(2, absl::StrCat("stress_small_", seed), Options("4096", "8192"), seed, 40, false);
+    RunStress(2, absl::StrCat("stress_small_", seed), Options("4096", "8192"), seed, 40, false);
   }
 }
 
@@ -260,7 +249,7 @@ TEST(ShmSendRecvStress, SmallRings) {
 TEST(ShmSendRecvStress, MidRingsThroughTheRingOnly) {
   for (uint64_t seed : Seeds({4, 5, 6}, 2000)) {
     SCOPED_TRACE(absl::StrCat("seed ", seed));
-    RunOnRanks(2, absl::StrCat("stress_mid_", seed), Options("65536", "0"), seed, 40, false);
+    RunStress(2, absl::StrCat("stress_mid_", seed), Options("65536", "0"), seed, 40, false);
   }
 }
 
@@ -268,8 +257,8 @@ TEST(ShmSendRecvStress, MidRingsThroughTheRingOnly) {
 TEST(ShmSendRecvStress, DefaultGeometry) {
   for (uint64_t seed : Seeds({7, 8}, 3000)) {
     SCOPED_TRACE(absl::StrCat("seed ", seed));
-    RunOnRanks(2, absl::StrCat("stress_default_", seed), Options("1048576", "262144"), seed, 40,
-               false);
+    RunStress(2, absl::StrCat("stress_default_", seed), Options("1048576", "262144"), seed, 40,
+              false);
   }
 }
 
@@ -282,7 +271,7 @@ TEST(ShmSendRecvStress, ThreeRanksWithCollectives) {
     SCOPED_TRACE(absl::StrCat("seed ", seed));
     CommOptions options = Options("4096", "8192");
     options.options.push_back({"shm.slot_bytes", "4096"});
-    RunOnRanks(3, absl::StrCat("stress_three_", seed), options, seed, 30, true);
+    RunStress(3, absl::StrCat("stress_three_", seed), options, seed, 30, true);
   }
 }
 

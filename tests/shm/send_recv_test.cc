@@ -30,33 +30,7 @@ CommOptions ShortTimeoutSmallRings() {
 template <typename Body>
 void OnTwoRanks(const std::string& name, Body body,
                 const CommOptions& options = ShortTimeoutSmallRings()) {
-  const std::string store = TempDir(name) + "/store";
-  auto results = RunRanks(2, absl::Seconds(60), [&](int rank) {
-    dist_store_t* s = OpenStore(store, rank, 2);
-    dist_backend_comm_t* comm = nullptr;
-    RANK_OK(rank, CreateComm(s, rank, 2, options, &comm));
-    body(rank, comm);
-    Plugin()->comm_destroy(comm);
-    s->release(s->ctx);
-    return 0;
-  });
-  ExpectAllOk(results);
-}
-
-// Issues `op` and returns its work; exits the rank if the issue fails.
-dist_backend_work_t* Issue(int rank, dist_backend_op_fn op, dist_backend_comm_t* comm,
-                           const dist_op_args_t& args) {
-  dist_backend_work_t* work = nullptr;
-  RANK_OK(rank, op(comm, &args, &work));
-  return work;
-}
-
-// Waits for every work in `works`, in order, and destroys it.
-void WaitAll(int rank, const std::vector<dist_backend_work_t*>& works) {
-  for (dist_backend_work_t* work : works) {
-    RANK_OK(rank, Plugin()->work_wait(work, 10000));
-    Plugin()->work_destroy(work);
-  }
+  OnRanks(2, name, options, body);
 }
 
 // Rank 1's side of the next two tests: a barrier, then 42 to rank 0.

@@ -27,6 +27,20 @@ const dist_backend_plugin_t* Plugin() {
   return plugin;
 }
 
+dist_backend_work_t* Issue(int rank, dist_backend_op_fn op, dist_backend_comm_t* comm,
+                           const dist_op_args_t& args) {
+  dist_backend_work_t* work = nullptr;
+  RANK_OK(rank, op(comm, &args, &work));
+  return work;
+}
+
+void WaitAll(int rank, const std::vector<dist_backend_work_t*>& works, int64_t timeout_ms) {
+  for (dist_backend_work_t* work : works) {
+    RANK_OK(rank, Plugin()->work_wait(work, timeout_ms));
+    Plugin()->work_destroy(work);
+  }
+}
+
 void ExpectAllOk(const std::vector<RankResult>& results) {
   for (size_t r = 0; r < results.size(); ++r) {
     EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].Describe();

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "tests/common/rank_harness.h"
 
 namespace dist_test {
@@ -22,6 +23,33 @@ dist_store_t* PrefixStore(const dist_store_t* base, const std::string& prefix);
 
 // One gtest failure per rank that did not exit 0, with its story.
 void ExpectAllOk(const std::vector<RankResult>& results);
+
+// Runs `body(rank, comm)` on `world` forked ranks, each on a communicator
+// with `options` over a fresh file store named after `name`, and expects
+// every rank to succeed; ranks still running after `limit` are killed.
+template <typename Body>
+void OnRanks(int world, const std::string& name, const CommOptions& options, Body body,
+             absl::Duration limit = absl::Seconds(60)) {
+  const std::string store = TempDir(name) + "/store";
+  auto results = RunRanks(world, limit, [&](int rank) {
+    dist_store_t* s = OpenStore(store, rank, world);
+    dist_backend_comm_t* comm = nullptr;
+    RANK_OK(rank, CreateComm(s, rank, world, options, &comm));
+    body(rank, comm);
+    Plugin()->comm_destroy(comm);
+    s->release(s->ctx);
+    return 0;
+  });
+  ExpectAllOk(results);
+}
+
+// Issues `op` and returns its work; exits the rank if the issue fails.
+dist_backend_work_t* Issue(int rank, dist_backend_op_fn op, dist_backend_comm_t* comm,
+                           const dist_op_args_t& args);
+
+// Waits for every work in `works`, in order (each up to `timeout_ms`), and
+// destroys it; exits the rank at the first failure.
+void WaitAll(int rank, const std::vector<dist_backend_work_t*>& works, int64_t timeout_ms = 10000);
 
 // Names under /dev/shm that a segment of a job led by `pid` would have.
 std::vector<std::string> SegmentsOf(pid_t pid);

@@ -54,24 +54,16 @@ dist_backend_work_t* IssueSend(int rank, dist_backend_comm_t* comm, void* data, 
   return work;
 }
 
-// Runs `body(rank, comm)` on `world` forked ranks and expects all to
-// succeed. The body starts after a barrier: a rank probes whether it can
-// read each peer (single_copy.h) during create, and until it has, its peers
-// send to it through the ring.
+// OnRanks (shm_suite.h) with the body after a barrier: a rank probes
+// whether it can read each peer (single_copy.h) during create, and until it
+// has, its peers send to it through the ring.
 template <typename Body>
-void OnRanks(int world, const std::string& name, const CommOptions& options, Body body) {
-  const std::string store = TempDir(name) + "/store";
-  auto results = RunRanks(world, absl::Seconds(60), [&](int rank) {
-    dist_store_t* s = OpenStore(store, rank, world);
-    dist_backend_comm_t* comm = nullptr;
-    RANK_OK(rank, CreateComm(s, rank, world, options, &comm));
+void OnRanksAfterBarrier(int world, const std::string& name, const CommOptions& options,
+                         Body body) {
+  OnRanks(world, name, options, [&](int rank, dist_backend_comm_t* comm) {
     RANK_OK(rank, RunOp(Plugin()->barrier, comm, Args()));
     body(rank, comm);
-    Plugin()->comm_destroy(comm);
-    s->release(s->ctx);
-    return 0;
   });
-  ExpectAllOk(results);
 }
 
 // Whether a send of `bytes` to a peer that is busy elsewhere (not in any
@@ -103,7 +95,7 @@ void SendCompletesWithoutTheReceiver(const CommOptions& options, bool expected) 
       RANK_OK(rank, RunOp(p->send, comm, SendArgs(&ack, 1, DIST_INT32, 0, 2)));
     }
   };
-  OnRanks(2, expected ? "ring" : "reference", options, body);
+  OnRanksAfterBarrier(2, expected ? "ring" : "reference", options, body);
 }
 
 TEST(ShmSingleCopy, ALargeSendIsDoneOnlyOnceItsReceiverHasReadIt) {
@@ -117,7 +109,7 @@ TEST(ShmSingleCopy, WithSingleCopyOffTheSameSendIsDoneWhenWrittenToTheRing) {
 // Sizes around the threshold and large odd ones, exchanged with
 // run_sendrecv; the receive buffer's guard byte must survive.
 TEST(ShmSingleCopy, SendRecvOfEverySizeAroundTheThresholdArrivesIntact) {
-  OnRanks(2, "sizes", ShortTimeout(), [](int rank, dist_backend_comm_t* comm) {
+  OnRanksAfterBarrier(2, "sizes", ShortTimeout(), [](int rank, dist_backend_comm_t* comm) {
     const dist_backend_plugin_t* p = Plugin();
     const int peer = 1 - rank;
     const uint64_t sizes[] = {kByReference - 1, kByReference, kByReference + 1, (3 << 20) + 7, 1,
@@ -138,18 +130,20 @@ TEST(ShmSingleCopy, SendRecvOfEverySizeAroundTheThresholdArrivesIntact) {
 // and each send waits for its receiver to read it. Five rounds, each well
 // inside the 4 s timeout.
 void SendThenReceiveAroundARing(int world, const std::string& name, uint64_t bytes) {
-  OnRanks(world, name, ShortTimeout(), [world, bytes](int rank, dist_backend_comm_t* comm) {
-    const dist_backend_plugin_t* p = Plugin();
-    const int next = (rank + 1) % world, previous = (rank + world - 1) % world;
-    for (int round = 0; round < 5; ++round) {
-      const absl::Time start = absl::Now();
-      std::vector<uint8_t> out = Pattern(rank, round, bytes), in(bytes + 1, 0xEE);
-      RANK_OK(rank, RunOp(p->send, comm, SendArgs(out.data(), bytes, DIST_UINT8, next, round)));
-      RANK_OK(rank, RunOp(p->recv, comm, RecvArgs(in.data(), bytes, DIST_UINT8, previous, round)));
-      RANK_CHECK(rank, Intact(in, previous, round, bytes));
-      RANK_CHECK(rank, absl::Now() - start < absl::Seconds(2));
-    }
-  });
+  OnRanksAfterBarrier(
+      world, name, ShortTimeout(), [world, bytes](int rank, dist_backend_comm_t* comm) {
+        const dist_backend_plugin_t* p = Plugin();
+        const int next = (rank + 1) % world, previous = (rank + world - 1) % world;
+        for (int round = 0; round < 5; ++round) {
+          const absl::Time start = absl::Now();
+          std::vector<uint8_t> out = Pattern(rank, round, bytes), in(bytes + 1, 0xEE);
+          RANK_OK(rank, RunOp(p->send, comm, SendArgs(out.data(), bytes, DIST_UINT8, next, round)));
+          RANK_OK(rank,
+                  RunOp(p->recv, comm, RecvArgs(in.data(), bytes, DIST_UINT8, previous, round)));
+          RANK_CHECK(rank, Intact(in, previous, round, bytes));
+          RANK_CHECK(rank, absl::Now() - start < absl::Seconds(2));
+        }
+      });
 }
 
 // Two ranks: each engine must take the peer's message (into a buffer) at
@@ -168,7 +162,7 @@ TEST(ShmSingleCopy, ACycleOfBlockingSendsCompletes) {
 // A large message whose recv is posted after a later, small one's: it is
 // read into a buffer to get to the small one, and delivered from there.
 TEST(ShmSingleCopy, AMessageAheadOfTheOneReceivedIsBufferedAndDelivered) {
-  OnRanks(2, "out_of_order", ShortTimeout(), [](int rank, dist_backend_comm_t* comm) {
+  OnRanksAfterBarrier(2, "out_of_order", ShortTimeout(), [](int rank, dist_backend_comm_t* comm) {
     const dist_backend_plugin_t* p = Plugin();
     const uint64_t bytes = (1 << 20) + 5;
     for (int round = 0; round < 3; ++round) {
@@ -194,7 +188,7 @@ TEST(ShmSingleCopy, AMessageAheadOfTheOneReceivedIsBufferedAndDelivered) {
 // A recv of the wrong size for a message by reference fails naming both
 // sizes; the sender's send still completes, and the next message arrives.
 TEST(ShmSingleCopy, ARecvOfTheWrongSizeFailsAndTheNextMessageArrives) {
-  OnRanks(2, "mismatch", ShortTimeout(), [](int rank, dist_backend_comm_t* comm) {
+  OnRanksAfterBarrier(2, "mismatch", ShortTimeout(), [](int rank, dist_backend_comm_t* comm) {
     const dist_backend_plugin_t* p = Plugin();
     const uint64_t bytes = 1 << 20;
     if (rank == 0) {
@@ -221,7 +215,7 @@ TEST(ShmSingleCopy, ARecvOfTheWrongSizeFailsAndTheNextMessageArrives) {
 // caller) loses that message: no crash; the recv fails saying why, and
 // the sender's next operation fails naming the receiver and the reason.
 TEST(ShmSingleCopy, ASenderBufferGoneBeforeItIsReadFailsThatRecvOnly) {
-  OnRanks(2, "unmapped", ShortTimeout(), [](int rank, dist_backend_comm_t* comm) {
+  OnRanksAfterBarrier(2, "unmapped", ShortTimeout(), [](int rank, dist_backend_comm_t* comm) {
     const dist_backend_plugin_t* p = Plugin();
     const uint64_t bytes = 1 << 20;
     if (rank == 0) {
@@ -261,7 +255,7 @@ TEST(ShmSingleCopy, ASenderBufferGoneBeforeItIsReadFailsThatRecvOnly) {
 // the buffer as soon as that send fails: the receiver must not deliver what
 // the buffer holds by then, and fails the recv saying the message is lost.
 TEST(ShmSingleCopy, AMessageFromASenderThatAbortedIsNotReadFromItsReusedBuffer) {
-  OnRanks(2, "aborted_sender", ShortTimeout(), [](int rank, dist_backend_comm_t* comm) {
+  OnRanksAfterBarrier(2, "aborted_sender", ShortTimeout(), [](int rank, dist_backend_comm_t* comm) {
     const dist_backend_plugin_t* p = Plugin();
     const uint64_t bytes = 1 << 20;
     if (rank == 0) {
@@ -290,7 +284,7 @@ TEST(ShmSingleCopy, AMessageFromASenderThatAbortedIsNotReadFromItsReusedBuffer) 
 // unread: the recv fails saying the sender exited; nothing is read from
 // whatever process may hold its pid by then.
 TEST(ShmSingleCopy, AMessageFromASenderThatExitedFailsItsRecv) {
-  OnRanks(2, "exited_sender", ShortTimeout(), [](int rank, dist_backend_comm_t* comm) {
+  OnRanksAfterBarrier(2, "exited_sender", ShortTimeout(), [](int rank, dist_backend_comm_t* comm) {
     const dist_backend_plugin_t* p = Plugin();
     const uint64_t bytes = 1 << 20;
     if (rank == 0) {
@@ -315,35 +309,35 @@ TEST(ShmSingleCopy, AMessageFromASenderThatExitedFailsItsRecv) {
 // timeout) or stays alive and never receives (DEADLINE_EXCEEDED at the
 // timeout, saying rank 1 did not receive it).
 void ASendNobodyTakes(bool receiver_exits) {
-  OnRanks(2, receiver_exits ? "receiver_exits" : "receiver_idle", ShortTimeout(),
-          [receiver_exits](int rank, dist_backend_comm_t* comm) {
-            const dist_backend_plugin_t* p = Plugin();
-            const uint64_t bytes = 1 << 20;
-            if (rank == 1) {
-              if (receiver_exits) std::_Exit(0);
-              absl::SleepFor(absl::Seconds(6));  // alive, never calls in
-              return;
-            }
-            std::vector<uint8_t> out = Pattern(0, 0, bytes);
-            const absl::Time start = absl::Now();
-            dist_error_t* error =
-                RunOp(p->send, comm, SendArgs(out.data(), bytes, DIST_UINT8, 1, 1));
-            const absl::Duration took = absl::Now() - start;
-            RANK_CHECK(rank, error != nullptr);
-            const dist_error_code_t code = dist_error_code(error);
-            const std::string message = dist_error_message(error);
-            dist_error_destroy(error);
-            std::fprintf(stderr, "rank 0: %s\n", message.c_str());
-            RANK_CHECK(rank, message.find("rank 1") != std::string::npos);
-            if (receiver_exits) {
-              RANK_CHECK(rank, code == DIST_UNAVAILABLE);
-              RANK_CHECK(rank, took < absl::Seconds(2));
-            } else {
-              RANK_CHECK(rank, code == DIST_DEADLINE_EXCEEDED);
-              RANK_CHECK(rank, message.find("did not receive it") != std::string::npos);
-              RANK_CHECK(rank, took >= absl::Milliseconds(3900) && took < absl::Seconds(6));
-            }
-          });
+  OnRanksAfterBarrier(
+      2, receiver_exits ? "receiver_exits" : "receiver_idle", ShortTimeout(),
+      [receiver_exits](int rank, dist_backend_comm_t* comm) {
+        const dist_backend_plugin_t* p = Plugin();
+        const uint64_t bytes = 1 << 20;
+        if (rank == 1) {
+          if (receiver_exits) std::_Exit(0);
+          absl::SleepFor(absl::Seconds(6));  // alive, never calls in
+          return;
+        }
+        std::vector<uint8_t> out = Pattern(0, 0, bytes);
+        const absl::Time start = absl::Now();
+        dist_error_t* error = RunOp(p->send, comm, SendArgs(out.data(), bytes, DIST_UINT8, 1, 1));
+        const absl::Duration took = absl::Now() - start;
+        RANK_CHECK(rank, error != nullptr);
+        const dist_error_code_t code = dist_error_code(error);
+        const std::string message = dist_error_message(error);
+        dist_error_destroy(error);
+        std::fprintf(stderr, "rank 0: %s\n", message.c_str());
+        RANK_CHECK(rank, message.find("rank 1") != std::string::npos);
+        if (receiver_exits) {
+          RANK_CHECK(rank, code == DIST_UNAVAILABLE);
+          RANK_CHECK(rank, took < absl::Seconds(2));
+        } else {
+          RANK_CHECK(rank, code == DIST_DEADLINE_EXCEEDED);
+          RANK_CHECK(rank, message.find("did not receive it") != std::string::npos);
+          RANK_CHECK(rank, took >= absl::Milliseconds(3900) && took < absl::Seconds(6));
+        }
+      });
 }
 
 TEST(ShmSingleCopy, ASendWhoseReceiverExitedFailsNamingIt) { ASendNobodyTakes(true); }
