@@ -1,12 +1,14 @@
 // The shm backend never trusts a size blindly: options are bounded (a
 // slot_bytes of 2^63 used to crash a rank) and a segment header that another
-// process wrote is validated before anything is located through it.
+// process wrote is validated before anything is located through it; ring
+// positions written out of turn fail the communicator instead of looping.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -91,6 +93,118 @@ TEST(ShmSafety, ACorruptSegmentHeaderIsRefused) {
   EXPECT_TRUE(results[0].ok()) << results[0].Describe();
   EXPECT_TRUE(results[1].ok()) << results[1].Describe();
 }
+
+// The control block of the ring from rank `from` to rank `to` in the shm
+// segment this process maps: where a stray write of the process, or another
+// process of the user that opened the segment, would land. Null if no
+// segment is mapped.
+dist_shm::RingControl* MappedRing(int from, int to) {
+  std::ifstream maps("/proc/self/maps");  // "start-end perms offset dev inode path"
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.find("/dev/shm/dist-shm-") == std::string::npos) continue;
+    char* base = reinterpret_cast<char*>(std::stoull(line.substr(0, line.find('-')), nullptr, 16));
+    const auto* header = reinterpret_cast<const dist_shm::Header*>(base);
+    dist_shm::Offsets offsets{};
+    if (header->magic != dist_shm::kMagic ||
+        !dist_shm::ComputeOffsets(header->world_size, header->slot_bytes, header->ring_bytes,
+                                  &offsets)) {
+      continue;
+    }
+    auto* rings = reinterpret_cast<dist_shm::RingControl*>(base + offsets.rings);
+    return &rings[from * header->world_size + to];
+  }
+  return nullptr;
+}
+
+// What rank 1 writes out of turn into the rings it shares with rank 0.
+enum class Corruption {
+  kHeadBehindTail,   // ring 1->0: a head behind the receiver's read position
+  kSkipPastHead,     // ring 1->0: a skip to the next lap, past the head
+  kTailAheadOfHead,  // ring 0->1: a receiver's tail ahead of the sender's head
+};
+
+class ShmCorruptRing : public testing::TestWithParam<Corruption> {};
+
+// Before, the first two made rank 0's engine walk the ring for up to 2^64
+// bytes (it never returned), and the third let rank 0 overwrite bytes rank 1
+// had not read. Now the operation that meets it fails at once, naming the
+// ring, and the communicator with it.
+TEST_P(ShmCorruptRing, FailsTheCommunicatorNamingTheRingInsteadOfLooping) {
+  const Corruption corruption = GetParam();
+  const std::string dir = TempDir(absl::StrCat("corrupt-ring", static_cast<int>(corruption)));
+  auto results = RunRanks(2, absl::Seconds(30), [&](int rank) {
+    dist_store_t* store = OpenStore(dir + "/store", rank, 2);
+    const dist::StoreView view(store);
+    dist_backend_comm_t* comm = nullptr;
+    RANK_OK(rank, CreateComm(store, rank, 2, CommOptions(), &comm));
+    // One message each way first: the rings are in use, not fresh.
+    const int peer = 1 - rank;
+    float out[4] = {1.0f + rank, 2, 3, 4};
+    float in[4] = {};
+    RANK_OK(rank, RunOp(Plugin()->send, comm, SendArgs(out, 4, DIST_FLOAT32, peer, 1)));
+    RANK_OK(rank, RunOp(Plugin()->recv, comm, RecvArgs(in, 4, DIST_FLOAT32, peer, 1)));
+    RANK_CHECK(rank, in[0] == 1.0f + peer && in[3] == 4.0f);
+    RANK_OK(rank, RunOp(Plugin()->barrier, comm, Args()));
+    if (rank == 1) {
+      dist_shm::RingControl* to_0 = MappedRing(1, 0);
+      dist_shm::RingControl* from_0 = MappedRing(0, 1);
+      RANK_CHECK(rank, to_0 != nullptr && from_0 != nullptr);
+      const uint64_t read = to_0->tail.load();  // rank 0 has read all of ring 1->0
+      switch (corruption) {
+        case Corruption::kHeadBehindTail:
+          to_0->head.store(read - 16);
+          break;
+        case Corruption::kSkipPastHead:
+          to_0->skip_from.store(read);
+          to_0->head.store(read + 16);
+          break;
+        case Corruption::kTailAheadOfHead:
+          from_0->tail.store(from_0->head.load() + (uint64_t{1} << 40));
+          break;
+      }
+      RANK_CHECK(rank, view.Set("written", "1").ok());
+      // Rank 0 says when it is done; this rank's communicator is left alone.
+      RANK_CHECK(rank, view.Get("checked", absl::Seconds(25)).ok());
+      Plugin()->comm_destroy(comm);
+      return 0;
+    }
+    RANK_CHECK(rank, view.Get("written", absl::Seconds(25)).ok());
+    dist_error_t* error = nullptr;
+    if (corruption == Corruption::kTailAheadOfHead) {
+      // A sender reads the receiver's tail only once the room it last saw
+      // is used up: sends go on until then (fewer than a ring's worth).
+      for (int i = 0; i < (1 << 20) / 16 && error == nullptr; ++i) {
+        error = RunOp(Plugin()->send, comm, SendArgs(out, 4, DIST_FLOAT32, 1, 2));
+      }
+    } else {
+      error = RunOp(Plugin()->recv, comm, RecvArgs(in, 4, DIST_FLOAT32, 1, 2));
+    }
+    RANK_CHECK(rank, error != nullptr);
+    std::fprintf(stderr, "rank 0: %s\n", dist_error_message(error));
+    const std::string ring = corruption == Corruption::kTailAheadOfHead
+                                 ? "the ring from rank 0 to rank 1 on group 'test' is corrupt"
+                                 : "the ring from rank 1 to rank 0 on group 'test' is corrupt";
+    RANK_CHECK(rank, dist_error_code(error) == DIST_DATA_LOSS);
+    RANK_CHECK(rank, absl::StrContains(dist_error_message(error), ring));
+    dist_error_destroy(error);
+    // The communicator stays failed, and says why.
+    error = RunOp(Plugin()->barrier, comm, Args());
+    RANK_CHECK(rank, error != nullptr);
+    RANK_CHECK(rank, absl::StrContains(dist_error_message(error), "failed earlier"));
+    RANK_CHECK(rank, absl::StrContains(dist_error_message(error), ring));
+    dist_error_destroy(error);
+    RANK_CHECK(rank, view.Set("checked", "1").ok());
+    Plugin()->comm_destroy(comm);
+    return 0;
+  });
+  EXPECT_TRUE(results[0].ok()) << results[0].Describe();
+  EXPECT_TRUE(results[1].ok()) << results[1].Describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(Writes, ShmCorruptRing,
+                         testing::Values(Corruption::kHeadBehindTail, Corruption::kSkipPastHead,
+                                         Corruption::kTailAheadOfHead));
 
 }  // namespace
 }  // namespace dist_test

@@ -172,6 +172,47 @@ struct MessageHeader {
 static_assert(sizeof(MessageHeader) == 16);
 inline constexpr uint64_t kByReference = uint64_t{1} << 63;
 
+// Where each part lies from the segment's start (byte offsets), for a
+// geometry: the header, the ranks' control blocks, the rings' controls, the
+// eager area, the staging slots (page aligned), the ring data; `total`
+// is the segment's size.
+struct Offsets {
+  uint64_t ranks, rings, eager, slots, ring_data, total;
+};
+
+inline constexpr uint64_t kPage = 4096;
+
+// value rounded up to a multiple of align; false when that overflows.
+inline bool RoundUp(uint64_t value, uint64_t align, uint64_t* out) {
+  uint64_t sum = 0;
+  if (__builtin_add_overflow(value, align - 1, &sum)) return false;
+  *out = sum / align * align;
+  return true;
+}
+
+// The offsets for this geometry; false when a size overflows (a slot_bytes
+// of 2^63, or a header another process corrupted).
+inline bool ComputeOffsets(int32_t world_size, uint64_t slot_bytes, uint64_t ring_bytes,
+                           Offsets* o) {
+  if (world_size < 1) return false;
+  const uint64_t w = static_cast<uint64_t>(world_size);
+  uint64_t rank_bytes, ring_controls, eager, slots, rings;
+  bool ok = RoundUp(sizeof(Header), 64, &o->ranks) &&
+            !__builtin_mul_overflow(w, sizeof(RankControl), &rank_bytes) &&
+            !__builtin_add_overflow(o->ranks, rank_bytes, &o->rings) &&
+            !__builtin_mul_overflow(w * w, sizeof(RingControl), &ring_controls) &&
+            !__builtin_add_overflow(o->rings, ring_controls, &o->eager) &&
+            !__builtin_mul_overflow(kMaxEagerDepth * w, sizeof(EagerCell), &eager) &&
+            !__builtin_add_overflow(o->eager, eager, &o->slots) &&
+            RoundUp(o->slots, kPage, &o->slots) &&
+            !__builtin_mul_overflow(2 * w, slot_bytes, &slots) &&
+            !__builtin_add_overflow(o->slots, slots, &o->ring_data) &&
+            !__builtin_mul_overflow(w * w, ring_bytes, &rings) &&
+            !__builtin_add_overflow(o->ring_data, rings, &o->total) &&
+            RoundUp(o->total, kPage, &o->total);
+  return ok && o->total <= static_cast<uint64_t>(PTRDIFF_MAX);
+}
+
 }  // namespace dist_shm
 
 #endif  // DIST_PLUGINS_BACKENDS_SHM_LAYOUT_H_

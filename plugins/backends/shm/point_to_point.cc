@@ -167,6 +167,7 @@ PointToPoint::RecvNow PointToPoint::TryRecvNow(int peer, int64_t tag, void* data
   if (head - tail < kHeaderBytes) return RecvNow::kNotYet;
   tail = PastSkip(ring, capacity, tail);
   const uint64_t available = head - tail;
+  if (available > capacity) return RecvNow::kPost;  // corrupt: the engine fails it
   MessageHeader header;
   ReadRing(base, capacity, tail, &header, kHeaderBytes);
   if (header.tag != tag || header.bytes != bytes) return RecvNow::kPost;
@@ -265,6 +266,7 @@ bool PointToPoint::ProgressSends(int peer) {
   const uint64_t capacity = segment_->ring_bytes();
   uint64_t head = p.streams.head;
   const uint64_t tail = ring.tail.load(std::memory_order_acquire);
+  if (head - tail > capacity) return FailCorrupt(rank_, peer, head, tail);
   uint64_t free_bytes = capacity - (head - tail);
   bool moved = false;
   while (!p.sends.empty() && free_bytes > 0) {
@@ -380,7 +382,9 @@ bool PointToPoint::ProgressIncoming(int peer) {
   const char* base = segment_->ring_data(peer, rank_);
   const uint64_t capacity = segment_->ring_bytes();
   uint64_t tail = p.streams.tail;
-  uint64_t available = ring.head.load(std::memory_order_acquire) - tail;
+  const uint64_t head = ring.head.load(std::memory_order_acquire);
+  uint64_t available = head - tail;
+  if (available > capacity) return FailCorrupt(peer, rank_, head, tail);
   bool moved = false;
   while (true) {
     if (in.in_message && in.received == Padded(in.ring_bytes)) {
@@ -416,6 +420,8 @@ bool PointToPoint::ProgressIncoming(int peer) {
     if (available == 0) break;
     if (!in.in_message && in.header_received == 0) {
       const uint64_t start = PastSkip(ring, capacity, tail);
+      // The skip is published before the head that follows it.
+      if (start - tail > available) return FailCorrupt(peer, rank_, head, start);
       available -= start - tail;
       moved |= start != tail;
       tail = start;
@@ -551,6 +557,17 @@ void PointToPoint::CheckTimeouts() {
       return;
     }
   }
+}
+
+bool PointToPoint::FailCorrupt(int from, int to, uint64_t head, uint64_t tail) {
+  FailAll(absl::DataLossError(absl::StrCat(
+      "shm: the ring from rank ", from, " to rank ", to, " on group '", waiter_->group(),
+      "' is corrupt (head ", head, ", read position ", tail, ", ring ", segment_->ring_bytes(),
+      " bytes; the head must be at most one ring ahead): something other than dist wrote the "
+      "shared segment (a stray write in a rank's process, or another process of this user); "
+      "messages between ranks ",
+      from, " and ", to, " are lost: destroy the communicator and create a new one")));
+  return true;
 }
 
 bool PointToPoint::Progress() {

@@ -174,6 +174,10 @@ class PointToPoint {
   void TakeReference(int peer, Incoming& in);
   bool HoldReference(Peer& p, const char* header);
   bool ProgressIncoming(int peer);
+  // Fails everything pending (the communicator with it): the ring from
+  // `from` to `to` holds a head and tail that no sender and receiver in
+  // step could have written. Returns true (something happened).
+  bool FailCorrupt(int from, int to, uint64_t head, uint64_t tail);
   void Deliver(Recv& recv, const char* data, uint64_t bytes);
   void Finish(Done& done, absl::Status status);
   absl::Status SizeMismatch(int peer, int64_t tag, uint64_t expected, uint64_t got) const;

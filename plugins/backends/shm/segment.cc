@@ -15,42 +15,6 @@
 namespace dist_shm {
 namespace {
 
-constexpr uint64_t kPage = 4096;
-
-// value rounded up to a multiple of align; false when that overflows.
-bool RoundUp(uint64_t value, uint64_t align, uint64_t* out) {
-  uint64_t sum = 0;
-  if (__builtin_add_overflow(value, align - 1, &sum)) return false;
-  *out = sum / align * align;
-  return true;
-}
-
-struct Offsets {
-  uint64_t ranks, rings, eager, slots, ring_data, total;
-};
-
-// Where everything lies for this geometry; false when a size overflows (a
-// slot_bytes of 2^63, or a header another process corrupted).
-bool ComputeOffsets(int32_t world_size, uint64_t slot_bytes, uint64_t ring_bytes, Offsets* o) {
-  if (world_size < 1) return false;
-  const uint64_t w = static_cast<uint64_t>(world_size);
-  uint64_t rank_bytes, ring_controls, eager, slots, rings;
-  bool ok = RoundUp(sizeof(Header), 64, &o->ranks) &&
-            !__builtin_mul_overflow(w, sizeof(RankControl), &rank_bytes) &&
-            !__builtin_add_overflow(o->ranks, rank_bytes, &o->rings) &&
-            !__builtin_mul_overflow(w * w, sizeof(RingControl), &ring_controls) &&
-            !__builtin_add_overflow(o->rings, ring_controls, &o->eager) &&
-            !__builtin_mul_overflow(kMaxEagerDepth * w, sizeof(EagerCell), &eager) &&
-            !__builtin_add_overflow(o->eager, eager, &o->slots) &&
-            RoundUp(o->slots, kPage, &o->slots) &&
-            !__builtin_mul_overflow(2 * w, slot_bytes, &slots) &&
-            !__builtin_add_overflow(o->slots, slots, &o->ring_data) &&
-            !__builtin_mul_overflow(w * w, ring_bytes, &rings) &&
-            !__builtin_add_overflow(o->ring_data, rings, &o->total) &&
-            RoundUp(o->total, kPage, &o->total);
-  return ok && o->total <= static_cast<uint64_t>(PTRDIFF_MAX);
-}
-
 std::string Errno() { return std::strerror(errno); }
 
 }  // namespace
