@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/config.h"
+#include "core/fork_guard.h"
 #include "core/host_api.h"
 #include "core/plugin_loader.h"
 #include "core/process_group.h"
@@ -47,10 +48,23 @@ dist_buffer_t EmptyBuffer() {
   return buffer;
 }
 
+// Not null when `group` belongs to the process this is a fork() child of
+// (core/fork_guard.h).
+dist_error_t* ForkedChildError(const char* function, const dist::ProcessGroup& group) {
+  if (!group.fork_owner().InForkedChild()) return nullptr;
+  return ToError(group.fork_owner().ChildError(function, group.Description()));
+}
+dist_error_t* ForkedChildError(const char* function, const dist_work_t& work) {
+  if (!work.fork_owner.InForkedChild()) return nullptr;
+  return ToError(work.fork_owner.ChildError(
+      function, absl::StrCat("this ", dist_collective_name(work.kind), "'s work handle")));
+}
+
 // Runs or submits one operation, depending on whether `work` is wanted.
 dist_error_t* Dispatch(const char* function, dist_process_group_t* group, dist_collective_t kind,
                        const dist_op_args_t& args, dist_work_t** work) {
   if (group == nullptr || !group->group) return NullArgument(function, "group");
+  if (dist_error_t* error = ForkedChildError(function, *group->group)) return error;
   return Guarded(function, [&]() -> dist_error_t* {
     if (work == nullptr) return ToError(group->group->Run(kind, args));
     *work = nullptr;
@@ -93,7 +107,15 @@ DIST_EXPORT dist_error_t* dist_init(const dist_init_options_t* options,
   });
 }
 
-DIST_EXPORT void dist_destroy(dist_process_group_t* group) { delete group; }
+DIST_EXPORT void dist_destroy(dist_process_group_t* group) {
+  if (group != nullptr && group->group && group->group->fork_owner().InForkedChild()) {
+    // The child's copy of its parent's group: destroying it would tell the
+    // parent's peers this rank left and wait for the parent's threads. Left
+    // unfreed instead (core/fork_guard.h).
+    dist::LeaveUnfreedInChild(group->group.release());
+  }
+  delete group;
+}
 
 DIST_EXPORT int32_t dist_rank(const dist_process_group_t* group) {
   return group == nullptr ? -1 : group->group->rank();
@@ -204,6 +226,7 @@ DIST_EXPORT dist_error_t* dist_sendrecv(dist_process_group_t* group, const dist_
                                         int32_t dst, const dist_buffer_t* recv, int32_t src,
                                         int64_t tag) {
   if (group == nullptr || !group->group) return NullArgument("dist_sendrecv", "group");
+  if (dist_error_t* error = ForkedChildError("dist_sendrecv", *group->group)) return error;
   if (send == nullptr) return NullArgument("dist_sendrecv", "send");
   if (recv == nullptr) return NullArgument("dist_sendrecv", "recv");
   dist_op_args_t send_args = MakeArgs(send, nullptr);
@@ -219,6 +242,7 @@ DIST_EXPORT dist_error_t* dist_sendrecv(dist_process_group_t* group, const dist_
 
 DIST_EXPORT dist_error_t* dist_work_wait(dist_work_t* work, int64_t timeout_ms) {
   if (work == nullptr) return NullArgument("dist_work_wait", "work");
+  if (dist_error_t* error = ForkedChildError("dist_work_wait", *work)) return error;
   // Longer than kMaxTimeoutMs is as good as forever, and overflows plugins'
   // deadline arithmetic.
   if (timeout_ms > dist::kMaxTimeoutMs) timeout_ms = dist::kMaxTimeoutMs;
@@ -236,6 +260,7 @@ DIST_EXPORT dist_error_t* dist_work_wait(dist_work_t* work, int64_t timeout_ms) 
 DIST_EXPORT dist_error_t* dist_work_test(dist_work_t* work, int* done) {
   if (work == nullptr) return NullArgument("dist_work_test", "work");
   if (done == nullptr) return NullArgument("dist_work_test", "done");
+  if (dist_error_t* error = ForkedChildError("dist_work_test", *work)) return error;
   if (work->plugin->work_test == nullptr) {
     return dist_error_new(DIST_UNIMPLEMENTED, "dist_work_test: the backend has no work_test");
   }
@@ -246,6 +271,7 @@ DIST_EXPORT dist_error_t* dist_work_test(dist_work_t* work, int* done) {
 
 DIST_EXPORT dist_error_t* dist_work_wait_stream(dist_work_t* work, void* stream) {
   if (work == nullptr) return NullArgument("dist_work_wait_stream", "work");
+  if (dist_error_t* error = ForkedChildError("dist_work_wait_stream", *work)) return error;
   if (work->plugin->work_wait_stream == nullptr) {
     return dist_error_new(DIST_UNIMPLEMENTED,
                           "dist_work_wait_stream: this backend has no stream-ordered wait; "
@@ -256,6 +282,12 @@ DIST_EXPORT dist_error_t* dist_work_wait_stream(dist_work_t* work, void* stream)
 
 DIST_EXPORT void dist_work_destroy(dist_work_t* work) {
   if (work == nullptr) return;
+  // A forked child's copy: left unfreed, as dist_destroy leaves its groups
+  // (its store reference, released, could close the parent's connection).
+  if (work->fork_owner.InForkedChild()) {
+    dist::LeaveUnfreedInChild(work);
+    return;
+  }
   work->plugin->work_destroy(work->work);
   delete work;
 }
@@ -265,6 +297,7 @@ DIST_EXPORT dist_error_t* dist_new_group(dist_process_group_t* parent, const int
   if (parent == nullptr) return NullArgument("dist_new_group", "parent");
   if (group == nullptr) return NullArgument("dist_new_group", "group");
   if (ranks == nullptr && num_ranks > 0) return NullArgument("dist_new_group", "ranks");
+  if (dist_error_t* error = ForkedChildError("dist_new_group", *parent->group)) return error;
   *group = nullptr;
   return Guarded("dist_new_group", [&]() -> dist_error_t* {
     absl::StatusOr<std::unique_ptr<ProcessGroup>> made =
@@ -277,6 +310,8 @@ DIST_EXPORT dist_error_t* dist_new_group(dist_process_group_t* parent, const int
 
 DIST_EXPORT void dist_abort(dist_process_group_t* group, const char* reason) {
   if (group == nullptr) return;
+  // Aborting the child's copy would abort the parent's job.
+  if (group->group->fork_owner().InForkedChild()) return;
   // Nothing to return an error to; Abort only fails if memory runs out.
   dist_error_destroy(Guarded("dist_abort", [&]() -> dist_error_t* {
     group->group->Abort(reason != nullptr ? reason : "aborted by the application");
@@ -288,6 +323,8 @@ DIST_EXPORT const char* dist_version(void) { return dist::kCoreVersion; }
 
 DIST_EXPORT dist_error_t* dist_trace_dump(const dist_process_group_t* group, const char* path) {
   if (group == nullptr || !group->group) return NullArgument("dist_trace_dump", "group");
+  // The recorder's entry locks are as a parent's thread left them at fork.
+  if (dist_error_t* error = ForkedChildError("dist_trace_dump", *group->group)) return error;
   return Guarded("dist_trace_dump", [&] {
     absl::StatusOr<std::string> written = group->group->recorder().Dump(
         path != nullptr ? path : "", "requested by the application (dist_trace_dump)");

@@ -327,6 +327,10 @@ absl::Status ProcessGroup::NotMemberError() const {
       name_, "' (ranks ", absl::StrJoin(parent_ranks_, ","), "); only members may use it"));
 }
 
+std::string ProcessGroup::Description() const {
+  return absl::StrCat("process group '", name_, "'");
+}
+
 const char* ProcessGroup::BackendName(dist_device_type_t device) const {
   if (static_cast<int>(device) < 0 || device >= DIST_DEVICE_TYPE_COUNT) return nullptr;
   const int index = comm_for_device_[device];

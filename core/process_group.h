@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/fork_guard.h"
 #include "core/group_tracing.h"
 #include "core/plugin_loader.h"
 #include "dist/backend_plugin.h"
@@ -77,6 +78,10 @@ class ProcessGroup {
   absl::Duration timeout() const { return timeout_; }
   const char* BackendName(dist_device_type_t device) const;
   const FlightRecorder& recorder() const { return *tracing_->recorder(); }
+  // The process that made this group (core/fork_guard.h), and how errors
+  // name the group ("process group 'default'").
+  const ForkOwner& fork_owner() const { return fork_owner_; }
+  std::string Description() const;
 
  private:
   // Where an operation that passed the core's checks goes.
@@ -125,6 +130,7 @@ class ProcessGroup {
   void AbortComms(const std::string& reason);
 
   const uint64_t id_;  // unique in the process, never reused: keys RouteOf's cache
+  const ForkOwner fork_owner_;
   std::string name_;
   int32_t rank_ = -1;
   int32_t world_size_ = 0;
@@ -160,6 +166,7 @@ struct dist_work {
   std::shared_ptr<dist::FlightRecorder> recorder;  // may outlive the group
   uint64_t trace_id = 0;                           // 0: not recorded
   std::shared_ptr<dist::StoreOwner> store;         // told when the operation fails
+  dist::ForkOwner fork_owner;                      // the process that issued it
 };
 
 #endif  // DIST_CORE_PROCESS_GROUP_H_

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <mpi.h>
+#include <unistd.h>
 #if defined(OPEN_MPI) && OPEN_MPI
 #include <mpi-ext.h>  // MPIX_Query_cuda_support; MPICH has no such header
 #endif
@@ -133,7 +134,12 @@ absl::Status Runtime::EnsureInitialized() {
     // default kills the job. The plugin owns MPI here, so errors return and
     // become dist errors instead.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    std::atexit([] { Runtime::Get().FinalizeAtExit(); });
+    // Only in this process: a fork() child that exits runs it too, and
+    // finalizing there would hang the child and speak for this rank.
+    static const pid_t owner = getpid();
+    std::atexit([] {
+      if (getpid() == owner) Runtime::Get().FinalizeAtExit();
+    });
   } else {
     MPI_Query_thread(&provided);
     // Whoever initialized MPI (the host, or the mpi:// rendezvous) finalizes

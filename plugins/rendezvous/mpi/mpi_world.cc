@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <mpi.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -67,7 +68,11 @@ absl::Status Initialize() {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   // Registered before the backend's own exit handler, so it runs after it
   // (the backend stops its progress thread first).
+  // Only in this process: a fork() child that exits runs it too, and its
+  // MPI_Finalize would hang the child and speak for this rank.
+  static const pid_t owner = getpid();
   std::atexit([] {
+    if (getpid() != owner) return;
     int done = 0;
     MPI_Finalized(&done);
     if (!done) MPI_Finalize();

@@ -66,7 +66,14 @@ DIST_EXPORT dist_error_t* dist_init(const dist_init_options_t* options,
                                     dist_process_group_t** group);
 
 /* Waits for outstanding work (bounded by the timeout) and frees the group.
- * Subgroups must be destroyed first. NULL is a no-op. */
+ * Subgroups must be destroyed first. NULL is a no-op.
+ *
+ * fork(): groups and work handles belong to the process that made them. In
+ * a child that fork() made afterwards, every operation on them (and
+ * dist_work_wait/test, dist_new_group, dist_trace_dump) fails with
+ * DIST_FAILED_PRECONDITION, and dist_destroy, dist_abort and
+ * dist_work_destroy leave the parent's job alone (the child's copy is not
+ * freed). The child may dist_init a group of its own. */
 DIST_EXPORT void dist_destroy(dist_process_group_t* group);
 
 /* This process's rank in the group, or -1 if it is not a member. */

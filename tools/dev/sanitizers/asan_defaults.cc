@@ -2,6 +2,7 @@
 // so that tests find them wherever Bazel runs them. Suppressions cover
 // third-party code only, each with why.
 #include <dlfcn.h>
+#include <unistd.h>
 
 // LeakSanitizer's stop-the-world tracer crashes ("Tracer caught signal 11")
 // walking the dynamic TLS that it tracks through __tls_get_addr once MPICH
@@ -23,11 +24,19 @@ extern "C" const char* __lsan_default_suppressions() {
       "leak:libmpich.so\n";
 }
 
+namespace {
+const pid_t started_as = getpid();
+}  // namespace
+
 // Open MPI's components are shared objects that MPI_Finalize unloads: what
 // they leave allocated is reported with "<unknown module>" frames that no
 // suppression can name. In a process that loaded Open MPI the leak check is
 // therefore off; every other AddressSanitizer and UBSan check stays on.
+// So it is in a fork() child that exits normally (tests/core:
+// fork_child_program): it holds objects that only its parent's threads
+// reference, and has none of those threads.
 extern "C" int __lsan_is_turned_off() {
+  if (getpid() != started_as) return 1;
   void* mpi = dlopen("libmpi.so.40", RTLD_NOW | RTLD_NOLOAD);
   if (mpi == nullptr) return 0;
   dlclose(mpi);
