@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -229,6 +231,55 @@ TEST(ConnectFullMesh, APeerGoneAfterPublishingFailsEveryRankInTime) {
     EXPECT_LT(took[rank], timeout + absl::Seconds(2)) << "rank " << rank << ": " << connected[rank];
   }
   EXPECT_TRUE(named) << connected[0] << "\n" << connected[1] << "\n" << connected[2];
+}
+
+// Rank 3 cannot open its sockets (its process is at its open-files limit):
+// it fails naming the limit and the fix, and ranks 0-2 fail at once naming
+// rank 3, not at their timeout waiting for its addresses.
+TEST(ConnectFullMesh, ARankOutOfFileDescriptorsFailsEveryRankAtOnce) {
+  constexpr int kRanks = 4;
+  constexpr int kStuck = 3;
+  const absl::Duration timeout = absl::Seconds(20);
+  StoreHolder store;
+  auto device = LoopbackDevice();
+  {
+    rlimit saved{};
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+    int open_files = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+      static_cast<void>(entry);
+      ++open_files;
+    }
+    rlimit low = saved;
+    low.rlim_cur = static_cast<rlim_t>(open_files + 1);  // one socket, not three
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+    auto context = std::make_shared<gloo::Context>(kStuck, kRanks);
+    const absl::Status stuck = ConnectFullMesh(*context, store.view(), device, timeout, Options());
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+    EXPECT_TRUE(absl::IsResourceExhausted(stuck)) << stuck;
+    EXPECT_THAT(std::string(stuck.message()), HasSubstr("Too many open files"));
+    EXPECT_THAT(std::string(stuck.message()), HasSubstr("ulimit -n"));
+  }
+  std::vector<absl::Status> connected(kStuck);
+  std::vector<absl::Duration> took(kStuck);
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < kStuck; ++rank) {
+    ranks.emplace_back([&, rank] {
+      auto context = std::make_shared<gloo::Context>(rank, kRanks);
+      context->setTimeout(std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+      const absl::Time start = absl::Now();
+      connected[rank] = ConnectFullMesh(*context, store.view(), device, timeout, Options());
+      took[rank] = absl::Now() - start;
+    });
+  }
+  for (std::thread& thread : ranks) thread.join();
+  for (int rank = 0; rank < kStuck; ++rank) {
+    EXPECT_TRUE(absl::IsFailedPrecondition(connected[rank]))
+        << "rank " << rank << ": " << connected[rank];
+    EXPECT_THAT(std::string(connected[rank].message()),
+                HasSubstr("rank 3 could not open its Gloo sockets"));
+    EXPECT_LT(took[rank], absl::Seconds(5)) << "rank " << rank;
+  }
 }
 
 // Rank 1 "publishes" an address at 127.0.0.2, larger than rank 0's at

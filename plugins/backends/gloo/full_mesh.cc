@@ -1,6 +1,7 @@
 #include "plugins/backends/gloo/full_mesh.h"
 
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -48,6 +50,32 @@ absl::StatusOr<std::string> GetWhenSet(const dist::StoreView& store, const std::
           absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1)))));
     }
   }
+}
+
+// What a rank publishes in place of its addresses when it could not open
+// its ends of the pairs, followed by why: its peers fail at once, naming
+// it, instead of waiting their whole timeout for addresses that never come.
+// (Addresses are sockaddr bytes, which never begin so.)
+constexpr absl::string_view kSetupFailed = "dist-gloo: no addresses: ";
+
+// Gloo's exception from opening this rank's ends of the pairs (socket,
+// bind, listen), as one line, with the fix where it is known.
+absl::Status SetupFailure(const char* what, int world_size) {
+  std::string message = absl::StrCat("could not open its Gloo sockets (", what, ")");
+  if (absl::StrContains(what, "Too many open files in system")) {
+    absl::StrAppend(&message, ": the host is out of file descriptors (fs.file-max)");
+  } else if (absl::StrContains(what, "Too many open files")) {
+    rlimit files{};
+    getrlimit(RLIMIT_NOFILE, &files);
+    // A pair is a socket, and a listening one until its peer connects; the
+    // synchronous pairs are a second mesh.
+    absl::StrAppend(&message, ": this process may open ", files.rlim_cur,
+                    " files (ulimit -n) and a Gloo group of ", world_size,
+                    " ranks needs up to 4 per peer while connecting (",
+                    4 * static_cast<int64_t>(world_size - 1),
+                    " here) besides the program's own; raise the limit");
+  }
+  return absl::ResourceExhaustedError(message);
 }
 
 // Where `other`'s pair is in the list of addresses `owner` publishes: in
@@ -239,11 +267,19 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
   // value: what Gloo's own connectFullMesh publishes.
   std::string mine;
   size_t address_bytes = 0;
-  for (int peer = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    const std::vector<char> bytes = transport->createPair(peer)->address().bytes();
-    address_bytes = bytes.size();
-    mine.append(bytes.begin(), bytes.end());
+  try {
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == rank) continue;
+      const std::vector<char> bytes = transport->createPair(peer)->address().bytes();
+      address_bytes = bytes.size();
+      mine.append(bytes.begin(), bytes.end());
+    }
+  } catch (const std::exception& e) {
+    const absl::Status failed = SetupFailure(e.what(), size);
+    // Best effort: a peer that cannot read it times out as before.
+    store.Set(absl::StrCat(options.key_prefix, rank), absl::StrCat(kSetupFailed, failed.message()))
+        .IgnoreError();
+    return absl::Status(failed.code(), absl::StrCat("this rank ", failed.message()));
   }
   // The secret the pairs prove they know (pair_proof.h): rank 0's, set
   // before its addresses, so a rank that has those can have it at once.
@@ -280,6 +316,12 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
                          " waiting for the address of rank(s) ", peer, "; ", options.hint, " (",
                          status.message(), ")"));
       }
+      break;
+    }
+    if (absl::StartsWith(*theirs, kSetupFailed)) {
+      // Not UNAVAILABLE: nothing about reaching that rank would help.
+      status = absl::FailedPreconditionError(
+          absl::StrCat("rank ", peer, " ", theirs->substr(kSetupFailed.size())));
       break;
     }
     // Their end of the pair with this rank.
