@@ -272,6 +272,15 @@ TEST(DistrunTest, ForwardsSigtermAndReportsIt) {
   EXPECT_THAT(r.err, HasSubstr("rank 1: killed by SIGTERM"));
 }
 
+// Out of descriptors while starting ranks: the message names the limit,
+// not the program.
+TEST(DistrunTest, RunningOutOfDescriptorsNamesTheLimit) {
+  ProcessResult r = Subprocess::Run(
+      {"/bin/sh", "-c", absl::StrCat("ulimit -n 24; exec ", Distrun(), " -n 8 /bin/true")});
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("too many open files (EMFILE); raise the open-files limit"));
+}
+
 TEST(DistrunTest, MissingProgram) {
   ProcessResult r = Subprocess::Run({Distrun(), "-n", "2", "/nonexistent/program"});
   EXPECT_EQ(r.exit_code, 127);

@@ -157,8 +157,16 @@ bool Launcher::StartRank(int local_rank) {
       uv_close(reinterpret_cast<uv_handle_t*>(&s->pipe), nullptr);
     }
     start_error_code_ = (rc == UV_ENOENT) ? 127 : 126;
+    // Out of descriptors or processes is this launcher's (or the host's)
+    // limit, not the program's fault: say which limit.
+    const char* fix = rc == UV_EMFILE   ? "raise the open-files limit (ulimit -n): distrun keeps 3 "
+                                          "pipes per rank"
+                      : rc == UV_ENFILE ? "the host is out of file descriptors (fs.file-max)"
+                      : rc == UV_EAGAIN ? "the user's process limit is reached (ulimit -u)"
+                      : rc == UV_ENOMEM ? "the host is out of memory"
+                                        : "check the program name, PATH and permissions";
     Log(absl::StrCat("cannot start rank ", rank.rank, " ('", job_.argv[0], "'): ", uv_strerror(rc),
-                     " (", uv_err_name(rc), "); check the program name, PATH and permissions"));
+                     " (", uv_err_name(rc), "); ", fix));
     return false;
   }
   rank.started = true;
