@@ -58,6 +58,30 @@ struct StoreHolder {
   dist::StoreView view() const { return dist::StoreView(table); }
 };
 
+// Ranks 0..count-1 of a world of `world` connect at once, each on a thread
+// of its own; each one's status and how long it took.
+struct Outcome {
+  absl::Status status;
+  absl::Duration took;
+};
+std::vector<Outcome> ConnectRanks(int count, int world, const dist::StoreView& store,
+                                  absl::Duration timeout) {
+  std::vector<Outcome> outcomes(count);
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < count; ++rank) {
+    ranks.emplace_back([&, rank] {
+      auto context = std::make_shared<gloo::Context>(rank, world);
+      context->setTimeout(std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+      const absl::Time start = absl::Now();
+      outcomes[rank].status =
+          ConnectFullMesh(*context, store, LoopbackDevice(), timeout, Options());
+      outcomes[rank].took = absl::Now() - start;
+    });
+  }
+  for (std::thread& thread : ranks) thread.join();
+  return outcomes;
+}
+
 // Twelve ranks: each rank makes the connections of the pairs where Gloo
 // puts it on the connecting side and waits for the others, so a wrong side
 // (or a connect that waits on a peer's wait) would stall ranks into the
@@ -208,29 +232,22 @@ TEST(ConnectFullMesh, APeerGoneAfterPublishingFailsEveryRankInTime) {
     }
     ASSERT_TRUE(store.view().Set(absl::StrCat(kPrefix, kGone), addresses).ok());
   }  // the listening sockets close here
-  std::vector<absl::Status> connected(kGone);
-  std::vector<absl::Duration> took(kGone);
-  auto rank_main = [&](int rank) {
-    auto context = std::make_shared<gloo::Context>(rank, kRanks);
-    context->setTimeout(std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
-    const absl::Time start = absl::Now();
-    connected[rank] = ConnectFullMesh(*context, store.view(), LoopbackDevice(), timeout, Options());
-    took[rank] = absl::Now() - start;
-  };
-  std::vector<std::thread> ranks;
-  for (int rank = 0; rank < kGone; ++rank) ranks.emplace_back(rank_main, rank);
-  for (std::thread& thread : ranks) thread.join();
+  const std::vector<Outcome> connected = ConnectRanks(kGone, kRanks, store.view(), timeout);
   bool named = false;
   for (int rank = 0; rank < kGone; ++rank) {
-    ASSERT_FALSE(connected[rank].ok()) << "rank " << rank;
-    EXPECT_THAT(std::string(connected[rank].message()), HasSubstr("connect")) << "rank " << rank;
-    named |= absl::StrContains(connected[rank].message(), "rank 3") ||
-             absl::StrContains(connected[rank].message(), "rank(s) 3");
+    const absl::Status& status = connected[rank].status;
+    ASSERT_FALSE(status.ok()) << "rank " << rank;
+    EXPECT_THAT(std::string(status.message()), HasSubstr("connect")) << "rank " << rank;
+    named |= absl::StrContains(status.message(), "rank 3") ||
+             absl::StrContains(status.message(), "rank(s) 3");
     // The timeout, once, plus scheduling: not Gloo's five times the pair's
     // timeout for a connect, nor one timeout per pair.
-    EXPECT_LT(took[rank], timeout + absl::Seconds(2)) << "rank " << rank << ": " << connected[rank];
+    EXPECT_LT(connected[rank].took, timeout + absl::Seconds(2))
+        << "rank " << rank << ": " << status;
   }
-  EXPECT_TRUE(named) << connected[0] << "\n" << connected[1] << "\n" << connected[2];
+  EXPECT_TRUE(named) << connected[0].status << "\n"
+                     << connected[1].status << "\n"
+                     << connected[2].status;
 }
 
 // Rank 3 cannot open its sockets (its process is at its open-files limit):
@@ -241,7 +258,6 @@ TEST(ConnectFullMesh, ARankOutOfFileDescriptorsFailsEveryRankAtOnce) {
   constexpr int kStuck = 3;
   const absl::Duration timeout = absl::Seconds(20);
   StoreHolder store;
-  auto device = LoopbackDevice();
   {
     rlimit saved{};
     ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
@@ -253,6 +269,7 @@ TEST(ConnectFullMesh, ARankOutOfFileDescriptorsFailsEveryRankAtOnce) {
     rlimit low = saved;
     low.rlim_cur = static_cast<rlim_t>(open_files + 1);  // one socket, not three
     ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+    auto device = LoopbackDevice();
     auto context = std::make_shared<gloo::Context>(kStuck, kRanks);
     const absl::Status stuck = ConnectFullMesh(*context, store.view(), device, timeout, Options());
     ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
@@ -260,25 +277,12 @@ TEST(ConnectFullMesh, ARankOutOfFileDescriptorsFailsEveryRankAtOnce) {
     EXPECT_THAT(std::string(stuck.message()), HasSubstr("Too many open files"));
     EXPECT_THAT(std::string(stuck.message()), HasSubstr("ulimit -n"));
   }
-  std::vector<absl::Status> connected(kStuck);
-  std::vector<absl::Duration> took(kStuck);
-  std::vector<std::thread> ranks;
+  const std::vector<Outcome> connected = ConnectRanks(kStuck, kRanks, store.view(), timeout);
   for (int rank = 0; rank < kStuck; ++rank) {
-    ranks.emplace_back([&, rank] {
-      auto context = std::make_shared<gloo::Context>(rank, kRanks);
-      context->setTimeout(std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
-      const absl::Time start = absl::Now();
-      connected[rank] = ConnectFullMesh(*context, store.view(), device, timeout, Options());
-      took[rank] = absl::Now() - start;
-    });
-  }
-  for (std::thread& thread : ranks) thread.join();
-  for (int rank = 0; rank < kStuck; ++rank) {
-    EXPECT_TRUE(absl::IsFailedPrecondition(connected[rank]))
-        << "rank " << rank << ": " << connected[rank];
-    EXPECT_THAT(std::string(connected[rank].message()),
-                HasSubstr("rank 3 could not open its Gloo sockets"));
-    EXPECT_LT(took[rank], absl::Seconds(5)) << "rank " << rank;
+    const absl::Status& status = connected[rank].status;
+    EXPECT_TRUE(absl::IsFailedPrecondition(status)) << "rank " << rank << ": " << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr("rank 3 could not open its Gloo sockets"));
+    EXPECT_LT(connected[rank].took, absl::Seconds(5)) << "rank " << rank;
   }
 }
 
