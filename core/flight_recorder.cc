@@ -8,11 +8,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/logging.h"
+#include "core/own_file.h"
 #include "dist/cpp/validate.hpp"
 #include "nlohmann/json.hpp"
 
@@ -298,26 +299,12 @@ absl::StatusOr<std::string> FlightRecorder::DumpRank(int32_t global_rank, const 
     }
   }
   dump["groups"] = std::move(groups);
-  // Write beside the target and rename, so a reader never sees half a dump.
-  const std::string temporary = absl::StrCat(target, ".tmp.", getpid());
-  {
-    std::ofstream file(temporary, std::ios::trunc);
-    if (!file) {
-      return absl::UnavailableError(absl::StrCat("flight recorder: cannot write ", temporary, ": ",
-                                                 std::strerror(errno), "; check DIST_TRACE_DIR"));
-    }
-    file << dump.dump(1) << "\n";
-    if (!file.flush()) {
-      return absl::UnavailableError(
-          absl::StrCat("flight recorder: writing ", temporary, " failed: ", std::strerror(errno)));
-    }
-  }
-  if (std::rename(temporary.c_str(), target.c_str()) != 0) {
-    const int error = errno;
-    std::remove(temporary.c_str());
-    return absl::UnavailableError(absl::StrCat("flight recorder: cannot rename ", temporary, " to ",
-                                               target, ": ", std::strerror(error)));
-  }
+  // Replaces a dump an earlier run left, never a file of someone else's.
+  const absl::Status written = WriteOwnFile(
+      target, dump.dump(1) + "\n",
+      [](absl::string_view head) { return absl::StrContains(head, "\"format\": \"dist-trace\""); },
+      "flight recorder");
+  if (!written.ok()) return written;
   return target;
 }
 

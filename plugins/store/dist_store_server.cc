@@ -1,11 +1,14 @@
 // dist_store_server: a standalone TCP store, for jobs whose rank 0 should not
 // host the store (tcp://host:port?external=1). Runs until SIGINT or SIGTERM.
+#include <errno.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include <fstream>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -103,10 +106,20 @@ int main(int argc, char** argv) {
   }
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
   if (!port_file.empty()) {
-    // Write then rename, so a reader never sees a half-written port.
-    const std::string temp = port_file + ".tmp";
-    std::ofstream(temp) << (*server)->port() << "\n";
-    rename(temp.c_str(), port_file.c_str());
+    // Write then rename, so a reader never sees a half-written port; the
+    // temporary is a new file (mkstemp), so in a shared directory (/tmp) a
+    // link planted under a predictable name is never followed.
+    std::string temp = port_file + ".tmp.XXXXXX";
+    const int fd = mkstemp(temp.data());
+    const std::string port = absl::StrCat((*server)->port(), "\n");
+    if (fd < 0 || fchmod(fd, 0644) != 0 ||
+        write(fd, port.data(), port.size()) != static_cast<ssize_t>(port.size()) ||
+        close(fd) != 0 || rename(temp.c_str(), port_file.c_str()) != 0) {
+      fprintf(stderr, "dist_store_server: cannot write --port_file %s: %s\n", port_file.c_str(),
+              strerror(errno));
+      if (fd >= 0) unlink(temp.c_str());
+      return 1;
+    }
   }
   fprintf(stderr, "dist_store_server: listening on %s%s\n", (*server)->address().c_str(),
           options.token.empty() ? "" : " (token required)");

@@ -2,10 +2,15 @@
 // and the fingerprint's wire form (core/collective_check.h).
 #include "core/flight_recorder.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/collective_check.h"
 #include "core/trace_clock.h"
@@ -145,6 +150,54 @@ TEST(FlightRecorderTest, DumpNeedsAPathOrADirectory) {
   written = recorder.Dump("/nonexistent/dir/x.json", "on demand");
   ASSERT_FALSE(written.ok());
   EXPECT_NE(written.status().message().find("/nonexistent/dir/x.json"), std::string::npos);
+}
+
+std::string Contents(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// DIST_TRACE_DIR may be a shared directory (/tmp): the dump is written
+// through a new file of its own, so a link another user planted under the
+// temporary's old, predictable name (<dump>.tmp.<pid>) is not followed; and
+// it replaces an earlier dump, never a file of someone else's.
+TEST(FlightRecorderTest, DumpsNeitherFollowPlantedLinksNorReplaceOthersFiles) {
+  const std::string dir = TempDir() + "/shared";
+  std::filesystem::create_directories(dir);
+  const std::string victim = TempDir() + "/victim.txt";
+  std::ofstream(victim) << "precious\n";
+  const std::string dump = dir + "/rank-41.json";
+  const std::string planted = absl::StrCat(dump, ".tmp.", getpid());
+  std::filesystem::create_symlink(victim, planted);
+  FlightRecorder recorder("default", 41, 0, 1, "gloo", 4, dir);
+  absl::StatusOr<std::string> written = recorder.Dump("", "first");
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(Contents(victim), "precious\n");
+  EXPECT_EQ(ReadJson(dump)["reason"], "first");
+  // An earlier dump is replaced.
+  written = recorder.Dump("", "second");
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(ReadJson(dump)["reason"], "second");
+  // Someone's file, or a link, where a dump would go is left alone.
+  const std::string theirs = TempDir() + "/theirs.json";
+  std::ofstream(theirs) << "{\"not\": \"a dump\"}\n";
+  written = recorder.Dump(theirs, "third");
+  ASSERT_FALSE(written.ok());
+  EXPECT_EQ(written.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(written.status().message().find("dist did not write it"), std::string::npos)
+      << written.status();
+  EXPECT_EQ(Contents(theirs), "{\"not\": \"a dump\"}\n");
+  const std::string link = TempDir() + "/link.json";
+  std::filesystem::create_symlink(victim, link);
+  written = recorder.Dump(link, "fourth");
+  ASSERT_FALSE(written.ok());
+  EXPECT_NE(written.status().message().find("not a regular file"), std::string::npos)
+      << written.status();
+  EXPECT_EQ(Contents(victim), "precious\n");
+  // No temporary left beside them.
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    EXPECT_TRUE(entry.path() == dump || entry.path() == planted) << entry.path();
+  }
 }
 
 TEST(FingerprintTest, RoundTripsAndDescribes) {

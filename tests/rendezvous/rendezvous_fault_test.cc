@@ -3,6 +3,7 @@
 // stale rendezvous files, and the standalone dist_store_server.
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <iterator>
@@ -101,6 +102,11 @@ TEST(TcpFaults, PortInUseAcrossProcesses) {
 
 TEST(TcpFaults, ExternalStoreServerWithToken) {
   const std::string port_file = TempPath("port");
+  // A link planted where the port file's temporary used to go (a shared
+  // directory such as /tmp): never followed.
+  const std::string victim = TempPath("victim");
+  std::ofstream(victim) << "precious\n";
+  ASSERT_EQ(symlink(victim.c_str(), (port_file + ".tmp").c_str()), 0);
   auto server = Process::Start({Runfile("plugins/store/dist_store_server"), "--host=127.0.0.1",
                                 "--port=0", "--port_file=" + port_file},
                                {{"DIST_STORE_TOKEN", "job-secret"}});
@@ -109,6 +115,9 @@ TEST(TcpFaults, ExternalStoreServerWithToken) {
   int port = 0;
   std::ifstream(port_file) >> port;
   ASSERT_GT(port, 0);
+  std::string kept;
+  std::getline(std::ifstream(victim), kept);
+  EXPECT_EQ(kept, "precious");
   Job job = Job::Make("tcp", 3);
   job.port = port;
   job.extra_query = "&external=1";
