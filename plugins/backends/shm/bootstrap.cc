@@ -1,6 +1,5 @@
 #include "bootstrap.h"
 
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,7 +7,6 @@
 #include <vector>
 
 #include "abort_state.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -65,19 +63,6 @@ Geometry ChooseGeometry(int32_t world, const Tuning& tuning) {
 // What is left of comm_create's time budget (every step shares one timeout).
 absl::Duration Remaining(absl::Time deadline) {
   return std::max(deadline - absl::Now(), absl::Milliseconds(1));
-}
-
-std::string RandomName() {
-  unsigned char bytes[12];
-  if (getrandom(bytes, sizeof(bytes), 0) != static_cast<ssize_t>(sizeof(bytes))) {
-    // Not secret, only unique: fall back to pid and time.
-    const uint64_t mix =
-        static_cast<uint64_t>(getpid()) ^ static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
-    std::memcpy(bytes, &mix, sizeof(mix));
-  }
-  return absl::StrCat("/dist-shm-", getpid(), "-",
-                      absl::BytesToHexString(
-                          absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes))));
 }
 
 // Keys of one comm_create. A store namespace may serve several creations in
@@ -209,7 +194,7 @@ absl::StatusOr<std::unique_ptr<Segment>> JoinSegment(const dist_comm_config_t& c
       store.Set(keys.Segment(), absl::StrCat(kErrorPrefix, hosts.message())).IgnoreError();
       return hosts;
     }
-    name = RandomName();
+    name = UniqueSegmentName("/dist-shm-");
     absl::StatusOr<std::unique_ptr<Segment>> created =
         Segment::Create(name, ChooseGeometry(config.world_size, tuning));
     if (!created.ok()) {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "communicator.h"
 #include "dist/cpp/backend_adapter.hpp"
+#include "segment.h"
 
 namespace dist_shm {
 namespace {
@@ -72,7 +73,9 @@ class ShmBackend : public dist::Backend {
   const char* LibraryVersion() override { return "POSIX shared memory with futex waits (Linux)"; }
 
   absl::Status Probe() override {  // can this process create a segment at all?
-    const std::string name = absl::StrCat("/dist-shm-probe-", getpid());
+    // A fresh name: with a predictable one (the pid), another user could
+    // create it first and make shm unavailable to this process.
+    const std::string name = UniqueSegmentName("/dist-shm-probe-");
     const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0) {
       return absl::UnavailableError(

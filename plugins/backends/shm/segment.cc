@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,7 +11,9 @@
 #include <cstring>
 #include <new>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace dist_shm {
 namespace {
@@ -18,6 +21,19 @@ namespace {
 std::string Errno() { return std::strerror(errno); }
 
 }  // namespace
+
+std::string UniqueSegmentName(const std::string& prefix) {
+  unsigned char bytes[12];
+  if (getrandom(bytes, sizeof(bytes), 0) != static_cast<ssize_t>(sizeof(bytes))) {
+    // Unique still (pid and time), if guessable.
+    const uint64_t mix =
+        static_cast<uint64_t>(getpid()) ^ static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
+    std::memcpy(bytes, &mix, sizeof(mix));
+  }
+  return absl::StrCat(prefix, getpid(), "-",
+                      absl::BytesToHexString(
+                          absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes))));
+}
 
 bool ValidSizes(uint64_t slot_bytes, uint64_t ring_bytes) {
   for (uint64_t bytes : {slot_bytes, ring_bytes}) {

@@ -20,6 +20,11 @@ inline constexpr uint64_t kMinSlotBytes = 4096;
 inline constexpr uint64_t kMaxSlotBytes = uint64_t{1} << 30;
 bool ValidSizes(uint64_t slot_bytes, uint64_t ring_bytes);
 
+// A name for a new segment that no other process picks: `prefix`
+// ("/dist-shm-"), this pid, 96 random bits. Not guessable either, so that
+// another user cannot take it first (Create would then fail).
+std::string UniqueSegmentName(const std::string& prefix);
+
 struct Geometry {
   int32_t world_size = 0;
   uint64_t slot_bytes = 0;
