@@ -1,12 +1,14 @@
 #include "core/config.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
+#include <cstring>
 #include <map>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -57,16 +59,46 @@ std::string TomlScalarToString(const toml::node& node) {
   return "";
 }
 
+// A config file is a few lines; anything near this is not one.
+constexpr uint64_t kMaxConfigBytes = 1 << 20;
+
 absl::StatusOr<FileConfig> LoadConfigFile(const std::string& path) {
   FileConfig file;
   file.path = path;
-  struct stat info;
-  std::ifstream in(path, std::ios::binary);
-  if (stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode) || !in) {
-    return absl::NotFoundError(
-        absl::StrCat("config file ", path, " cannot be opened; check DIST_CONFIG or the path"));
+  // Non-blocking, and checked on the descriptor: a FIFO there blocked
+  // open() until something wrote to it (dist_init hung), and /dev/zero or a
+  // log file read until memory ran out.
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(absl::StrCat("config file ", path, " cannot be opened (",
+                                            std::strerror(errno),
+                                            "); check DIST_CONFIG or the path"));
   }
-  const std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{fd};
+  struct stat info {};
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config file ", path,
+                     " is not a regular file (a FIFO, device or directory); point DIST_CONFIG "
+                     "at a TOML file"));
+  }
+  if (static_cast<uint64_t>(info.st_size) > kMaxConfigBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config file ", path, " is ", info.st_size, " bytes, more than a config file can be (",
+        kMaxConfigBytes, "); check DIST_CONFIG or the path"));
+  }
+  std::string raw(static_cast<size_t>(info.st_size), '\0');
+  size_t got = 0;
+  while (got < raw.size()) {
+    const ssize_t n = read(fd, raw.data() + got, raw.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // shorter than it was: what is there
+    got += static_cast<size_t>(n);
+  }
+  raw.resize(got);
   absl::StatusOr<std::string> text = SafeTomlText(raw, path);
   if (!text.ok()) return text.status();
   toml::table table;

@@ -61,7 +61,9 @@ bool Within(uint64_t offset, uint64_t size, uint64_t file_size) {
 }  // namespace
 
 absl::Status CheckElfSharedObject(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO found where a plugin should be would wait
+  // for a writer; it is refused below as not a regular file.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": cannot open: ", std::strerror(errno),
                                                       "; check the path and its permissions"));

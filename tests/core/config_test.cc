@@ -1,6 +1,8 @@
 // Configuration precedence and every bad value of every variable.
 #include "core/config.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -183,6 +185,31 @@ TEST_F(ConfigTest, BadConfigFilesNameTheLine) {
     EXPECT_NE(config.status().message().find(c.expected), std::string::npos)
         << config.status().message();
     EXPECT_NE(config.status().message().find(path), std::string::npos);
+  }
+}
+
+// DIST_CONFIG at something that is not a config file: an error at once,
+// not a dist_init that waits for a FIFO's writer for ever or reads until
+// memory runs out.
+TEST_F(ConfigTest, AConfigPathThatIsNoFileIsRefusedAtOnce) {
+  const std::string fifo = std::string(std::getenv("TEST_TMPDIR")) + "/config.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string big = WriteConfig("big.toml", "# " + std::string(2 << 20, 'x') + "\n");
+  struct Case {
+    std::string path;
+    const char* expected;
+  } cases[] = {
+      {fifo, "is not a regular file"},
+      {"/dev/zero", "is not a regular file"},
+      {big, "more than a config file can be"},
+  };
+  for (const Case& c : cases) {
+    setenv("DIST_CONFIG", c.path.c_str(), 1);
+    absl::StatusOr<ResolvedConfig> config = ResolveConfig(nullptr);
+    ASSERT_FALSE(config.ok()) << c.path;
+    EXPECT_NE(config.status().message().find(c.expected), std::string::npos)
+        << config.status().message();
+    EXPECT_NE(config.status().message().find(c.path), std::string::npos);
   }
 }
 

@@ -145,6 +145,22 @@ TEST(LoaderSafety, NotAnElfFileIsAnErrorNamingIt) {
       << result.text;
 }
 
+// A FIFO where a plugin should be: opening it to read its headers waited
+// for a writer, for ever.
+TEST(LoaderSafety, AFifoNamedAsAPluginIsAnErrorNotAHang) {
+  const std::string dir = NewDir("fifo");
+  const std::string file = dir + "/libdist-backend-fifo.so";
+  ASSERT_EQ(mkfifo(file.c_str(), 0600), 0);
+  ChildResult result = InChild([&] {
+    setenv("DIST_PLUGIN_PATH", dir.c_str(), 1);
+    return LoadBackend("fifo");
+  });
+  EXPECT_EXITED_NORMALLY(result);
+  EXPECT_TRUE(absl::StrContains(result.text, file + ": not a complete ELF shared object for this "
+                                                    "machine (not a regular file)"))
+      << result.text;
+}
+
 TEST(LoaderSafety, TyposLoadNothingAndListNamesFromFileNames) {
   // Both plugin kinds hold a file that aborts the process when loaded.
   const std::string dir = NewDir("typo");
