@@ -99,6 +99,14 @@ std::string LoadRendezvous(const std::string& scheme) {
   return text;
 }
 
+// LoadBackend(name) in a child whose DIST_PLUGIN_PATH is `dir` alone.
+ChildResult LoadBackendFrom(const std::string& dir, const std::string& name) {
+  return InChild([&] {
+    setenv("DIST_PLUGIN_PATH", dir.c_str(), 1);
+    return LoadBackend(name);
+  });
+}
+
 #define EXPECT_EXITED_NORMALLY(result)                                                             \
   EXPECT_TRUE(WIFEXITED((result).status) && WEXITSTATUS((result).status) == 0)                     \
       << "child ended with status " << (result).status                                             \
@@ -112,10 +120,7 @@ TEST(LoaderSafety, TruncatedPluginIsAnErrorNamingItNotASigbus) {
     const std::string file = dir + "/libdist-backend-fixture_good.so";
     Copy(good, file, size);
     for (const std::string& ask : {std::string("fixture_good"), file}) {
-      ChildResult result = InChild([&] {
-        setenv("DIST_PLUGIN_PATH", dir.c_str(), 1);
-        return LoadBackend(ask);
-      });
+      ChildResult result = LoadBackendFrom(dir, ask);
       EXPECT_EXITED_NORMALLY(result);
       EXPECT_TRUE(absl::StrContains(result.text, file)) << result.text;
       EXPECT_TRUE(absl::StrContains(result.text, "not a complete ELF shared object"))
@@ -135,10 +140,7 @@ TEST(LoaderSafety, NotAnElfFileIsAnErrorNamingIt) {
     std::ofstream(file)
         << "#!/bin/sh\necho this is not a library, but long enough to read a header\n";
   }
-  ChildResult result = InChild([&] {
-    setenv("DIST_PLUGIN_PATH", dir.c_str(), 1);
-    return LoadBackend("text");
-  });
+  ChildResult result = LoadBackendFrom(dir, "text");
   EXPECT_EXITED_NORMALLY(result);
   EXPECT_TRUE(absl::StrContains(result.text, file + ": not a complete ELF shared object for this "
                                                     "machine (no ELF magic)"))
@@ -151,10 +153,7 @@ TEST(LoaderSafety, AFifoNamedAsAPluginIsAnErrorNotAHang) {
   const std::string dir = NewDir("fifo");
   const std::string file = dir + "/libdist-backend-fifo.so";
   ASSERT_EQ(mkfifo(file.c_str(), 0600), 0);
-  ChildResult result = InChild([&] {
-    setenv("DIST_PLUGIN_PATH", dir.c_str(), 1);
-    return LoadBackend("fifo");
-  });
+  ChildResult result = LoadBackendFrom(dir, "fifo");
   EXPECT_EXITED_NORMALLY(result);
   EXPECT_TRUE(absl::StrContains(result.text, file + ": not a complete ELF shared object for this "
                                                     "machine (not a regular file)"))
@@ -167,10 +166,7 @@ TEST(LoaderSafety, TyposLoadNothingAndListNamesFromFileNames) {
   Copy(Fixture("libdist-backend-fixture_constructor_aborts.so"), dir + "/libdist-backend-boom.so");
   Copy(Fixture("libdist-backend-fixture_constructor_aborts.so"),
        dir + "/libdist-rendezvous-bang.so");
-  ChildResult backend = InChild([&] {
-    setenv("DIST_PLUGIN_PATH", dir.c_str(), 1);
-    return LoadBackend("glo");
-  });
+  ChildResult backend = LoadBackendFrom(dir, "glo");
   EXPECT_EXITED_NORMALLY(backend);
   EXPECT_TRUE(absl::StrContains(backend.text, "unknown backend 'glo'; available: "))
       << backend.text;
@@ -191,10 +187,7 @@ TEST(LoaderSafety, TyposLoadNothingAndListNamesFromFileNames) {
 
   // Asked for by name, it does run (and kills the child): the test's proof
   // that the misses above really had it within reach.
-  ChildResult asked = InChild([&] {
-    setenv("DIST_PLUGIN_PATH", dir.c_str(), 1);
-    return LoadBackend("boom");
-  });
+  ChildResult asked = LoadBackendFrom(dir, "boom");
   EXPECT_TRUE(WIFSIGNALED(asked.status) && WTERMSIG(asked.status) == SIGABRT) << asked.status;
 }
 
@@ -235,10 +228,7 @@ TEST(LoaderSafety, PluginsOthersCanWriteAreRefusedUnlessAllowed) {
   const std::string file = dir + "/libdist-backend-fixture_good.so";
   Copy(Fixture("libdist-backend-fixture_good.so"), file);
   ASSERT_EQ(chmod(file.c_str(), 0777), 0);
-  ChildResult refused = InChild([&] {
-    setenv("DIST_PLUGIN_PATH", dir.c_str(), 1);
-    return LoadBackend("fixture_good");
-  });
+  ChildResult refused = LoadBackendFrom(dir, "fixture_good");
   EXPECT_EXITED_NORMALLY(refused);
   EXPECT_TRUE(absl::StrContains(refused.text,
                                 "refusing plugin file " + file + ": it is writable by every user"))
@@ -256,10 +246,7 @@ TEST(LoaderSafety, PluginsOthersCanWriteAreRefusedUnlessAllowed) {
   // A directory that the group can write: anyone in it could drop a plugin in.
   ASSERT_EQ(chmod(file.c_str(), 0755), 0);
   ASSERT_EQ(chmod(dir.c_str(), 0775), 0);
-  ChildResult dir_refused = InChild([&] {
-    setenv("DIST_PLUGIN_PATH", dir.c_str(), 1);
-    return LoadBackend(file);
-  });
+  ChildResult dir_refused = LoadBackendFrom(dir, file);
   EXPECT_EXITED_NORMALLY(dir_refused);
   EXPECT_TRUE(absl::StrContains(dir_refused.text,
                                 "refusing plugin directory " + dir + ": it is writable by group"))
