@@ -18,6 +18,7 @@
 #include "absl/strings/strip.h"
 #include "core/logging.h"
 #include "core/mpi_flavor.h"
+#include "core/scoped_fd.h"
 #include "core/toml_text.h"
 #include "dist/cpp/status.hpp"
 // toml++ 3.3 asserts on some malformed documents (e.g. "[)" as a table
@@ -74,10 +75,7 @@ absl::StatusOr<FileConfig> LoadConfigFile(const std::string& path) {
                                             std::strerror(errno),
                                             "); check DIST_CONFIG or the path"));
   }
-  struct Closer {
-    int fd;
-    ~Closer() { close(fd); }
-  } closer{fd};
+  const ScopedFd closer(fd);
   struct stat info {};
   if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     return absl::InvalidArgumentError(

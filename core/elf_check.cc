@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/scoped_fd.h"
 
 namespace dist {
 namespace {
@@ -68,10 +69,7 @@ absl::Status CheckElfSharedObject(const std::string& path) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": cannot open: ", std::strerror(errno),
                                                       "; check the path and its permissions"));
   }
-  struct Closer {
-    int fd;
-    ~Closer() { close(fd); }
-  } closer{fd};
+  const ScopedFd closer(fd);
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return Bad(path, "not a regular file");
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
