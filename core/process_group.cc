@@ -149,8 +149,12 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
   group->timeout_ms_ = absl::ToInt64Milliseconds(group->timeout_);
   group->comm_for_device_.fill(-1);
   for (const ConfigOption& option : config->options) {
+    if (option.key == DIST_OPTION_INIT_METHOD) continue;  // the core's to set, below
     group->options_.emplace_back(option.key, option.value);
   }
+  // Backends that look for the rendezvous host read the init method the
+  // job really uses, not only the environment's.
+  group->options_.emplace_back(DIST_OPTION_INIT_METHOD, config->init_method.value);
   for (const auto& [key, value] : group->options_) {
     group->option_views_.push_back({key.c_str(), value.c_str()});
   }

@@ -49,6 +49,9 @@ ABSL_FLAG(uint64_t, max_store_bytes, dist::store::TcpStoreServerLimits().max_sto
           "keys plus values stored; a set beyond it is refused");
 ABSL_FLAG(int, max_log_lines, dist::store::TcpStoreServerLimits().max_log_lines,
           "refusals and drops logged per 10 s (the rest are counted)");
+ABSL_FLAG(int, fd_reserve, dist::store::TcpStoreServerLimits().fd_reserve,
+          "descriptors left free below the open-files limit (a newcomer that would take "
+          "one makes room or is refused); -1: a quarter of the limit, at least 64");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -83,6 +86,7 @@ int main(int argc, char** argv) {
   limits.max_buffered_bytes = absl::GetFlag(FLAGS_max_buffered_bytes);
   limits.max_store_bytes = absl::GetFlag(FLAGS_max_store_bytes);
   limits.max_log_lines = absl::GetFlag(FLAGS_max_log_lines);
+  limits.fd_reserve = absl::GetFlag(FLAGS_fd_reserve);
   if (absl::Status checked = dist::store::CheckLimits(limits); !checked.ok()) {
     fprintf(stderr, "dist_store_server: %s (see --help)\n", std::string(checked.message()).c_str());
     return 2;

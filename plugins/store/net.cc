@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "plugins/store/protocol.h"
+#include "support/descriptors.h"
 
 namespace dist::store {
 
@@ -88,7 +89,13 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Connect(const SocketAddr
                                                                 absl::Time deadline) {
   const int fd = socket(address.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
-    return absl::UnavailableError(absl::StrCat("socket(): ", ErrnoText(errno)));
+    const int error = errno;
+    if (error == EMFILE) {  // this process's table is full: say who holds it
+      return absl::ResourceExhaustedError(absl::StrCat("socket(): ", ErrnoText(error), ": ",
+                                                       support::DescribeDescriptors(),
+                                                       "; raise the open-files limit (ulimit -n)"));
+    }
+    return absl::UnavailableError(absl::StrCat("socket(): ", ErrnoText(error)));
   }
   std::unique_ptr<Connection> connection(new Connection(fd));
   const int one = 1;

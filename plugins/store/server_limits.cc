@@ -1,5 +1,6 @@
 #include "plugins/store/server_limits.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -13,7 +14,7 @@ namespace {
 constexpr char kNames[] =
     "max_pending_connections, max_connections, handshake_timeout, stall_timeout, "
     "max_request_bytes, max_keys_per_request, max_buffered_bytes, max_store_bytes, "
-    "max_log_lines";
+    "max_log_lines, fd_reserve";
 
 absl::Status BadValue(absl::string_view name, absl::string_view value, absl::string_view form) {
   return absl::InvalidArgumentError(
@@ -60,6 +61,7 @@ absl::Status SetLimit(TcpStoreServerLimits* limits, absl::string_view name,
   if (name == "max_buffered_bytes") return SetNumber(&limits->max_buffered_bytes, name, value);
   if (name == "max_store_bytes") return SetNumber(&limits->max_store_bytes, name, value);
   if (name == "max_log_lines") return SetNumber(&limits->max_log_lines, name, value);
+  if (name == "fd_reserve") return SetNumber(&limits->fd_reserve, name, value);
   return absl::InvalidArgumentError(
       absl::StrCat("unknown store limit '", name, "'; the limits are ", kNames));
 }
@@ -81,7 +83,13 @@ absl::Status CheckLimits(const TcpStoreServerLimits& limits) {
     return out_of_range("max_buffered_bytes", ">= 65536");
   }
   if (limits.max_log_lines < 0) return out_of_range("max_log_lines", ">= 0");
+  if (limits.fd_reserve < -1) return out_of_range("fd_reserve", ">= 0, or -1 for the default");
   return absl::OkStatus();
+}
+
+int64_t FdReserve(const TcpStoreServerLimits& limits, int64_t open_files_limit) {
+  if (limits.fd_reserve >= 0) return limits.fd_reserve;
+  return std::max<int64_t>(64, open_files_limit / 4);
 }
 
 }  // namespace dist::store

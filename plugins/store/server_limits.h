@@ -6,6 +6,7 @@
 #define DIST_PLUGINS_STORE_SERVER_LIMITS_H_
 
 #include <cstddef>
+#include <cstdint>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -44,6 +45,13 @@ struct TcpStoreServerLimits {
   size_t max_store_bytes = size_t{1} << 30;
   // Refusals and drops logged per 10 s; the rest are counted in one line.
   int max_log_lines = 10;
+  // File descriptors the server leaves free for the process that hosts it
+  // (rank 0's own sockets and files: Gloo needs up to 4 per peer while it
+  // connects). The server never keeps a connection on a descriptor numbered
+  // at or above the open-files limit minus this: a newcomer that lands
+  // there makes room (see TcpStoreServer) or is refused. -1: a quarter of
+  // the limit, at least 64.
+  int fd_reserve = -1;
 };
 
 // Sets the limit called `name` (a field name above) from `value`: a whole
@@ -56,6 +64,10 @@ absl::Status SetLimit(TcpStoreServerLimits* limits, absl::string_view name,
 // least 1, timeouts positive, max_request_bytes at least 1 KiB and
 // max_buffered_bytes at least 64 KiB, so that a rank's own requests fit.
 absl::Status CheckLimits(const TcpStoreServerLimits& limits);
+
+// The descriptors `limits` leave free below an open-files limit of
+// `open_files_limit` (fd_reserve, or its default).
+int64_t FdReserve(const TcpStoreServerLimits& limits, int64_t open_files_limit);
 
 }  // namespace dist::store
 

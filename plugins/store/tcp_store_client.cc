@@ -97,6 +97,7 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Open(absl::Time dead
   // of rank 0's server, and a refused connect costs microseconds.
   absl::Duration backoff = absl::Milliseconds(1);
   std::string last_error = "no attempt made";
+  bool out_of_descriptors = false;  // the last attempt could not open a socket
   while (true) {
     absl::StatusOr<std::vector<SocketAddress>> addresses =
         Resolve(options_.host, options_.port, /*passive=*/false);
@@ -111,8 +112,10 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Open(absl::Time dead
             Connection::Connect(address, attempt_deadline);
         if (!connection.ok()) {
           last_error = absl::StrCat(address.ToString(), ": ", connection.status().message());
+          out_of_descriptors = absl::IsResourceExhausted(connection.status());
           continue;
         }
+        out_of_descriptors = false;
         bool retry = false;
         absl::Status handshake = Handshake(**connection, attempt_deadline, &retry);
         if (handshake.ok()) {
@@ -133,6 +136,11 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Open(absl::Time dead
     return absl::UnavailableError(
         absl::StrCat("the store server at ", address_, " is gone (", last_error,
                      "); rank 0 (or dist_store_server) exited or crashed"));
+  }
+  if (out_of_descriptors) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "could not reach the store at ", address_, " within ", Seconds(absl::Now() - start),
+        ": this rank cannot open a socket (", last_error, ")"));
   }
   return absl::DeadlineExceededError(
       absl::StrCat("could not reach the store at ", address_, " within ",

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
@@ -72,6 +73,7 @@ struct Client {
   bool close_after_write = false;
   bool budget_paused = false;
   bool big_reserved = false;  // room for its big request is set aside
+  bool asked = false;         // sent a request (counted in clients())
   Waiter* parked = nullptr;   // a get/wait waiting for keys
 };
 
@@ -114,6 +116,10 @@ constexpr size_t kSmallRequest = 64 * 1024;
 constexpr size_t kSmallReserve = 4 * 1024 * 1024;
 // A client's hello or proof (a nonce or a proof, 32 bytes, and a little).
 constexpr size_t kMaxClientHandshakeBytes = 256;
+// A connection still in its handshake this long after it was accepted is
+// silent, the first to make room for a newcomer: a rank's handshake takes
+// a round trip or two.
+constexpr uint64_t kSilentAfterMs = 200;
 
 }  // namespace
 
@@ -151,8 +157,22 @@ class TcpStoreServer::Loop {
   }
   void AcceptAll();
   void AddClient(int fd);
-  // Makes room for a new connection: drops the oldest unauthenticated one.
-  bool EvictOldestPending(const std::string& why);
+  // The lowest descriptor number that lies in the reserve the server leaves
+  // to its host process (fd_reserve below the open-files limit).
+  int64_t ReserveStart() const;
+  // `fd` was accepted into the host's reserve: makes room (MakeRoom) and
+  // moves it below the reserve, or refuses it. The descriptor to serve, or
+  // -1.
+  int AcceptIntoReserve(int fd);
+  // Makes room for a newcomer, which is not among the clients yet, so it is
+  // never its own victim: closes the oldest connection silent in its
+  // handshake past kSilentAfterMs, else the least recently active idle
+  // authenticated one (EvictIdle), else the oldest still in its handshake.
+  // Never one with a request in flight. False when none could go.
+  bool MakeRoom(const std::string& why);
+  // Makes room for a new connection: drops the oldest unauthenticated one
+  // accepted at or before `accepted_by_ms` (loop time).
+  bool EvictOldestPending(const std::string& why, uint64_t accepted_by_ms = UINT64_MAX);
   // Makes room for a new connection when the server is full: drops the
   // least recently active idle authenticated one (IsIdle). False when none
   // is idle.
@@ -369,7 +389,8 @@ absl::Status TcpStoreServer::Loop::Listen() {
   rlimit files;
   if (getrlimit(RLIMIT_NOFILE, &files) == 0) {
     const rlim_t wanted = static_cast<rlim_t>(limits_.max_pending_connections) +
-                          static_cast<rlim_t>(limits_.max_connections) + 256;
+                          static_cast<rlim_t>(limits_.max_connections) +
+                          static_cast<rlim_t>(std::max(256, limits_.fd_reserve));
     if (files.rlim_cur < wanted && files.rlim_cur < files.rlim_max) {
       files.rlim_cur = std::min(wanted, files.rlim_max);
       setrlimit(RLIMIT_NOFILE, &files);
@@ -441,22 +462,21 @@ void TcpStoreServer::Loop::AcceptAll() {
   for (int i = 0; i < 1024; ++i) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
-      AddClient(fd);
+      const int served = fd >= ReserveStart() ? AcceptIntoReserve(fd) : fd;
+      if (served >= 0) AddClient(served);
       continue;
     }
     const int error = errno;
     if (error == EINTR || error == ECONNABORTED) continue;
     if (error == EAGAIN || error == EWOULDBLOCK) return;
     if (error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM) {
-      // Out of descriptors: make room from a stranger if there is one, else
-      // from an idle authenticated connection, else leave newcomers in the
-      // kernel's queue for a moment. The evicted descriptor is closed only
-      // once its handle is (uv_close, later in this loop turn), so accepting
-      // resumes at the next wake-up (the listener is level-triggered), not
-      // here: retrying now would evict one connection per attempt.
-      if (EvictOldestPending("the process ran out of file descriptors") ||
-          EvictIdle("the process ran out of file descriptors")) {
-        return;
+      // Out of descriptors (the host took them, or the limit was lowered):
+      // make room as for a newcomer in the reserve, and accept again at once
+      // (Close frees the descriptor before it returns); else leave
+      // newcomers in the kernel's queue for a moment.
+      if (MakeRoom(
+              absl::StrCat("the process ran out of file descriptors (", ErrnoText(error), ")"))) {
+        continue;
       }
       LogLimited(absl::StrCat("cannot accept a store client: ", ErrnoText(error),
                               " (raise the open files limit, ulimit -n)"));
@@ -546,9 +566,54 @@ bool TcpStoreServer::Loop::EvictIdle(const std::string& why) {
   return false;
 }
 
-bool TcpStoreServer::Loop::EvictOldestPending(const std::string& why) {
+int64_t TcpStoreServer::Loop::ReserveStart() const {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY ||
+      files.rlim_cur > static_cast<rlim_t>(INT32_MAX)) {
+    return INT64_MAX;  // descriptor numbers are ints: no reserve to reach
+  }
+  const int64_t limit = static_cast<int64_t>(files.rlim_cur);
+  return std::max<int64_t>(1, limit - FdReserve(limits_, limit));
+}
+
+int TcpStoreServer::Loop::AcceptIntoReserve(int fd) {
+  const int64_t start = ReserveStart();
+  const std::string why = absl::StrCat(
+      "the process is at its descriptor budget (descriptors from ", start,
+      " up to the open-files limit are left to the process hosting the store; fd_reserve)");
+  if (!MakeRoom(why)) {
+    LogLimited(absl::StrCat(
+        "refusing a store client: the process is at its descriptor budget and no store "
+        "connection can make room (every one has a request in flight); the store holds ",
+        clients_.size(),
+        " connections; raise the open-files limit (ulimit -n) or lower "
+        "fd_reserve"));
+    close(fd);
+    return -1;
+  }
+  // Room was made below the reserve: move there, so the reserve stays free.
+  const int lower = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (lower < 0 || lower > fd) {
+    if (lower >= 0) close(lower);
+    return fd;
+  }
+  close(fd);
+  return lower;
+}
+
+bool TcpStoreServer::Loop::MakeRoom(const std::string& why) {
+  const uint64_t now = uv_now(&loop_);
+  const uint64_t silent_by = now > kSilentAfterMs ? now - kSilentAfterMs : 0;
+  return EvictOldestPending(absl::StrCat(why, "; it was the oldest silent in its handshake"),
+                            silent_by) ||
+         EvictIdle(why) ||
+         EvictOldestPending(absl::StrCat(why, "; it was the oldest in its handshake"));
+}
+
+bool TcpStoreServer::Loop::EvictOldestPending(const std::string& why, uint64_t accepted_by_ms) {
   while (!pending_order_.empty()) {
     const auto [oldest, id] = pending_order_.front();
+    if (IsPending(oldest, id) && oldest->accepted_ms > accepted_by_ms) return false;
     pending_order_.pop_front();
     if (IsPending(oldest, id)) {
       Drop(oldest, absl::StrCat("dropped to make room: ", why));
@@ -877,20 +942,27 @@ void TcpStoreServer::Loop::Close(Client* client) {
   }
   if (client->phase == Phase::kReady) {
     --authenticated_;
-    absl::MutexLock lock(&owner_->mu_);
-    --owner_->clients_;
   } else {
     --pending_;
   }
+  if (client->asked) {
+    absl::MutexLock lock(&owner_->mu_);
+    --owner_->clients_;
+  }
   clients_.erase(client);
   uv_poll_stop(&client->poll);
+  // Stopped, the poll no longer watches the descriptor (libuv removes it
+  // from epoll at once), so it is closed now, not when the handle is: a
+  // connection evicted to make room frees its descriptor for the newcomer
+  // in the same turn.
+  close(client->fd);
+  client->fd = -1;
   uv_close(reinterpret_cast<uv_handle_t*>(&client->poll), &Loop::OnClientClosed);
   if (flight_bytes_ < FlightLimit() && !budget_paused_.empty()) ResumeBudgetPaused();
 }
 
 void TcpStoreServer::Loop::OnClientClosed(uv_handle_t* handle) {
   auto* client = static_cast<Client*>(handle->data);
-  close(client->fd);
   // Still listed as budget-paused or resumed? Those lists are drained in
   // the same loop turn as the close, before this callback runs.
   delete client;
@@ -1098,8 +1170,6 @@ bool TcpStoreServer::Loop::HandleProof(Client* client, absl::string_view payload
     client->server_nonce.clear();
     --pending_;
     ++authenticated_;
-    absl::MutexLock lock(&owner_->mu_);
-    ++owner_->clients_;
   }
   Send(client, std::move(reply).Finish());
   return true;
@@ -1116,6 +1186,11 @@ bool TcpStoreServer::Loop::HandleRequest(Client* client, absl::string_view paylo
     return false;
   }
   const Op op = static_cast<Op>(raw_op);
+  if (!client->asked) {  // counted in clients() from its first request on
+    client->asked = true;
+    absl::MutexLock lock(&owner_->mu_);
+    ++owner_->clients_;
+  }
   if (failure_.has_value() && op != Op::kFail) {
     // The rendezvous is over: no request may start or finish a join now.
     SendError(client, absl::StatusCode::kFailedPrecondition, *failure_);

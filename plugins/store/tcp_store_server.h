@@ -63,10 +63,12 @@ class TcpStoreServer {
   int port() const { return port_; }
   const std::string& address() const { return address_; }
 
-  // Authenticated clients connected now.
+  // Clients connected now that have sent a request. A connection that only
+  // logged in is not counted: it is no rank still reading its last keys,
+  // and a crowd of idle strangers must not hold rank 0 at its exit.
   int clients() const;
-  // Waits until no authenticated client is connected or `timeout` passes;
-  // true if they all left.
+  // Waits until none of those is connected or `timeout` passes; true if
+  // they all left.
   bool WaitForClientsToLeave(absl::Duration timeout);
   // Clients dropped for breaking the protocol or a wrong token (for tests
   // and the server binary's log).

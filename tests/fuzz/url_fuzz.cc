@@ -4,13 +4,13 @@
 #include <cstdint>
 #include <string>
 
-#include "plugins/rendezvous/common/url.h"
+#include "support/url.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  auto url = dist::rendezvous::ParseUrl(text);
+  auto url = dist::support::ParseUrl(text);
   if (!url.ok()) return 0;
-  auto query = dist::rendezvous::Query::From(
+  auto query = dist::support::Query::From(
       *url, {"rank", "world_size", "local_rank", "local_world_size", "external", "bind"});
   if (!query.ok()) return 0;
   (void)query->Get("bind");

@@ -146,7 +146,9 @@ class CoreTcpLateRank : public ::testing::TestWithParam<std::string> {
  protected:
   // A connection of the test's own that keeps rank 0's server lingering
   // after rank 0 failed (as a slow rank would), so that rank 2 can arrive
-  // while it still serves. Connected (with retries) once rank 0 listens.
+  // while it still serves. Connected (with retries) once rank 0 listens; it
+  // makes a request, as a rank does: the server lingers only for clients
+  // that used it, not for ones that merely logged in.
   std::unique_ptr<store::TcpStoreClient> Keeper(const Job& job) {
     store::TcpStoreClientOptions options;
     options.host = "127.0.0.1";
@@ -154,7 +156,9 @@ class CoreTcpLateRank : public ::testing::TestWithParam<std::string> {
     options.timeout = absl::Seconds(10);
     auto keeper = store::TcpStoreClient::Connect(options);
     EXPECT_TRUE(keeper.ok()) << keeper.status();
-    return keeper.ok() ? std::move(*keeper) : nullptr;
+    if (!keeper.ok()) return nullptr;
+    EXPECT_TRUE((*keeper)->Set("test/keeper", "a slow rank").ok());
+    return std::move(*keeper);
   }
 
   // Rank 2 arrives late and must be refused at once with the reason.

@@ -1,12 +1,12 @@
 // Slurm's host lists and task counts as srun sets them, and the env://
 // defaults derived from them.
-#include "plugins/rendezvous/common/slurm.h"
+#include "support/slurm.h"
 
 #include <stdlib.h>
 
 #include "gtest/gtest.h"
 
-namespace dist::rendezvous {
+namespace dist::support {
 namespace {
 
 TEST(FirstSlurmHostTest, TakesTheFirstHostOfEveryForm) {
@@ -46,4 +46,4 @@ TEST(SlurmEnvironmentTest, DefaultsComeFromTheJob) {
 }
 
 }  // namespace
-}  // namespace dist::rendezvous
+}  // namespace dist::support

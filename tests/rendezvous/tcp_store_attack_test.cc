@@ -1,6 +1,7 @@
 // The TCP store under attack from a hostile neighbour on loopback: garbage,
 // a 4 GiB length prefix, slowloris, 2,000 idle connections, 1,100 idle
-// logged-in connections on a store without a token, the memory
+// logged-in connections on a store without a token (at max_connections, and
+// at the process's open-files limit), the memory
 // bombs of issue 13 (unfinished huge frames, a wait on millions of keys,
 // pipelined gets never read, parked waits on many keys), a forged `fail`,
 // and a program squatting on the port. Each test asserts that the attack is
@@ -36,6 +37,7 @@
 #include "plugins/store/protocol.h"
 #include "plugins/store/tcp_store_client.h"
 #include "plugins/store/tcp_store_server.h"
+#include "tests/rendezvous/attacker.h"
 #include "tests/rendezvous/raw_frames.h"
 #include "tests/rendezvous/test_support.h"
 
@@ -64,14 +66,19 @@ constexpr int64_t kRssBound = 64 * kMiB;
 
 class Server {
  public:
-  // `flags` are extra dist_store_server flags; `token` may be empty.
+  // `flags` are extra dist_store_server flags; `token` may be empty;
+  // `file_limit` > 0 runs the server at that open-files limit (soft and hard).
   static std::unique_ptr<Server> Start(const std::string& token,
-                                       std::vector<std::string> flags = {}) {
+                                       std::vector<std::string> flags = {}, int file_limit = 0) {
     auto server = std::unique_ptr<Server>(new Server());
     server->token_ = token;
     const std::string port_file = TempPath("attack_port");
-    std::vector<std::string> argv = {Runfile("plugins/store/dist_store_server"), "--host=127.0.0.1",
-                                     "--port=0", "--port_file=" + port_file};
+    std::vector<std::string> argv;
+    if (file_limit > 0) {
+      argv = {"/usr/bin/prlimit", absl::StrCat("--nofile=", file_limit, ":", file_limit), "--"};
+    }
+    argv.insert(argv.end(), {Runfile("plugins/store/dist_store_server"), "--host=127.0.0.1",
+                             "--port=0", "--port_file=" + port_file});
     argv.insert(argv.end(), flags.begin(), flags.end());
     EnvList env;
     if (!token.empty()) env.emplace_back("DIST_STORE_TOKEN", token);
@@ -196,97 +203,6 @@ bool JobCompletes(const Server& server, int ranks = 8) {
   return done == ranks;
 }
 
-// ---- raw attacker sockets ------------------------------------------------------
-
-int RawConnect(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address = {};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    close(fd);
-    return -1;
-  }
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-  return fd;
-}
-
-// Sends what the socket takes of `bytes` until `deadline`; the bytes sent.
-size_t SendUntil(int fd, const std::string& bytes, absl::Time deadline) {
-  size_t sent = 0;
-  while (sent < bytes.size() && absl::Now() < deadline) {
-    const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) break;
-    pollfd entry = {fd, POLLOUT, 0};
-    poll(&entry, 1, 20);
-  }
-  return sent;
-}
-
-// Whether the server closed `fd` by `deadline` (reading and discarding what
-// it sent).
-bool ClosedBy(int fd, absl::Time deadline) {
-  char buffer[4096];
-  while (absl::Now() < deadline) {
-    pollfd entry = {fd, POLLIN, 0};
-    if (poll(&entry, 1, 50) <= 0) continue;
-    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return true;
-  }
-  return false;
-}
-
-// Reads one frame's payload (blocking up to 10 s); "" on failure.
-std::string ReadFrame(int fd) {
-  std::string payload;
-  return testing::ReadFrame(fd, &payload) ? payload : "";
-}
-
-std::string HelloFrame(const std::string& nonce) {
-  protocol::Writer hello;
-  hello.U32(protocol::kMagic);
-  hello.U16(protocol::kVersion);
-  hello.Str(nonce);
-  return std::move(hello).Finish();
-}
-
-// The version 3 handshake by hand with `token`: "welcomed" when the server
-// let the client in, else the server's refusal.
-std::string RefusalAfterProof(int fd, const std::string& token) {
-  const std::string nonce = store::auth::Nonce();
-  SendUntil(fd, HelloFrame(nonce), absl::Now() + absl::Seconds(10));
-  const std::string frame = ReadFrame(fd);
-  protocol::Reader challenge(frame);
-  uint32_t magic = 0;
-  uint16_t version = 0;
-  uint8_t code = 0, required = 0;
-  std::string message, server_nonce, proof;
-  if (!challenge.U32(&magic) || !challenge.U16(&version) || !challenge.U8(&code) ||
-      !challenge.Str(4096, &message) || code != 0 || !challenge.Str(64, &server_nonce) ||
-      !challenge.U8(&required) || !challenge.Str(64, &proof)) {
-    return absl::StrCat("no challenge: ", message);
-  }
-  protocol::Writer answer;
-  answer.Str(token.empty()
-                 ? std::string()
-                 : store::auth::Proof(token, store::auth::Role::kClient, nonce, server_nonce));
-  SendUntil(fd, std::move(answer).Finish(), absl::Now() + absl::Seconds(10));
-  const std::string welcome = ReadFrame(fd);
-  protocol::Reader result(welcome);
-  if (!result.U8(&code) || !result.Str(4096, &message)) return "no welcome";
-  return code == 0 ? "welcomed" : message;
-}
-
-// True when the server welcomed us.
-bool Handshake(int fd, const std::string& token) {
-  return RefusalAfterProof(fd, token) == "welcomed";
-}
-
 // A raw connection to `server` past the handshake (with the server's
 // token, if any), or -1.
 int LoggedIn(const Server& server) {
@@ -298,14 +214,6 @@ int LoggedIn(const Server& server) {
   }
   return fd;
 }
-
-// Closes every socket when the test ends, passed or not.
-struct Sockets {
-  std::vector<int> fds;
-  ~Sockets() {
-    for (int fd : fds) close(fd);
-  }
-};
 
 // ---- hostile input before the handshake ------------------------------------------
 
@@ -418,6 +326,31 @@ TEST(StoreAttack, LoggedInIdleConnectionsDoNotLockAJobOut) {
   EXPECT_LT(rss.Stop(), kRssBound);
   const std::string log = server->Stop();
   EXPECT_TRUE(absl::StrContains(log, "evicting idle store client")) << log;
+}
+
+// The same crowd against a server at its open-files limit (1,024, soft and
+// hard, so it cannot raise it) with no max_connections below that: the
+// newcomer accepted into the server's last descriptors must not be the one
+// evicted (it was: the next accept's EMFILE dropped the only unauthenticated
+// connection, the newcomer, so no one got in again). An idle one makes room
+// for each, and a job completes.
+TEST(StoreAttack, AtTheOpenFilesLimitAnIdleConnectionMakesRoomForTheNewcomer) {
+  auto server = Server::Start("", {"--max_log_lines=5"}, /*file_limit=*/1024);
+  ASSERT_NE(server, nullptr);
+  Sockets attack;
+  int logged_in = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  for (int i = 0; i < 1100 && absl::Now() < deadline; ++i) {
+    const int fd = RawConnect(server->port());
+    ASSERT_GE(fd, 0) << "connection " << i;
+    attack.fds.push_back(fd);
+    logged_in += Handshake(fd, "") ? 1 : 0;
+  }
+  EXPECT_EQ(logged_in, 1100) << "every newcomer gets in: an idle connection makes room";
+  EXPECT_TRUE(JobCompletes(*server)) << "a job started during the attack";
+  const std::string log = server->Stop();
+  EXPECT_TRUE(absl::StrContains(log, "evicting idle store client")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "descriptor budget")) << log;
 }
 
 // Collects an in-process server's log lines.

@@ -7,7 +7,7 @@
 # repository. Exit status 0 only when nothing crashed. The mutations follow
 # a fixed seed (FUZZ_SEED, default 1), so that CI is reproducible: the same
 # tree fuzzes the same inputs. FUZZ_SEED=0 picks a new seed each run, for
-# hunting.
+# hunting. FUZZ_SECONDS=0 only replays the saved corpus and crashes.
 #
 #   tools/dev/fuzz.sh                 # every target, 20 s each
 #   FUZZ_SECONDS=300 FUZZ_SEED=0 tools/dev/fuzz.sh server_fuzz
@@ -29,9 +29,9 @@ absl_libs=($(grep -o -- '-labsl_[a-z0-9_]*' third_party/system/system.BUILD))
 store=(plugins/store/protocol.cc plugins/store/limits.cc plugins/store/kv_table.cc)
 declare -A sources=(
   [protocol_fuzz]="${store[*]}"
-  [server_fuzz]="${store[*]} plugins/store/server_limits.cc plugins/store/tcp_store_server.cc plugins/store/tcp_store_client.cc plugins/store/net.cc plugins/store/auth.cc"
+  [server_fuzz]="${store[*]} plugins/store/server_limits.cc plugins/store/tcp_store_server.cc plugins/store/tcp_store_client.cc plugins/store/net.cc plugins/store/auth.cc support/descriptors.cc"
   [file_store_fuzz]="${store[*]} plugins/store/file_store.cc"
-  [url_fuzz]="plugins/rendezvous/common/url.cc"
+  [url_fuzz]="support/url.cc"
   [config_fuzz]="core/config.cc core/toml_text.cc core/logging.cc core/mpi_flavor.cc"
 )
 declare -A libs=(
@@ -43,7 +43,7 @@ declare -A libs=(
 # is newer than it.
 # (sort | tail reads all of find's output: under pipefail, `ls -t | head -1`
 # failed once the list outgrew one stdio buffer, ls dying of SIGPIPE.)
-newest_header=$(find plugins core sdk/include \( -name '*.h' -o -name '*.hpp' \) -printf '%T@ %p\n' |
+newest_header=$(find plugins core sdk/include support \( -name '*.h' -o -name '*.hpp' \) -printf '%T@ %p\n' |
   sort -n | tail -1 | cut -d' ' -f2-)
 compile() {
   local source=$1 object="$out/obj/${1//\//_}.o"
@@ -75,11 +75,18 @@ for target in "${targets[@]}"; do
 
   scratch="$out/corpus/$target"
   mkdir -p "$scratch" "$out/artifacts"
-  if "$out/bin/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -seed="$seed" \
+  # FUZZ_SECONDS=0: run every saved input once, no new ones (a replay).
+  budget=(-max_total_time="$seconds")
+  ((seconds == 0)) && budget=(-runs=0)
+  if "$out/bin/$target" "${budget[@]}" -timeout=10 -rss_limit_mb=2048 -seed="$seed" \
       -artifact_prefix="$out/artifacts/$target-" -print_final_stats=1 \
       "$scratch" "tests/fuzz/corpus/$target" >"$out/$target.log" 2>&1; then
     runs=$(grep -a -o 'stat::number_of_executed_units: *[0-9]*' "$out/$target.log" | grep -o '[0-9]*$' | tail -1 || echo '?')
-    echo "fuzz: $target: ${seconds} s, ${runs} runs, no crash"
+    if ((seconds == 0)); then
+      echo "fuzz: $target: every saved input replayed, no crash"
+    else
+      echo "fuzz: $target: ${seconds} s, ${runs} runs, no crash"
+    fi
   else
     echo "fuzz: $target: CRASH; input in $out/artifacts/, log $out/$target.log" >&2
     grep -a -m1 -A20 'ERROR: \|runtime error\|deadly signal' "$out/$target.log" >&2 || tail -30 "$out/$target.log" >&2

@@ -21,7 +21,9 @@
 #include "absl/time/time.h"
 #include "dist/cpp/store.hpp"
 #include "gloo/transport/tcp/device.h"
-#include "plugins/rendezvous/common/slurm.h"
+#include "support/descriptors.h"
+#include "support/slurm.h"
+#include "support/url.h"
 
 namespace dist_gloo {
 
@@ -166,33 +168,6 @@ std::optional<std::string> RouteSource(sockaddr_storage destination) {
   return source;
 }
 
-// The rendezvous host as a variable names it: MASTER_ADDR (or its Slurm
-// default, as env:// takes it), else the host of a tcp:// DIST_INIT_METHOD.
-std::string RendezvousHost(std::string* variable) {
-  std::string host = Env("MASTER_ADDR");
-  *variable = "MASTER_ADDR";
-  if (host.empty()) {
-    host = dist::rendezvous::SlurmMasterAddr().value_or("");
-    *variable = "the first host of SLURM_JOB_NODELIST";
-  }
-  if (host.empty()) {
-    const std::string method = Env("DIST_INIT_METHOD");
-    *variable = "DIST_INIT_METHOD";
-    if (absl::StartsWith(method, "tcp://")) {
-      std::string rest = method.substr(6);
-      if (!rest.empty() && rest[0] == '[') {
-        host = rest.substr(1, rest.find(']') == std::string::npos ? 0 : rest.find(']') - 1);
-      } else {
-        host = rest.substr(0, rest.find_first_of(":/?"));
-      }
-    }
-  }
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return host;
-}
-
 struct Choice {
   std::string iface;    // Gloo binds to this interface's address when set
   std::string address;  // else to this address
@@ -299,7 +274,7 @@ absl::StatusOr<Choice> DefaultChoice(const dist_comm_config_t& config) {
     return Choice{"", "127.0.0.1", "loopback, all ranks on this host"};
   }
   std::string variable;
-  const std::string host = RendezvousHost(&variable);
+  const std::string host = RendezvousHost(config, &variable);
   if (host.empty()) return HostChoice(spans_hosts);
   const std::vector<sockaddr_storage> resolved = Resolve(host);
   if (resolved.empty()) return HostChoice(spans_hosts);  // the rendezvous reports the bad name
@@ -351,7 +326,7 @@ absl::StatusOr<Choice> DefaultChoice(const dist_comm_config_t& config) {
 // this rank itself binds. The first rank's answer is as good as any.
 void PublishRendezvousHostAddress(const dist_comm_config_t& config) {
   std::string variable;
-  const std::string host = RendezvousHost(&variable);
+  const std::string host = RendezvousHost(config, &variable);
   if (host.empty()) return;
   const std::vector<sockaddr_storage> resolved = Resolve(host);
   if (resolved.empty()) return;
@@ -362,6 +337,34 @@ void PublishRendezvousHostAddress(const dist_comm_config_t& config) {
 }
 
 }  // namespace
+
+std::string RendezvousHost(const dist_comm_config_t& config, std::string* variable) {
+  std::string method = FindOption(config, DIST_OPTION_INIT_METHOD);
+  if (method.empty()) method = Env("DIST_INIT_METHOD");  // a core that predates the option
+  const absl::StatusOr<dist::support::Url> url = dist::support::ParseUrl(method);
+  if (url.ok() && url->scheme == "tcp" && !url->host.empty()) {
+    *variable = absl::StrCat("the init method ", method);
+    return url->host;
+  }
+  if (url.ok()) {
+    for (const auto& [key, value] : url->query) {
+      if (key == "master_addr" && !value.empty()) {
+        *variable = absl::StrCat("the init method ", method);
+        return value;
+      }
+    }
+  }
+  std::string host = Env("MASTER_ADDR");
+  *variable = "MASTER_ADDR";
+  if (host.empty()) {
+    host = dist::support::SlurmMasterAddr().value_or("");
+    *variable = "the first host of SLURM_JOB_NODELIST";
+  }
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host;
+}
 
 absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateDevice(
     const dist_comm_config_t& config, std::string* description) {
@@ -436,6 +439,17 @@ absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateDevice(
     *description = absl::StrCat(device->str(), " (", choice.source, ")");
     return device;
   } catch (const std::exception& e) {
+    // Out of descriptors, not a wrong interface: say who holds them.
+    if (absl::StrContains(e.what(), "Too many open files in system")) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("Gloo cannot open a TCP device: ", e.what(),
+                       ": the host is out of file descriptors (fs.file-max)"));
+    }
+    if (absl::StrContains(e.what(), "Too many open files") || dist::support::AtDescriptorLimit()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "Gloo cannot open a TCP device (", e.what(), "): out of file descriptors: ",
+          dist::support::DescribeDescriptors(), "; raise the open-files limit (ulimit -n)"));
+    }
     return absl::UnavailableError(
         absl::StrCat("Gloo cannot open a TCP device on ",
                      attr.iface.empty() ? absl::StrCat("address '", attr.hostname, "'")

@@ -25,6 +25,7 @@
 #include "plugins/backends/gloo/pair_access.h"
 #include "plugins/backends/gloo/pair_proof.h"
 #include "plugins/store/auth.h"
+#include "support/descriptors.h"
 
 namespace dist_gloo {
 namespace {
@@ -65,13 +66,10 @@ absl::Status SetupFailure(const char* what, int world_size) {
   if (absl::StrContains(what, "Too many open files in system")) {
     absl::StrAppend(&message, ": the host is out of file descriptors (fs.file-max)");
   } else if (absl::StrContains(what, "Too many open files")) {
-    rlimit files{};
-    getrlimit(RLIMIT_NOFILE, &files);
     // A pair is a socket, and a listening one until its peer connects; the
     // synchronous pairs are a second mesh.
-    absl::StrAppend(&message, ": this process may open ", files.rlim_cur,
-                    " files (ulimit -n) and a Gloo group of ", world_size,
-                    " ranks needs up to 4 per peer while connecting (",
+    absl::StrAppend(&message, ": ", dist::support::DescribeDescriptors(), "; a Gloo group of ",
+                    world_size, " ranks needs up to 4 per peer while connecting (",
                     4 * static_cast<int64_t>(world_size - 1),
                     " here) besides the program's own; raise the limit");
   }

@@ -7,9 +7,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "plugins/rendezvous/common/slurm.h"
+#include "support/slurm.h"
 
 namespace dist::rendezvous {
+
+using support::SlurmLocalWorldSize;
 namespace {
 
 constexpr int kMaxInt = std::numeric_limits<int>::max();

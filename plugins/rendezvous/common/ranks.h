@@ -10,9 +10,13 @@
 
 #include "absl/status/statusor.h"
 #include "dist/rendezvous_plugin.h"
-#include "plugins/rendezvous/common/url.h"
+#include "support/url.h"
 
 namespace dist::rendezvous {
+
+// The URL types of support/url.h, as every rendezvous plugin names them.
+using support::Query;
+using support::Url;
 
 struct RankInfo {
   int rank = -1;

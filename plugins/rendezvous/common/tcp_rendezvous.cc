@@ -117,6 +117,12 @@ absl::StatusOr<dist_store_t*> OpenTcpStore(const TcpRendezvousConfig& config) {
   absl::StatusOr<std::unique_ptr<store::TcpStoreClient>> client =
       store::TcpStoreClient::Connect(client_options);
   if (!client.ok()) return WithUrl(config.url, client.status());
+  // A first request makes this rank one of the clients rank 0's server
+  // waits for at its exit (one that only logged in is not waited for, so
+  // idle strangers cannot hold rank 0 there).
+  if (absl::StatusOr<int64_t> keys = (*client)->NumKeys(); !keys.ok()) {
+    return WithUrl(config.url, keys.status());
+  }
 
   std::function<void(bool)> after_release;
   if (server != nullptr) {

@@ -12,10 +12,13 @@
 #include "absl/time/time.h"
 #include "dist/rendezvous_plugin.h"
 #include "dist/store.h"
-#include "plugins/rendezvous/common/url.h"
 #include "plugins/store/server_limits.h"
+#include "support/url.h"
 
 namespace dist::rendezvous {
+
+using support::Query;
+using support::Url;
 
 struct TcpRendezvousConfig {
   std::string url;        // for messages

@@ -7,9 +7,12 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "plugins/rendezvous/common/slurm.h"
+#include "support/slurm.h"
 
 namespace dist::rendezvous {
+
+using support::SlurmMasterAddr;
+using support::SlurmMasterPort;
 
 absl::Status MasterAddress(const Url& url, const Query& query, std::string* host, int* port) {
   std::optional<std::string> addr = query.Get("master_addr");

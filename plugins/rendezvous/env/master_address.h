@@ -8,9 +8,12 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "plugins/rendezvous/common/url.h"
+#include "support/url.h"
 
 namespace dist::rendezvous {
+
+using support::Query;
+using support::Url;
 
 // Sets *host (IPv6 brackets removed) and *port; an error names the variable
 // or URL parameter that is missing or malformed and how to set it.

@@ -9,10 +9,12 @@
 #include "dist/cpp/status.hpp"
 #include "dist/rendezvous_plugin.h"
 #include "plugins/rendezvous/common/tcp_rendezvous.h"
-#include "plugins/rendezvous/common/url.h"
 #include "plugins/rendezvous/env/master_address.h"
+#include "support/url.h"
 
 namespace dist::rendezvous {
+
+using support::ParseUrl;
 namespace {
 
 const char* const kSchemes[] = {"env", nullptr};

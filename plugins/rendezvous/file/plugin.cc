@@ -8,11 +8,13 @@
 #include "dist/rendezvous_plugin.h"
 #include "plugins/rendezvous/common/plugin_support.h"
 #include "plugins/rendezvous/common/ranks.h"
-#include "plugins/rendezvous/common/url.h"
 #include "plugins/store/abi_store.h"
 #include "plugins/store/file_store.h"
+#include "support/url.h"
 
 namespace dist::rendezvous {
+
+using support::ParseUrl;
 namespace {
 
 const char* const kSchemes[] = {"file", nullptr};

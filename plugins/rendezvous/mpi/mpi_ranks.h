@@ -7,9 +7,12 @@
 #include "absl/status/statusor.h"
 #include "dist/rendezvous_plugin.h"
 #include "plugins/rendezvous/common/ranks.h"
-#include "plugins/rendezvous/common/url.h"
+#include "support/url.h"
 
 namespace dist::rendezvous {
+
+using support::Query;
+using support::Url;
 
 // A caller's hints (may be NULL) that name another rank or world size than
 // MPI_COMM_WORLD's are an error.

@@ -14,11 +14,13 @@
 #include "plugins/backends/mpi/flavor.h"
 #include "plugins/rendezvous/common/plugin_support.h"
 #include "plugins/rendezvous/common/tcp_rendezvous.h"
-#include "plugins/rendezvous/common/url.h"
 #include "plugins/rendezvous/mpi/mpi_ranks.h"
 #include "plugins/rendezvous/mpi/store_announcement.h"
+#include "support/url.h"
 
 namespace dist::rendezvous {
+
+using support::ParseUrl;
 namespace {
 
 namespace flavor = dist_mpi_flavor;

@@ -7,9 +7,11 @@
 #include "plugins/rendezvous/common/plugin_support.h"
 #include "plugins/rendezvous/common/ranks.h"
 #include "plugins/rendezvous/common/tcp_rendezvous.h"
-#include "plugins/rendezvous/common/url.h"
+#include "support/url.h"
 
 namespace dist::rendezvous {
+
+using support::ParseUrl;
 namespace {
 
 const char* const kSchemes[] = {"tcp", nullptr};

@@ -78,6 +78,15 @@ typedef struct dist_backend_capabilities {
 /* Everything a communicator is created from. Borrowed for the duration of
  * comm_create/comm_split, except `store`, which stays valid until
  * comm_destroy returns. */
+/* The option the core adds to every communicator's options (a core that
+ * predates it leaves it out; one given by the user is replaced): the init
+ * method URL the job rendezvoused with,
+ * as the core picked it (argument > DIST_INIT_METHOD > config file), e.g.
+ * "tcp://10.0.0.1:29500" or "env://". A backend that must find the
+ * rendezvous host (to choose the interface that reaches it) reads it here,
+ * not from the environment. */
+#define DIST_OPTION_INIT_METHOD "dist.init_method"
+
 typedef struct dist_comm_config {
   size_t struct_size;
   int32_t rank; /* 0 <= rank < world_size */
@@ -86,7 +95,8 @@ typedef struct dist_comm_config {
   int32_t local_world_size; /* ranks on this host, -1 if unknown */
   dist_store_t* store;      /* namespaced for this communicator */
   int64_t timeout_ms;       /* default for every blocking step, > 0 */
-  const dist_kv_t* options; /* backend options ("gloo.ifname" = "lo") */
+  const dist_kv_t* options; /* backend options ("gloo.ifname" = "lo"), and
+                               DIST_OPTION_INIT_METHOD from the core */
   size_t num_options;
   const char* group_name; /* for messages, e.g. "default" or "group1" */
   int32_t device_index;   /* CUDA device to use, -1: choose (LOCAL_RANK) */

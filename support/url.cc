@@ -1,4 +1,4 @@
-#include "plugins/rendezvous/common/url.h"
+#include "support/url.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -6,7 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
-namespace dist::rendezvous {
+namespace dist::support {
 namespace {
 
 absl::Status Bad(absl::string_view text, absl::string_view why) {
@@ -176,4 +176,4 @@ absl::StatusOr<bool> Query::GetBool(const std::string& key, bool fallback) const
                                                  "' is not a boolean; use 1 or 0"));
 }
 
-}  // namespace dist::rendezvous
+}  // namespace dist::support

@@ -1,11 +1,11 @@
-#include "plugins/rendezvous/common/slurm.h"
+#include "support/slurm.h"
 
 #include <cstdlib>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 
-namespace dist::rendezvous {
+namespace dist::support {
 namespace {
 
 std::optional<std::string> Env(const char* name) {
@@ -89,4 +89,4 @@ std::optional<int> SlurmLocalWorldSize() {
   return (*counts)[index];
 }
 
-}  // namespace dist::rendezvous
+}  // namespace dist::support

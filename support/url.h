@@ -1,6 +1,6 @@
 // Parsing of init-method URLs: scheme://host:port/path?key=value&...
-#ifndef DIST_PLUGINS_RENDEZVOUS_COMMON_URL_H_
-#define DIST_PLUGINS_RENDEZVOUS_COMMON_URL_H_
+#ifndef DIST_SUPPORT_URL_H_
+#define DIST_SUPPORT_URL_H_
 
 #include <optional>
 #include <string>
@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace dist::rendezvous {
+namespace dist::support {
 
 struct Url {
   std::string text;                                        // as given, for error messages
@@ -40,6 +40,6 @@ class Query {
   std::vector<std::pair<std::string, std::string>> entries_;
 };
 
-}  // namespace dist::rendezvous
+}  // namespace dist::support
 
-#endif  // DIST_PLUGINS_RENDEZVOUS_COMMON_URL_H_
+#endif  // DIST_SUPPORT_URL_H_

@@ -7,14 +7,14 @@
 //   are 20000 apart), and below Linux's ephemeral ports (32768 and up).
 // - LOCAL_WORLD_SIZE defaults to this node's count in
 //   SLURM_STEP_TASKS_PER_NODE ("2(x3),1"), indexed by SLURM_NODEID.
-#ifndef DIST_PLUGINS_RENDEZVOUS_COMMON_SLURM_H_
-#define DIST_PLUGINS_RENDEZVOUS_COMMON_SLURM_H_
+#ifndef DIST_SUPPORT_SLURM_H_
+#define DIST_SUPPORT_SLURM_H_
 
 #include <optional>
 #include <string>
 #include <vector>
 
-namespace dist::rendezvous {
+namespace dist::support {
 
 // The first host of a Slurm host list: "n[01-04,7],gpu1" -> "n01".
 // nullopt for an empty or malformed list.
@@ -28,6 +28,6 @@ std::optional<std::string> SlurmMasterAddr();
 std::optional<int> SlurmMasterPort();
 std::optional<int> SlurmLocalWorldSize();
 
-}  // namespace dist::rendezvous
+}  // namespace dist::support
 
-#endif  // DIST_PLUGINS_RENDEZVOUS_COMMON_SLURM_H_
+#endif  // DIST_SUPPORT_SLURM_H_
