@@ -11,9 +11,11 @@
 makes one test per world size (`gloo_conformance_np1`, ...) and a
 test_suite `gloo_conformance` over them. Each test starts N real processes of
 dist_conformance on the plugin (`launcher = "mpirun"` for backends that need
-an MPI launcher) and fails if any check fails; a backend whose probe says it
-cannot run here (no GPU) passes with every check skipped and the reason in
-the log.
+an MPI launcher) and fails if any check fails. A run in which every check
+was skipped (the backend's probe says it cannot run here) fails too, having
+tested nothing, unless the target sets `allow_all_skipped = True` (a GPU
+backend on a machine without one): then it passes with a `DIST_SKIPPED:`
+line giving the reason, which tools/dev/test.sh counts as skipped.
 """
 
 def dist_conformance_test(
@@ -27,6 +29,7 @@ def dist_conformance_test(
         timeout_s = 110,
         tags = [],
         size = "small",
+        allow_all_skipped = False,
         **kwargs):
     """One test per world size running dist_conformance on `plugin`.
 
@@ -42,6 +45,8 @@ def dist_conformance_test(
       timeout_s: the kit kills every rank after this and fails.
       tags: test tags.
       size: test size; "small" (Bazel's 120 s) fits timeout_s = 110.
+      allow_all_skipped: pass (counted as skipped) when the backend cannot
+        run here, instead of failing.
       **kwargs: passed to each sh_test (timeout, ...).
     """
     if launcher not in ["local", "mpirun", "mpiexec.mpich"]:
@@ -61,7 +66,8 @@ def dist_conformance_test(
                 "--via=" + via,
                 "--timeout_s=%d" % timeout_s,
                 "--only_failures",
-            ] + (["--quick"] if quick else []) + extra_args,
+            ] + (["--quick"] if quick else []) +
+                   (["--allow_all_skipped"] if allow_all_skipped else []) + extra_args,
             data = [
                 "//sdk/conformance:dist_conformance",
                 plugin,

@@ -43,6 +43,9 @@ ABSL_FLAG(int64_t, op_timeout_ms, 30000, "timeout of every operation and wait");
 ABSL_FLAG(uint64_t, large_bytes, 16u << 20, "total bytes of the 'large' size");
 ABSL_FLAG(uint64_t, quick_large_bytes, 64u << 10, "total bytes of the 'large' size with --quick");
 ABSL_FLAG(bool, only_failures, false, "print only the failing rows of the table");
+ABSL_FLAG(bool, allow_all_skipped, false,
+          "pass when every check was skipped because the backend cannot run here (a GPU "
+          "backend without a GPU); without it such a run fails, having tested nothing");
 ABSL_FLAG(std::vector<std::string>, skip_sections, {},
           "comma-separated sections not to run (reported as skipped): declared, matrix, p2p, "
           "barrier, async, work, subgroups, errors, abort, mismatched, peer_death");
@@ -141,6 +144,7 @@ int main(int argc, char** argv) {
   options.init = absl::GetFlag(FLAGS_init);
   options.timeout_s = absl::GetFlag(FLAGS_timeout_s);
   options.only_failures = absl::GetFlag(FLAGS_only_failures);
+  options.allow_all_skipped = absl::GetFlag(FLAGS_allow_all_skipped);
   options.worker_args = {
       "--plugin=" + plugin,
       "--via=" + via,

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "sdk/conformance/report.h"
@@ -36,6 +37,30 @@ std::string DescribeExit(const LocalExit& e) {
                         strsignal(WTERMSIG(e.status)), ")");
   }
   return "ended oddly";
+}
+
+// The exit code of a run without failures: a run in which no check ran
+// (the backend's probe said it cannot run here) proves nothing, so it fails
+// unless the target expects that (a GPU backend on a machine without one);
+// then it says so in a line the test command counts as skipped.
+int AllSkippedExit(const std::vector<Row>& rows, bool allow_all_skipped) {
+  const Row* skipped = nullptr;
+  for (const Row& row : rows) {
+    if (row.outcome == Outcome::kSkip && skipped == nullptr) skipped = &row;
+    // The launcher's own rows ("process ... ended cleanly") are no checks.
+    if (row.outcome == Outcome::kPass && !absl::StartsWith(row.check, "process ")) return 0;
+  }
+  const std::string why = skipped == nullptr ? "no check ran" : skipped->detail;
+  if (allow_all_skipped) {
+    std::printf("DIST_SKIPPED: every check was skipped: %s\n", why.c_str());
+    return 0;
+  }
+  std::printf(
+      "dist_conformance: every check was skipped (%s): nothing was tested; fix what stops the "
+      "backend here, or pass --allow_all_skipped where that is expected (a GPU backend on a "
+      "machine without a GPU)\n",
+      why.c_str());
+  return 1;
 }
 
 }  // namespace
@@ -134,7 +159,7 @@ int Launch(const LaunchOptions& options) {
   for (const Row& row : merged) {
     if (row.outcome == Outcome::kFail) return 1;
   }
-  return 0;
+  return AllSkippedExit(merged, options.allow_all_skipped);
 }
 
 }  // namespace dist::conformance

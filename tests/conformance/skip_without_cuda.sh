@@ -1,2 +1,2 @@
 #!/bin/sh
-echo "SKIP: nccl conformance: this build found no CUDA (@local_cuda CUDA_FOUND = False)"
+echo "DIST_SKIPPED: nccl conformance: this build found no CUDA (@local_cuda CUDA_FOUND = False)"
