@@ -58,12 +58,9 @@ class DescriptorBudget : public ::testing::TestWithParam<Case> {
 
   // One rank of the job at ulimit -n 1024 (prlimit sets it for the rank).
   std::unique_ptr<Process> StartRank(int rank, int port, const std::string& token) {
-    EnvList env = {{"DIST_BACKEND", "gloo"},
-                   {"DIST_INIT_METHOD", "env://"},
-                   {"MASTER_ADDR", "127.0.0.1"},
-                   {"MASTER_PORT", absl::StrCat(port)},
-                   {"RANK", absl::StrCat(rank)},
-                   {"WORLD_SIZE", "2"},
+    EnvList env = {{"DIST_BACKEND", "gloo"},     {"DIST_INIT_METHOD", "env://"},
+                   {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", absl::StrCat(port)},
+                   {"RANK", absl::StrCat(rank)}, {"WORLD_SIZE", "2"},
                    {"DIST_TIMEOUT", "30"}};
     if (!token.empty()) env.emplace_back("DIST_STORE_TOKEN", token);
     auto process = Process::Start(
@@ -84,8 +81,8 @@ TEST_P(DescriptorBudget, AJobCompletesWhileACrowdHoldsItsStore) {
 
   // Rank 0's store listens once it reached the rendezvous.
   int probe = -1;
-  for (const absl::Time until = absl::Now() + absl::Seconds(20);
-       probe < 0 && absl::Now() < until; absl::SleepFor(absl::Milliseconds(20))) {
+  for (const absl::Time until = absl::Now() + absl::Seconds(20); probe < 0 && absl::Now() < until;
+       absl::SleepFor(absl::Milliseconds(20))) {
     probe = RawConnect(port);
   }
   ASSERT_GE(probe, 0) << "rank 0's store never listened on port " << port;
