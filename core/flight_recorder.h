@@ -5,8 +5,8 @@
 //
 // Recording is a few stores into a preallocated slot under that slot's own
 // lock, with a time-stamp counter reading for the times (trace_clock.h):
-// cheap enough to stay on for every call (README "When a job hangs" has the
-// measurement).
+// cheap enough to stay on for every call (docs/performance.md, "The flight
+// recorder and DIST_DEBUG", has the measurement).
 #ifndef DIST_CORE_FLIGHT_RECORDER_H_
 #define DIST_CORE_FLIGHT_RECORDER_H_
 

@@ -1,7 +1,7 @@
 // What the flight recorder adds to every operation: Issue + End of one
 // entry (what the core does without DIST_DEBUG=detail), with the recorder on
-// (2000 entries) and off (0). The README's
-// "When a job hangs" quotes it beside distbench's end-to-end comparison.
+// (2000 entries) and off (0). docs/performance.md ("The flight recorder and
+// DIST_DEBUG") quotes it beside distbench's end-to-end comparison.
 //   bazel run -c opt //tests/core:flight_recorder_bench
 #include "benchmark/benchmark.h"
 #include "core/flight_recorder.h"

@@ -8,9 +8,8 @@
 // took 1.5-2 us in one and 7-10 us in the other with memcpy, 2.3-2.9 us in
 // both with non-temporal stores (256 KiB: 36 against 132-164 us, 25 in
 // both). Benchmarks of the shm plugin that copy through the segment move
-// with the phase (plugins/backends/shm/README.md, "Every operation against
-// Open MPI (22:23 UTC that day)" and "Against this machine's slow phase"),
-// so run this next to them.
+// with the phase (plugins/backends/shm/README.md, "Against Open MPI's
+// shared memory"), so run this next to them.
 //
 //   bazel run -c opt //tools/dev:handoff_probe -- [seconds=4] [bytes=16384]
 #include <emmintrin.h>

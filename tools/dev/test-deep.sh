@@ -3,7 +3,7 @@
 # UndefinedBehaviorSanitizer (.bazelrc --config=asan), its threaded parts
 # under ThreadSanitizer (--config=tsan), and the fuzz targets
 # (tools/dev/fuzz.sh, DIST_FUZZ_SECONDS each, default 20). About 35 minutes
-# on 2 cores after tools/dev/test.sh (README.md, "Tests"); .ci/run runs
+# on 2 cores after tools/dev/test.sh (README.md, "Two commands"); .ci/run runs
 # both. Ends with one line "deep: N passed, N failed, N skipped".
 set -uo pipefail
 cd "$(dirname "$0")/../.."

@@ -5,7 +5,7 @@
 // the worker runs them one at a time; a second thread waits for posted
 // send/recv operations (see p2p.cc). A caller that waits on the operation
 // at the head of the queue while the worker is idle runs it itself, which
-// saves two thread hand-offs per blocking call (README.md, "Latency");
+// saves two thread hand-offs per blocking call (README.md, "Design");
 // option gloo.inline_wait=0 turns that off.
 #ifndef DIST_PLUGINS_BACKENDS_GLOO_COMMUNICATOR_H_
 #define DIST_PLUGINS_BACKENDS_GLOO_COMMUNICATOR_H_

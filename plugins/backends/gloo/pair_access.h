@@ -1,5 +1,6 @@
-// Reaches two protected members of Gloo 0.5's tcp::Pair that the plugin
-// needs and Gloo offers no public way to get:
+// Reaches protected members of Gloo 0.5's tcp::Pair and transport context
+// that the plugin needs and Gloo offers no public way to get (README.md,
+// "Gloo internals", lists every member the plugin touches):
 //   - the peer's socket address as Gloo prints it in its error messages
 //     ("Connection closed by peer [127.0.0.1]:41234"), so that an error can
 //     name the peer RANK instead of an ephemeral port;
@@ -8,8 +9,10 @@
 //     (Context::closeConnections does not wake waiters in this Gloo).
 //   - the transport context's timeout, which some Gloo 0.5 algorithms use
 //     for their waits instead of the timeout in their options.
-// All use a derived class to form pointers to protected members, which is
-// plain C++ (no layout assumptions); the one call goes to libgloo's own
+// All use a derived class to form pointers to protected members; the
+// members' offsets come from Gloo's headers, so this rests on the installed
+// libgloo matching them (tracked: to move to public API or a pinned Gloo
+// with a small patch). The one call goes to libgloo's own
 // Pair::signalExceptionExternal, which takes the pair's lock and is
 // idempotent.
 #ifndef DIST_PLUGINS_BACKENDS_GLOO_PAIR_ACCESS_H_

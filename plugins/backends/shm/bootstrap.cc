@@ -29,7 +29,7 @@ uint64_t RoundDown4K(uint64_t value) { return std::max<uint64_t>(4096, value / 4
 // both slots, the recv chunk) about fills one core's L2 cache, so that the
 // reduce-scatter and all-gather steps hit it. On this project's machine
 // (1 MiB L2) 256 KiB chunks made 2-8 MiB all_reduce 1.7-1.9x faster than
-// 1 MiB ones (plugins/backends/shm/README.md, "Options").
+// 1 MiB ones.
 uint64_t PairSlotBytes() {
   const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
   const uint64_t cache = l2 > 0 ? static_cast<uint64_t>(l2) : (1u << 20);

@@ -76,7 +76,7 @@ static_assert(sizeof(FlaggedLine) == 64);
 // One: with more, a reader polls, checks and gathers several lines, and at
 // 2 ranks the slots' path (copy in, arrival counter, reduce) was level with
 // two lines at 64 B and faster with three to five (128-256 B: 0.28-0.30 us
-// against 0.33-0.34, Open MPI 0.28-0.31; README.md, "Flagged lines").
+// against 0.33-0.34, Open MPI 0.28-0.31).
 inline constexpr int kFlaggedLines = 1;
 inline constexpr uint64_t kFlaggedLineBytes = sizeof(FlaggedLine::bytes);
 inline constexpr uint64_t kFlaggedHeadBytes = kFlaggedLineBytes - sizeof(OpSignature);

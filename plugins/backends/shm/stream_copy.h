@@ -11,8 +11,8 @@
 // 24-28 us at 256 KiB in both phases. Below kStreamCopyBytes a plain memcpy
 // is faster in the good phase, and the data is small enough that the bad
 // phase costs little. Only for data the writer does not read again (it
-// would come from memory too): Collectives::WriteForOthers, README.md
-// "Against this machine's slow phase".
+// would come from memory too): Collectives::WriteForOthers (the phase's
+// measurements are in the git history of README.md).
 #ifndef DIST_PLUGINS_BACKENDS_SHM_STREAM_COPY_H_
 #define DIST_PLUGINS_BACKENDS_SHM_STREAM_COPY_H_
 
