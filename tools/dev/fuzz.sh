@@ -27,9 +27,13 @@ flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer -I. -Isdk/include
 absl_libs=($(grep -o -- '-labsl_[a-z0-9_]*' third_party/system/system.BUILD))
 
 store=(plugins/store/protocol.cc plugins/store/limits.cc plugins/store/kv_table.cc)
+# TcpStoreServer and its event loop (plugins/store/tcp_store_server_loop.h).
+server=(plugins/store/tcp_store_server.cc plugins/store/server_accept.cc plugins/store/server_io.cc
+        plugins/store/server_handshake.cc plugins/store/server_requests.cc
+        plugins/store/server_parking.cc)
 declare -A sources=(
   [protocol_fuzz]="${store[*]}"
-  [server_fuzz]="${store[*]} plugins/store/server_limits.cc plugins/store/tcp_store_server.cc plugins/store/tcp_store_client.cc plugins/store/net.cc plugins/store/auth.cc support/descriptors.cc"
+  [server_fuzz]="${store[*]} plugins/store/server_limits.cc ${server[*]} plugins/store/tcp_store_client.cc plugins/store/net.cc plugins/store/auth.cc support/descriptors.cc"
   [file_store_fuzz]="${store[*]} plugins/store/file_store.cc"
   [url_fuzz]="support/url.cc"
   [config_fuzz]="core/config.cc core/toml_text.cc core/logging.cc core/mpi_flavor.cc"
