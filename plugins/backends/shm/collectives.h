@@ -30,6 +30,11 @@
 // operation (kSignatures in layout.h). A mismatch with a rank that did not
 // wait fails with FAILED_PRECONDITION and fails the communicator, since that
 // rank went on as if the call had matched; its peers then fail too.
+//
+// Files: collectives.cc (Run, signatures, units and barriers),
+// collectives_slots.cc, collectives_eager.cc and collectives_flagged.cc (the
+// three paths), collectives_internal.h (what they share; inline there: the
+// members declared inline below).
 #ifndef DIST_PLUGINS_BACKENDS_SHM_COLLECTIVES_H_
 #define DIST_PLUGINS_BACKENDS_SHM_COLLECTIVES_H_
 
@@ -95,7 +100,7 @@ class Collectives {
   void Begin(dist_collective_t collective, const dist_op_args_t& a, dist_dtype_t dtype,
              uint64_t count);
   // Publishes this rank's arrival at the next unit; returns its number.
-  uint64_t Arrive(bool eager = false);
+  inline uint64_t Arrive(bool eager = false);
   // Waits until every rank arrived at unit `seq`.
   absl::Status AwaitAll(uint64_t seq, const OpContext& c) { return Await(seq, -1, c); }
   // Waits until rank `only` (every rank if negative) arrived at unit `seq`.
@@ -114,7 +119,7 @@ class Collectives {
   // At the start of an operation: the signatures a PublishUnit left.
   absl::Status CheckPublished(const OpContext& c);
   // The first (and only) barrier of an operation without data.
-  absl::Status EmptyStep(const OpContext& c);
+  inline absl::Status EmptyStep(const OpContext& c);
   // OK when rank `only` (every rank if negative) issued collective number
   // `collective`, whose unit `unit` all compared ranks reached, as this
   // rank did.
