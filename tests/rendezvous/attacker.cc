@@ -111,4 +111,16 @@ Sockets::~Sockets() {
   for (int fd : fds) close(fd);
 }
 
+int OpenCrowd(int port, int count, Crowd crowd, const std::string& token, Sockets* sockets) {
+  int joined = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  for (int i = 0; i < count && absl::Now() < deadline; ++i) {
+    const int fd = RawConnect(port);
+    if (fd < 0) continue;
+    sockets->fds.push_back(fd);
+    joined += crowd == Crowd::kSilent || Handshake(fd, token) ? 1 : 0;
+  }
+  return joined;
+}
+
 }  // namespace dist::testing

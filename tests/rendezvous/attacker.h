@@ -41,6 +41,18 @@ struct Sockets {
   ~Sockets();
 };
 
+// How a crowd behaves once connected.
+enum class Crowd {
+  kSilent,    // never says a word
+  kLoggedIn,  // completes the handshake, then sits idle
+};
+
+// Opens `count` connections to 127.0.0.1:`port` (into `sockets`, which
+// closes them), each logged in with `token` when `crowd` is kLoggedIn,
+// within 60 s. The number that connected (kSilent) or were welcomed
+// (kLoggedIn).
+int OpenCrowd(int port, int count, Crowd crowd, const std::string& token, Sockets* sockets);
+
 }  // namespace dist::testing
 
 #endif  // DIST_TESTS_RENDEZVOUS_ATTACKER_H_

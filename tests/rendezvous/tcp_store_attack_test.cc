@@ -308,15 +308,8 @@ TEST(StoreAttack, LoggedInIdleConnectionsDoNotLockAJobOut) {
   ASSERT_TRUE((*early)->Set("early", "before the attack").ok());
   RssWatch rss(*server);
   Sockets attack;
-  int logged_in = 0;
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  for (int i = 0; i < 1100 && absl::Now() < deadline; ++i) {
-    const int fd = RawConnect(server->port());
-    ASSERT_GE(fd, 0) << "connection " << i;
-    attack.fds.push_back(fd);
-    logged_in += Handshake(fd, "") ? 1 : 0;
-  }
-  EXPECT_EQ(logged_in, 1100) << "every newcomer gets in: an idle connection makes room";
+  EXPECT_EQ(OpenCrowd(server->port(), 1100, Crowd::kLoggedIn, "", &attack), 1100)
+      << "every newcomer gets in: an idle connection makes room";
   EXPECT_TRUE(JobCompletes(*server)) << "a job started during the attack";
   // The early client's idle connection was the first evicted: it reconnects.
   absl::StatusOr<std::string> value = (*early)->Get("early", absl::Seconds(10));
@@ -338,15 +331,8 @@ TEST(StoreAttack, AtTheOpenFilesLimitAnIdleConnectionMakesRoomForTheNewcomer) {
   auto server = Server::Start("", {"--max_log_lines=5"}, /*file_limit=*/1024);
   ASSERT_NE(server, nullptr);
   Sockets attack;
-  int logged_in = 0;
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  for (int i = 0; i < 1100 && absl::Now() < deadline; ++i) {
-    const int fd = RawConnect(server->port());
-    ASSERT_GE(fd, 0) << "connection " << i;
-    attack.fds.push_back(fd);
-    logged_in += Handshake(fd, "") ? 1 : 0;
-  }
-  EXPECT_EQ(logged_in, 1100) << "every newcomer gets in: an idle connection makes room";
+  EXPECT_EQ(OpenCrowd(server->port(), 1100, Crowd::kLoggedIn, "", &attack), 1100)
+      << "every newcomer gets in: an idle connection makes room";
   EXPECT_TRUE(JobCompletes(*server)) << "a job started during the attack";
   const std::string log = server->Stop();
   EXPECT_TRUE(absl::StrContains(log, "evicting idle store client")) << log;
