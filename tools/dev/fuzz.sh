@@ -16,7 +16,9 @@ cd "$(dirname "$0")/../.."
 
 seconds=${FUZZ_SECONDS:-20}
 seed=${FUZZ_SEED:-1}
-out=${DIST_FUZZ_OUT:-${TMPDIR:-/tmp}/dist-fuzz-$(id -u)}
+# One build directory per checkout: objects are reused by modification time,
+# so two checkouts sharing one would link each other's objects.
+out=${DIST_FUZZ_OUT:-${TMPDIR:-/tmp}/dist-fuzz-$(id -u)-$(pwd | md5sum | cut -c1-12)}
 mkdir -p "$out/obj" "$out/bin"
 cxx=${FUZZ_CXX:-clang++-14}
 command -v "$cxx" >/dev/null || { echo "fuzz: $cxx not found (apt-get install clang-14 libfuzzer-14-dev)" >&2; exit 1; }
