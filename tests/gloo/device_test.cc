@@ -53,6 +53,11 @@ int OpenDescriptors() {
 // its device, and the error says the process is out of descriptors and who
 // holds them, not which interface to pick.
 TEST(CreateDevice, OutOfDescriptorsNamesWhoHoldsThem) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // At the open-files limit the sanitizers' own runtime cannot open what it
+  // needs: UBSan's vptr checks then fail falsely on any virtual call.
+  GTEST_SKIP() << "runs in the normal build only: the sanitizer runtimes need descriptors";
+#endif
   const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(listener, 0);
   sockaddr_in address{};
