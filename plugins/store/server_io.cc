@@ -291,13 +291,14 @@ void TcpStoreServer::Loop::Close(Client* client) {
   }
   clients_.erase(client);
   uv_poll_stop(&client->poll);
-  // Stopped, the poll no longer watches the descriptor (libuv removes it
-  // from epoll at once), so it is closed now, not when the handle is: a
+  uv_close(reinterpret_cast<uv_handle_t*>(&client->poll), &Loop::OnClientClosed);
+  // Closing the handle takes the descriptor out of epoll at once (libuv
+  // touches it no more), so it is closed now, not in the close callback: a
   // connection evicted to make room frees its descriptor for the newcomer
-  // in the same turn.
+  // in the same turn. Not before uv_close, which names the descriptor to
+  // epoll once more (a number another thread may have reused by then).
   close(client->fd);
   client->fd = -1;
-  uv_close(reinterpret_cast<uv_handle_t*>(&client->poll), &Loop::OnClientClosed);
   if (flight_bytes_ < FlightLimit() && !budget_paused_.empty()) ResumeBudgetPaused();
 }
 
