@@ -3,7 +3,7 @@
 # runs the whole test suite (GPU tests skip with their reason without a GPU),
 # replays every saved fuzz input and crash (tools/dev/fuzz.sh with
 # FUZZ_SECONDS=0) and checks the format (tools/dev/format.sh --check). About
-# 15 minutes on 2 cores from a fresh clone (README.md, "Two commands").
+# 18 minutes on 2 cores from a fresh clone (README.md, "Two commands").
 #
 # The sanitizer and fuzzing stages are the second command,
 # tools/dev/test-deep.sh; .ci/run runs both.
