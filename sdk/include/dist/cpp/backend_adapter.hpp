@@ -166,7 +166,10 @@ inline Backend*& TheBackend() {
   return backend;
 }
 
-inline const char* BackendName() { return TheBackend()->name(); }
+// "backend" before the entry symbol ran (a runtime used on its own, in tests).
+inline const char* BackendName() {
+  return TheBackend() != nullptr ? TheBackend()->name() : "backend";
+}
 
 // Every handle this adapter hands out is a BackendWork (Issue).
 inline BackendWork& Impl(dist_backend_work_t* work) { return *static_cast<BackendWork*>(work); }
