@@ -8,9 +8,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "plugins/store/auth.h"
 #include "plugins/store/protocol.h"
 #include "plugins/store/tcp_store_server_loop.h"
+#include "support/auth.h"
 
 namespace dist::store {
 
@@ -49,15 +49,15 @@ bool TcpStoreServer::Loop::HandleHello(Client* client, absl::string_view payload
                                version, "; run the same dist release on every rank"),
                   absl::StrCat("protocol version ", version));
   }
-  if (!reader.Str(auth::kNonceBytes, &client->client_nonce) ||
-      client->client_nonce.size() != auth::kNonceBytes || !reader.done()) {
+  if (!reader.Str(support::auth::kNonceBytes, &client->client_nonce) ||
+      client->client_nonce.size() != support::auth::kNonceBytes || !reader.done()) {
     *why = "malformed hello frame";
     return false;
   }
   // Room for one more is made (or refused) at the proof, after the token
   // is proven: a stranger's hello alone never evicts a rank's connection,
   // and the count cannot overshoot the limit while handshakes overlap.
-  client->server_nonce = auth::Nonce();
+  client->server_nonce = support::auth::Nonce();
   if (client->server_nonce.empty()) {
     return refuse(
         absl::StatusCode::kInternal,
@@ -69,8 +69,8 @@ bool TcpStoreServer::Loop::HandleHello(Client* client, absl::string_view payload
   reply.Str("");
   reply.Str(client->server_nonce);
   reply.U8(token ? 1 : 0);
-  reply.Str(token ? auth::Proof(options_.token, auth::Role::kServer, client->client_nonce,
-                                client->server_nonce)
+  reply.Str(token ? support::auth::Proof(options_.token, support::auth::Role::kServer,
+                                         client->client_nonce, client->server_nonce)
                   : std::string());
   client->phase = Phase::kProof;
   Send(client, std::move(reply).Finish());
@@ -81,14 +81,14 @@ bool TcpStoreServer::Loop::HandleProof(Client* client, absl::string_view payload
                                        std::string* why) {
   Reader reader(payload);
   std::string proof;
-  if (!reader.Str(auth::kProofBytes, &proof) || !reader.done()) {
+  if (!reader.Str(support::auth::kProofBytes, &proof) || !reader.done()) {
     *why = "malformed proof frame";
     return false;
   }
   Writer reply;
   if (!options_.token.empty() &&
-      !auth::ProofMatches(options_.token, auth::Role::kClient, client->client_nonce,
-                          client->server_nonce, proof)) {
+      !support::auth::ProofMatches(options_.token, support::auth::Role::kClient,
+                                   client->client_nonce, client->server_nonce, proof)) {
     reply.U8(static_cast<uint8_t>(absl::StatusCode::kUnauthenticated));
     reply.Str(
         absl::StrCat("the store server at ", owner_->address_,

@@ -7,9 +7,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "dist/cpp/status.hpp"
-#include "plugins/store/auth.h"
 #include "plugins/store/limits.h"
 #include "plugins/store/protocol.h"
+#include "support/auth.h"
 
 namespace dist::store {
 namespace {
@@ -151,7 +151,7 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Open(absl::Time dead
 
 absl::Status TcpStoreClient::Handshake(Connection& connection, absl::Time deadline, bool* retry) {
   *retry = true;  // a lost connection or a timeout is retried
-  const std::string client_nonce = auth::Nonce();
+  const std::string client_nonce = support::auth::Nonce();
   if (client_nonce.empty()) {
     *retry = false;
     return absl::InternalError("could not draw a random nonce for the store handshake");
@@ -190,14 +190,14 @@ absl::Status TcpStoreClient::Handshake(Connection& connection, absl::Time deadli
   }
   std::string server_nonce, server_proof;
   uint8_t token_required = 0;
-  if (!reader.Str(auth::kNonceBytes, &server_nonce) || server_nonce.size() != auth::kNonceBytes ||
-      !reader.U8(&token_required) || !reader.Str(auth::kProofBytes, &server_proof) ||
-      !reader.done()) {
+  if (!reader.Str(support::auth::kNonceBytes, &server_nonce) ||
+      server_nonce.size() != support::auth::kNonceBytes || !reader.U8(&token_required) ||
+      !reader.Str(support::auth::kProofBytes, &server_proof) || !reader.done()) {
     return Malformed(address_);
   }
   const std::string& token = options_.token;
-  if (!token.empty() &&
-      !auth::ProofMatches(token, auth::Role::kServer, client_nonce, server_nonce, server_proof)) {
+  if (!token.empty() && !support::auth::ProofMatches(token, support::auth::Role::kServer,
+                                                     client_nonce, server_nonce, server_proof)) {
     // Checked before anything that depends on the token is sent: a program
     // squatting on the port, or another job's store, learns nothing.
     return absl::UnauthenticatedError(absl::StrCat(
@@ -213,7 +213,8 @@ absl::Status TcpStoreClient::Handshake(Connection& connection, absl::Time deadli
   // with the server's own message (and the server logs the refusal).
   Writer proof;
   proof.Str(token.empty() ? std::string()
-                          : auth::Proof(token, auth::Role::kClient, client_nonce, server_nonce));
+                          : support::auth::Proof(token, support::auth::Role::kClient, client_nonce,
+                                                 server_nonce));
   *retry = true;
   DIST_RETURN_IF_ERROR(connection.SendAll(std::move(proof).Finish(), deadline));
   absl::StatusOr<std::string> welcome =

@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "sdk/conformance/report.h"
-#include "tools/common/free_port.h"
-#include "tools/common/local_launcher.h"
+#include "support/free_port.h"
+#include "support/local_launcher.h"
 
 namespace dist::conformance {
 namespace {

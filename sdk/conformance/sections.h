@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "dist/backend_plugin.h"
 #include "sdk/conformance/comm.h"
-#include "tools/common/device_memory.h"
+#include "support/device_memory.h"
 
 namespace dist::conformance {
 

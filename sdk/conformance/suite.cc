@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tools/common/device_memory.h"
+#include "support/device_memory.h"
 
 namespace dist::conformance {
 

@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "sdk/conformance/comm.h"
 #include "sdk/conformance/report.h"
-#include "tools/common/device_memory.h"
+#include "support/device_memory.h"
 
 namespace dist::conformance {
 

@@ -13,7 +13,7 @@
 
 #include "absl/strings/numbers.h"
 #include "dist/rendezvous_plugin.h"
-#include "tools/common/memory_store.h"
+#include "support/memory_store.h"
 
 #ifdef STORE_RELEASE_FROZEN
 static_assert(DIST_RENDEZVOUS_ABI_MINOR == 0, "this fixture must see the frozen 1.0 headers");

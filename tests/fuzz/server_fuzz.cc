@@ -15,10 +15,10 @@
 #include <string>
 
 #include "absl/time/clock.h"
-#include "plugins/store/auth.h"
 #include "plugins/store/protocol.h"
 #include "plugins/store/tcp_store_client.h"
 #include "plugins/store/tcp_store_server.h"
+#include "support/auth.h"
 
 namespace {
 
@@ -77,7 +77,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Writer hello;
     hello.U32(dist::store::protocol::kMagic);
     hello.U16(dist::store::protocol::kVersion);
-    hello.Str(std::string(dist::store::auth::kNonceBytes, 'n'));
+    hello.Str(std::string(dist::support::auth::kNonceBytes, 'n'));
     Writer proof;
     proof.Str("");
     input = std::move(hello).Finish() + std::move(proof).Finish() + input.substr(1);

@@ -31,7 +31,7 @@
 #include "gloo/transport/tcp/device.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tools/common/memory_store.h"
+#include "support/memory_store.h"
 
 namespace dist_gloo {
 namespace {

@@ -15,7 +15,7 @@
 #include "absl/time/clock.h"
 #include "dist/dist.h"
 #include "gtest/gtest.h"
-#include "tools/common/free_port.h"
+#include "support/free_port.h"
 
 namespace {
 

@@ -25,8 +25,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "plugins/backends/nccl/testing/loaded_plugin.h"
+#include "support/memory_store.h"
 #include "tests/nccl/host_reference.h"
-#include "tools/common/memory_store.h"
 
 namespace dist_nccl {
 namespace {

@@ -15,7 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "plugins/backends/nccl/testing/loaded_plugin.h"
-#include "tools/common/memory_store.h"
+#include "support/memory_store.h"
 
 namespace dist_nccl {
 namespace {

@@ -10,8 +10,8 @@
 
 #include <utility>
 
-#include "plugins/store/auth.h"
 #include "plugins/store/protocol.h"
+#include "support/auth.h"
 #include "tests/rendezvous/raw_frames.h"
 
 namespace dist::testing {
@@ -78,7 +78,7 @@ std::string HelloFrame(const std::string& nonce) {
 // The version 3 handshake by hand with `token`: "welcomed" when the server
 // let the client in, else the server's refusal.
 std::string RefusalAfterProof(int fd, const std::string& token) {
-  const std::string nonce = store::auth::Nonce();
+  const std::string nonce = support::auth::Nonce();
   SendUntil(fd, HelloFrame(nonce), absl::Now() + absl::Seconds(10));
   const std::string frame = ReadFrame(fd);
   protocol::Reader challenge(frame);
@@ -94,7 +94,7 @@ std::string RefusalAfterProof(int fd, const std::string& token) {
   protocol::Writer answer;
   answer.Str(token.empty()
                  ? std::string()
-                 : store::auth::Proof(token, store::auth::Role::kClient, nonce, server_nonce));
+                 : support::auth::Proof(token, support::auth::Role::kClient, nonce, server_nonce));
   SendUntil(fd, std::move(answer).Finish(), absl::Now() + absl::Seconds(10));
   const std::string welcome = ReadFrame(fd);
   protocol::Reader result(welcome);

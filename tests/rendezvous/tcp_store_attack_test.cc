@@ -33,10 +33,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "plugins/store/auth.h"
 #include "plugins/store/protocol.h"
 #include "plugins/store/tcp_store_client.h"
 #include "plugins/store/tcp_store_server.h"
+#include "support/auth.h"
 #include "tests/rendezvous/attacker.h"
 #include "tests/rendezvous/raw_frames.h"
 #include "tests/rendezvous/test_support.h"
@@ -874,7 +874,7 @@ TEST(StoreAttack, AForgedFailDoesNotEndTheJob) {
   {  // after the hello, in place of the proof
     const int fd = RawConnect((*server)->port());
     Sockets s{{fd}};
-    SendUntil(fd, HelloFrame(store::auth::Nonce()), deadline);
+    SendUntil(fd, HelloFrame(support::auth::Nonce()), deadline);
     ReadFrame(fd);
     SendUntil(fd, forged, deadline);
     EXPECT_TRUE(ClosedBy(fd, deadline));
@@ -944,7 +944,7 @@ TEST(StoreAttack, APortSquatterNeverSeesTheSecret) {
       challenge.U16(protocol::kVersion);
       challenge.U8(0);
       challenge.Str("");
-      challenge.Str(squatter == 2 ? replayed_nonce : store::auth::Nonce());
+      challenge.Str(squatter == 2 ? replayed_nonce : support::auth::Nonce());
       challenge.U8(squatter == 0 ? 0 : 1);
       challenge.Str(squatter == 0 ? "" : squatter == 1 ? std::string(32, 'p') : replayed_proof);
       const std::string frame = std::move(challenge).Finish();

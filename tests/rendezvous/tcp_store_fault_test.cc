@@ -20,11 +20,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "plugins/store/auth.h"
 #include "plugins/store/net.h"
 #include "plugins/store/protocol.h"
 #include "plugins/store/tcp_store_client.h"
 #include "plugins/store/tcp_store_server.h"
+#include "support/auth.h"
 #include "tests/rendezvous/raw_frames.h"
 #include "tests/rendezvous/test_support.h"
 
@@ -80,7 +80,7 @@ class RawSocket {
   }
   // The version 3 handshake by hand (protocol.h); true when welcomed.
   bool Handshake(const std::string& token = "") {
-    const std::string client_nonce = auth::Nonce();
+    const std::string client_nonce = support::auth::Nonce();
     protocol::Writer hello;
     hello.U32(protocol::kMagic);
     hello.U16(protocol::kVersion);
@@ -99,7 +99,8 @@ class RawSocket {
     }
     protocol::Writer proof;
     proof.Str(token.empty() ? std::string()
-                            : auth::Proof(token, auth::Role::kClient, client_nonce, server_nonce));
+                            : support::auth::Proof(token, support::auth::Role::kClient,
+                                                   client_nonce, server_nonce));
     Send(std::move(proof).Finish());
     const std::string welcome = ReadFrame();
     return !welcome.empty() && welcome[0] == 0;
@@ -392,7 +393,7 @@ bool Welcome(int fd) {
   challenge.U16(protocol::kVersion);
   challenge.U8(0);
   challenge.Str("");
-  challenge.Str(auth::Nonce());
+  challenge.Str(support::auth::Nonce());
   challenge.U8(0);  // no token
   challenge.Str("");
   std::string frame = std::move(challenge).Finish();

@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "tools/common/free_port.h"
+#include "support/free_port.h"
 
 extern char** environ;
 

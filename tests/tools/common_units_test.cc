@@ -1,4 +1,4 @@
-// //tools/common's device memory and local launcher, on their own.
+// //support's device memory and local launcher, on their own.
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -9,8 +9,8 @@
 #include "absl/time/clock.h"
 #include "dist/types.h"
 #include "gtest/gtest.h"
-#include "tools/common/device_memory.h"
-#include "tools/common/local_launcher.h"
+#include "support/device_memory.h"
+#include "support/local_launcher.h"
 
 namespace dist {
 namespace {

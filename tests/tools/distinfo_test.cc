@@ -15,8 +15,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "support/device_memory.h"
 #include "tests/tools/subprocess.h"
-#include "tools/common/device_memory.h"
 
 namespace dist::testing {
 namespace {

@@ -1,6 +1,6 @@
 // The shared fixture store (memory_store.h) through its dist_store_t table,
 // as the core sees it; expected results follow store.h.
-#include "tools/common/memory_store.h"
+#include "support/memory_store.h"
 
 #include <string>
 #include <thread>

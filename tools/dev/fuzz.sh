@@ -35,7 +35,7 @@ server=(plugins/store/tcp_store_server.cc plugins/store/server_accept.cc plugins
         plugins/store/server_parking.cc)
 declare -A sources=(
   [protocol_fuzz]="${store[*]}"
-  [server_fuzz]="${store[*]} plugins/store/server_limits.cc ${server[*]} plugins/store/tcp_store_client.cc plugins/store/net.cc plugins/store/auth.cc support/descriptors.cc"
+  [server_fuzz]="${store[*]} plugins/store/server_limits.cc ${server[*]} plugins/store/tcp_store_client.cc plugins/store/net.cc support/auth.cc support/descriptors.cc"
   [file_store_fuzz]="${store[*]} plugins/store/file_store.cc"
   [url_fuzz]="support/url.cc"
   [config_fuzz]="core/config.cc core/toml_text.cc core/logging.cc core/mpi_flavor.cc"

@@ -7,7 +7,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "dist/cpp/status.hpp"
-#include "tools/common/device_memory.h"
+#include "support/device_memory.h"
 #include "tools/distbench/dist_ops.h"
 #include "tools/distbench/fastest.h"
 #include "tools/distbench/group_util.h"

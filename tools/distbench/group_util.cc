@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dist/cpp/status.hpp"
-#include "tools/common/device_memory.h"
+#include "support/device_memory.h"
 
 namespace distbench {
 

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "tools/common/free_port.h"
-#include "tools/common/local_launcher.h"
+#include "support/free_port.h"
+#include "support/local_launcher.h"
 
 namespace distbench {
 namespace {

@@ -12,8 +12,8 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
-#include "tools/common/device_memory.h"
-#include "tools/common/free_port.h"
+#include "support/device_memory.h"
+#include "support/free_port.h"
 #include "tools/distinfo/process_group.h"
 #include "tools/distrun/job.h"
 

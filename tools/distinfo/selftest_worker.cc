@@ -17,7 +17,7 @@
 #include "dist/dist.h"
 #include "dist/registry.h"
 #include "nlohmann/json.hpp"
-#include "tools/common/device_memory.h"
+#include "support/device_memory.h"
 #include "tools/distinfo/selftest.h"
 
 namespace dist::distinfo {

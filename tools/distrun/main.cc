@@ -15,8 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "dist/dist.h"
-#include "plugins/store/auth.h"
-#include "tools/common/free_port.h"
+#include "support/auth.h"
+#include "support/free_port.h"
 #include "tools/common/help.h"
 #include "tools/distrun/command_line.h"
 #include "tools/distrun/job.h"
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
   const char* given = getenv("DIST_STORE_TOKEN");
   if (given == nullptr || *given == '\0') {
     if (job.nnodes == 1) {
-      job.store_token = dist::store::auth::RandomToken();
+      job.store_token = dist::support::auth::RandomToken();
       if (job.store_token.empty()) {
         std::fprintf(stderr,
                      "distrun: could not draw a random store token; set "

@@ -24,7 +24,7 @@
 #include "plugins/backends/gloo/loop_kicker.h"
 #include "plugins/backends/gloo/pair_access.h"
 #include "plugins/backends/gloo/pair_proof.h"
-#include "plugins/store/auth.h"
+#include "support/auth.h"
 #include "support/descriptors.h"
 
 namespace dist_gloo {
@@ -284,7 +284,7 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
   const std::string secret_key = absl::StrCat(options.key_prefix, "pair_secret");
   std::string secret;
   if (rank == 0) {
-    secret = dist::store::auth::Nonce();  // 32 bytes from getrandom(2)
+    secret = dist::support::auth::Nonce();  // 32 bytes from getrandom(2)
     if (secret.empty()) {
       return absl::InternalError(absl::StrCat(
           "could not draw the secret Gloo's pairs prove they know: getrandom: ", strerror(errno)));

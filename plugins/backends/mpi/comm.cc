@@ -8,11 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "flavor.h"
 #include "missing_ranks.h"
 #include "mpi_status.h"
 #include "progress.h"
 #include "runtime.h"
+#include "support/mpi_flavor.h"
 
 namespace dist_mpi {
 namespace {

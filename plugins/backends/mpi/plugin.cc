@@ -5,11 +5,11 @@
 
 #include "comm.h"
 #include "dist/cpp/backend_adapter.hpp"
-#include "flavor.h"
 #include "ops.h"
 #include "options.h"
 #include "probe.h"
 #include "runtime.h"
+#include "support/mpi_flavor.h"
 
 namespace dist_mpi {
 namespace {

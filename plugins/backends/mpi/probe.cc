@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "flavor.h"
 #include "runtime.h"
+#include "support/mpi_flavor.h"
 
 namespace dist_mpi {
 namespace {

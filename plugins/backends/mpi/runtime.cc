@@ -16,10 +16,10 @@
 #include "comm.h"
 #include "datatypes.h"
 #include "dist/cpp/host_log.hpp"
-#include "flavor.h"
 #include "mpi_status.h"
 #include "nbc_tuning.h"
 #include "progress.h"
+#include "support/mpi_flavor.h"
 
 namespace dist_mpi {
 namespace {

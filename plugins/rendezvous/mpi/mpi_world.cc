@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "plugins/backends/mpi/flavor.h"
+#include "support/mpi_flavor.h"
 
 namespace dist::rendezvous::mpi {
 namespace {

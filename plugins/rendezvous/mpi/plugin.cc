@@ -11,11 +11,11 @@
 #include "absl/time/time.h"
 #include "dist/cpp/rendezvous_adapter.hpp"
 #include "dist/rendezvous_plugin.h"
-#include "plugins/backends/mpi/flavor.h"
 #include "plugins/rendezvous/common/plugin_support.h"
 #include "plugins/rendezvous/common/tcp_rendezvous.h"
 #include "plugins/rendezvous/mpi/mpi_ranks.h"
 #include "plugins/rendezvous/mpi/store_announcement.h"
+#include "support/mpi_flavor.h"
 #include "support/url.h"
 
 namespace dist::rendezvous {

@@ -16,7 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
-#include "tools/common/free_port.h"
+#include "support/free_port.h"
 
 namespace {
 

@@ -33,7 +33,7 @@
 #include "dist/backend_plugin.h"
 #include "dist/cpp/status.hpp"
 #include "plugins/backends/nccl/testing/loaded_plugin.h"
-#include "tools/common/memory_store.h"
+#include "support/memory_store.h"
 
 ABSL_FLAG(std::string, plugin, "", "path of libdist-backend-nccl.so (default: next to the bench)");
 ABSL_FLAG(int, world_size, 0, "ranks (one GPU each); 0: every GPU of the machine");

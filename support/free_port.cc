@@ -1,4 +1,4 @@
-#include "tools/common/free_port.h"
+#include "support/free_port.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

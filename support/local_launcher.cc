@@ -1,4 +1,4 @@
-#include "tools/common/local_launcher.h"
+#include "support/local_launcher.h"
 
 #include <signal.h>
 #include <sys/prctl.h>

@@ -1,9 +1,11 @@
 // Which MPI implementation a build of the MPI plugins is for. The same
-// sources build once against Open MPI and once against MPICH (see BUILD);
+// sources build once against Open MPI and once against MPICH (see
+// plugins/backends/mpi/BUILD);
 // the answer comes from the mpi.h they were compiled with, so a plugin's
-// name can never disagree with the library it links.
-#ifndef DIST_PLUGINS_BACKENDS_MPI_FLAVOR_H_
-#define DIST_PLUGINS_BACKENDS_MPI_FLAVOR_H_
+// name can never disagree with the library it links. For the MPI backend
+// and the mpi:// rendezvous; the including target brings mpi.h.
+#ifndef DIST_SUPPORT_MPI_FLAVOR_H_
+#define DIST_SUPPORT_MPI_FLAVOR_H_
 
 #include <mpi.h>
 
@@ -34,4 +36,4 @@ inline constexpr const char* kSingletonHelper = nullptr;  // MPICH needs none
 
 }  // namespace dist_mpi_flavor
 
-#endif  // DIST_PLUGINS_BACKENDS_MPI_FLAVOR_H_
+#endif  // DIST_SUPPORT_MPI_FLAVOR_H_

@@ -1,4 +1,4 @@
-#include "tools/common/device_memory.h"
+#include "support/device_memory.h"
 
 #include <cstdlib>
 #include <cstring>

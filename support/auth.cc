@@ -1,4 +1,4 @@
-#include "plugins/store/auth.h"
+#include "support/auth.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -7,7 +7,7 @@
 
 #include <cerrno>
 
-namespace dist::store::auth {
+namespace dist::support::auth {
 namespace {
 
 constexpr absl::string_view kServerLabel = "dist-store v3 server proof";
@@ -68,4 +68,4 @@ std::string RandomToken() {
   return hex;
 }
 
-}  // namespace dist::store::auth
+}  // namespace dist::support::auth

@@ -8,8 +8,8 @@
 // distrun does not use this: it is a libuv event loop that also pipes and
 // prefixes its ranks' output and forwards signals in stages (see
 // tools/distrun/launcher.h).
-#ifndef DIST_TOOLS_COMMON_LOCAL_LAUNCHER_H_
-#define DIST_TOOLS_COMMON_LOCAL_LAUNCHER_H_
+#ifndef DIST_SUPPORT_LOCAL_LAUNCHER_H_
+#define DIST_SUPPORT_LOCAL_LAUNCHER_H_
 
 #include <sys/types.h>
 
@@ -67,4 +67,4 @@ int ExitCodeOf(int status);
 
 }  // namespace dist
 
-#endif  // DIST_TOOLS_COMMON_LOCAL_LAUNCHER_H_
+#endif  // DIST_SUPPORT_LOCAL_LAUNCHER_H_

@@ -8,8 +8,8 @@
 // libcudart into the process, that same runtime is used, so the buffers live
 // in the backend's CUDA context; the nccl plugin's CPU emulation
 // (tests/nccl/emulation) stands in for it the same way.
-#ifndef DIST_TOOLS_COMMON_DEVICE_MEMORY_H_
-#define DIST_TOOLS_COMMON_DEVICE_MEMORY_H_
+#ifndef DIST_SUPPORT_DEVICE_MEMORY_H_
+#define DIST_SUPPORT_DEVICE_MEMORY_H_
 
 #include <cstddef>
 #include <memory>
@@ -69,4 +69,4 @@ absl::StatusOr<int> CudaDeviceCount();
 
 }  // namespace dist
 
-#endif  // DIST_TOOLS_COMMON_DEVICE_MEMORY_H_
+#endif  // DIST_SUPPORT_DEVICE_MEMORY_H_

@@ -8,8 +8,8 @@
 // headers (tests/abi/v1_0) gets a 1.0 table, struct_size 96, and never
 // touches a field that 1.0 does not have. That is also why the library
 // names no dist headers in its deps: the including target brings them.
-#ifndef DIST_TOOLS_COMMON_MEMORY_STORE_H_
-#define DIST_TOOLS_COMMON_MEMORY_STORE_H_
+#ifndef DIST_SUPPORT_MEMORY_STORE_H_
+#define DIST_SUPPORT_MEMORY_STORE_H_
 
 #include <cstdint>
 #include <cstdlib>
@@ -222,4 +222,4 @@ inline dist_store_t* NewMemoryStore(std::string name = "memory store") {
 
 }  // namespace dist
 
-#endif  // DIST_TOOLS_COMMON_MEMORY_STORE_H_
+#endif  // DIST_SUPPORT_MEMORY_STORE_H_

@@ -3,15 +3,16 @@
 // token with an HMAC-SHA256 over both nonces, so the token itself never
 // crosses the wire and a proof cannot be replayed on another connection.
 // The crypto is OpenSSL's libcrypto; proofs are compared in constant time.
-#ifndef DIST_PLUGINS_STORE_AUTH_H_
-#define DIST_PLUGINS_STORE_AUTH_H_
+// Also the source of distrun's per-job token and of gloo's pair secrets.
+#ifndef DIST_SUPPORT_AUTH_H_
+#define DIST_SUPPORT_AUTH_H_
 
 #include <cstddef>
 #include <string>
 
 #include "absl/strings/string_view.h"
 
-namespace dist::store::auth {
+namespace dist::support::auth {
 
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kProofBytes = 32;  // SHA-256
@@ -34,6 +35,6 @@ bool ProofMatches(absl::string_view token, Role role, absl::string_view client_n
 // A random secret for one job (hex, 32 bytes of entropy), as distrun makes.
 std::string RandomToken();
 
-}  // namespace dist::store::auth
+}  // namespace dist::support::auth
 
-#endif  // DIST_PLUGINS_STORE_AUTH_H_
+#endif  // DIST_SUPPORT_AUTH_H_

@@ -1,7 +1,8 @@
 // Finds a TCP port nobody listens on (MASTER_PORT for distrun and distbench,
-// the conformance kit's store, tests). The one copy: tools and tests use it.
-#ifndef DIST_TOOLS_COMMON_FREE_PORT_H_
-#define DIST_TOOLS_COMMON_FREE_PORT_H_
+// the conformance kit's store, tests). The one copy: tools, tests and the
+// SDK's conformance kit use it.
+#ifndef DIST_SUPPORT_FREE_PORT_H_
+#define DIST_SUPPORT_FREE_PORT_H_
 
 #include <string>
 
@@ -17,4 +18,4 @@ absl::StatusOr<int> PickFreePort(const std::string& address = "127.0.0.1");
 
 }  // namespace dist
 
-#endif  // DIST_TOOLS_COMMON_FREE_PORT_H_
+#endif  // DIST_SUPPORT_FREE_PORT_H_
