@@ -158,7 +158,26 @@ void Suite::ErrorPaths() {
           absl::StrCat(dist_dtype_name(dtype), "/", dist_dtype_name(other)), "sum",
           DIST_COLL_ALL_REDUCE, a, {});
   }
-  (void)es;
+  // Overlapping buffers that are not in place (validate.hpp's one rule), on
+  // the collectives every rank refuses alike: one buffer, recv one element
+  // after send, or (all_to_all) both at once. The adapter has the rule from
+  // backend ABI 1.4; the core applies it to older plugins itself, so only
+  // their raw tables are spared.
+  const bool overlap_rule = options_.through_core || plugin_.table->abi_minor >= 4;
+  for (dist_collective_t coll : {DIST_COLL_ALL_REDUCE, DIST_COLL_ALL_GATHER,
+                                 DIST_COLL_REDUCE_SCATTER, DIST_COLL_ALL_TO_ALL}) {
+    if (!overlap_rule || !Declared(coll)) continue;
+    for (uint64_t shift : {uint64_t{1}, uint64_t{0}}) {
+      if (shift == 0 && coll != DIST_COLL_ALL_TO_ALL) continue;
+      dist_op_args_t a = args_for(coll, dtype);
+      a.recv.data = static_cast<char*>(a.send.data) + shift * es;
+      a.op = DIST_SUM;
+      check(absl::StrCat(dist_collective_name(coll), shift == 0
+                                                         ? ": in place, which it does not allow"
+                                                         : ": recv overlaps send, not in place"),
+            dist_dtype_name(dtype), dist::IsReducing(coll) ? "sum" : "-", coll, a, kInvalid);
+    }
+  }
 }
 
 }  // namespace dist::conformance

@@ -190,7 +190,7 @@ TEST(ValidateOpArgs, InPlaceOnlyWhereNcclAllowsIt) {
       Validate(DIST_COLL_REDUCE_SCATTER, Args(Cuda(0x1000, 32), Cuda(0x1000, 8)), ctx).ok());
   const absl::Status a2a =
       Validate(DIST_COLL_ALL_TO_ALL, Args(Cuda(0x1000, 32), Cuda(0x1000, 32)), ctx);
-  EXPECT_THAT(std::string(a2a.message()), HasSubstr("use separate send and recv buffers"));
+  EXPECT_THAT(std::string(a2a.message()), HasSubstr("does not run in place; use separate buffers"));
 }
 
 TEST(ResolveStream, PrefersTheBuffersStreamAndRefusesTwoDifferentOnes) {

@@ -8,6 +8,7 @@
 #include "dist/cpp/half.hpp"
 #include "dist/cpp/reduce.hpp"
 #include "dist/cpp/status.hpp"
+#include "dist/cpp/validate.hpp"
 #include "gtest/gtest.h"
 
 namespace dist {
@@ -188,6 +189,45 @@ TEST(Status, RoundTripThroughTheAbi) {
   EXPECT_EQ(back.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(back.message(), "peer 3 silent");
   EXPECT_EQ(ToError(absl::OkStatus()), nullptr);
+}
+
+// The one overlap rule (validate.hpp): disjoint, or in place in the
+// collective's own layout; rank 1 of 4, 2 floats per rank.
+TEST(ValidateOpArgs, OverlapIsInPlaceInTheCollectivesLayoutOrAnError) {
+  float memory[64] = {};
+  auto at = [&](int element, uint64_t count) {
+    return dist_make_buffer(memory + element, count, DIST_FLOAT32, dist_cpu());
+  };
+  struct Case {
+    dist_collective_t kind;
+    int send_at, recv_at;
+    bool ok;
+  };
+  const Case cases[] = {
+      {DIST_COLL_ALL_REDUCE, 0, 0, true},      {DIST_COLL_ALL_REDUCE, 0, 2, true},
+      {DIST_COLL_ALL_REDUCE, 0, 1, false},     {DIST_COLL_ALL_GATHER, 2, 0, true},
+      {DIST_COLL_ALL_GATHER, 0, 0, false},     {DIST_COLL_ALL_GATHER, 3, 0, false},
+      {DIST_COLL_ALL_GATHER, 0, 8, true},      {DIST_COLL_REDUCE_SCATTER, 0, 2, true},
+      {DIST_COLL_REDUCE_SCATTER, 0, 0, false}, {DIST_COLL_REDUCE_SCATTER, 0, 8, true},
+      {DIST_COLL_ALL_TO_ALL, 0, 0, false},     {DIST_COLL_ALL_TO_ALL, 0, 8, true},
+      {DIST_COLL_GATHER, 2, 0, false},         {DIST_COLL_SCATTER, 0, 2, false},
+  };
+  for (const Case& c : cases) {
+    const bool all_gather = c.kind == DIST_COLL_ALL_GATHER || c.kind == DIST_COLL_GATHER;
+    const bool scatter = c.kind == DIST_COLL_REDUCE_SCATTER || c.kind == DIST_COLL_SCATTER;
+    const bool all_to_all = c.kind == DIST_COLL_ALL_TO_ALL;
+    dist_op_args_t a{};
+    a.struct_size = sizeof(a);
+    a.send = at(c.send_at, scatter || all_to_all ? 8 : 2);
+    a.recv = at(c.recv_at, all_gather || all_to_all ? 8 : 2);
+    a.root = 1;  // this rank: both buffers used
+    const absl::Status status = ValidateOpArgs(c.kind, a, 1, 4);
+    EXPECT_EQ(status.ok(), c.ok) << dist_collective_name(c.kind) << " send@" << c.send_at
+                                 << " recv@" << c.recv_at << ": " << status;
+    if (!c.ok) {
+      EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    }
+  }
 }
 
 }  // namespace

@@ -143,8 +143,15 @@ void CheckDataMovement(int rank, dist_backend_comm_t* comm, dist_dtype_t t, uint
     dist_op_args_t a = Args();
     a.send = Buffer(send.data(), n * kWorld, t);
     a.recv = Buffer(in_place ? send.data() : recv.data(), n * kWorld, t);
+    if (in_place) {  // validate.hpp: all_to_all does not run in place
+      dist_error_t* error = RunOp(p->all_to_all, comm, a);
+      const bool invalid = error != nullptr && dist_error_code(error) == DIST_INVALID_ARGUMENT;
+      dist_error_destroy(error);
+      RANK_CHECK(rank, invalid);
+      continue;
+    }
     RANK_OK(rank, RunOp(p->all_to_all, comm, a));
-    const void* out = in_place ? send.data() : recv.data();
+    const void* out = recv.data();
     for (int j = 0; j < kWorld; ++j) {
       for (uint64_t i = 0; i < n; ++i) {
         RANK_CHECK(rank, Get(t, out, j * n + i) == DataInput(j * kWorld + rank, i));

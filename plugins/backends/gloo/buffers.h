@@ -18,13 +18,6 @@ inline size_t Bytes(dist_dtype_t dtype, uint64_t count) {
 
 inline char* At(void* base, size_t offset_bytes) { return static_cast<char*>(base) + offset_bytes; }
 
-// True when [a, a+a_bytes) and [b, b+b_bytes) share a byte.
-inline bool Overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
-  const auto x = reinterpret_cast<uintptr_t>(a);
-  const auto y = reinterpret_cast<uintptr_t>(b);
-  return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
-}
-
 // Gloo sizes segments in whole elements of sizeof(T); the values never
 // matter to it, only the size, so any type of the right width does.
 template <typename F>
@@ -45,8 +38,7 @@ void WithElementType(size_t element_size, F&& f) {
   }
 }
 
-// A private copy of `bytes` at `data`, for inputs that alias outputs in a
-// way the Gloo algorithm does not allow.
+// A private copy of `bytes` at `data`.
 inline std::vector<char> CopyOf(const void* data, size_t bytes) {
   std::vector<char> copy(bytes);
   if (bytes > 0) std::memcpy(copy.data(), data, bytes);

@@ -23,15 +23,10 @@ absl::Status RunBroadcast(const Op& op, const OpEnv& env) {
   }
   gloo::BroadcastOptions opts(env.context);
   // On the root Gloo sends from the input and copies it to the output;
-  // without an input (in place) it sends from the output.
-  std::vector<char> copy;
+  // without an input (in place) it sends from the output. Buffers that
+  // overlap otherwise never get here (dist/cpp/validate.hpp, CheckOverlap).
   if (env.context->rank == a.root && a.send.data != a.recv.data) {
-    const void* in = a.send.data;
-    if (Overlaps(in, bytes, a.recv.data, bytes)) {
-      copy = CopyOf(in, bytes);
-      in = copy.data();
-    }
-    opts.setInput<char>(static_cast<char*>(const_cast<void*>(in)), bytes);
+    opts.setInput<char>(static_cast<char*>(a.send.data), bytes);
   }
   opts.setOutput<char>(static_cast<char*>(a.recv.data), bytes);
   opts.setRoot(a.root);
@@ -54,15 +49,7 @@ absl::Status RunAllGather(const Op& op, const OpEnv& env) {
   gloo::AllgatherOptions opts(env.context);
   // In place (NCCL's convention): the input already sits in this rank's
   // block, which Gloo then uses as is.
-  std::vector<char> copy;
-  if (a.send.data != mine) {
-    const void* in = a.send.data;
-    if (Overlaps(in, block, out, block * w)) {
-      copy = CopyOf(in, block);
-      in = copy.data();
-    }
-    opts.setInput<char>(static_cast<char*>(const_cast<void*>(in)), block);
-  }
+  if (a.send.data != mine) opts.setInput<char>(static_cast<char*>(a.send.data), block);
   opts.setOutput<char>(out, block * w);
   opts.setTag(env.tag);
   opts.setTimeout(env.timeout);
@@ -75,17 +62,8 @@ absl::Status RunGather(const Op& op, const OpEnv& env) {
   const size_t block = Bytes(a.send.dtype, a.send.count);
   const size_t w = static_cast<size_t>(env.context->size);
   const bool root = env.context->rank == a.root;
-  const void* in = a.send.data;
-  std::vector<char> copy;
-  if (root) {
-    char* mine = static_cast<char*>(a.recv.data) + block * env.context->rank;
-    if (in != mine && Overlaps(in, block, a.recv.data, block * w)) {
-      copy = CopyOf(in, block);
-      in = copy.data();
-    }
-  }
   gloo::GatherOptions opts(env.context);
-  opts.setInput<char>(static_cast<char*>(const_cast<void*>(in)), block);
+  opts.setInput<char>(static_cast<char*>(a.send.data), block);
   if (root) opts.setOutput<char>(static_cast<char*>(a.recv.data), block * w);
   opts.setRoot(a.root);
   opts.setTag(env.tag);
@@ -100,13 +78,8 @@ absl::Status RunScatter(const Op& op, const OpEnv& env) {
   const size_t w = static_cast<size_t>(env.context->size);
   const bool root = env.context->rank == a.root;
   gloo::ScatterOptions opts(env.context);
-  std::vector<char> copy;
   if (root) {
     char* in = static_cast<char*>(a.send.data);
-    if (Overlaps(in, block * w, a.recv.data, block)) {
-      copy = CopyOf(in, block * w);
-      in = copy.data();
-    }
     std::vector<char*> blocks(w);
     for (size_t i = 0; i < w; ++i) blocks[i] = in + block * i;
     opts.setInputs<char>(blocks, block);
@@ -122,14 +95,8 @@ absl::Status RunScatter(const Op& op, const OpEnv& env) {
 absl::Status RunAllToAll(const Op& op, const OpEnv& env) {
   const dist_op_args_t& a = op.args;
   const size_t bytes = Bytes(a.send.dtype, a.send.count);
-  const void* in = a.send.data;
-  std::vector<char> copy;
-  if (Overlaps(in, bytes, a.recv.data, bytes)) {
-    copy = CopyOf(in, bytes);
-    in = copy.data();
-  }
   gloo::AlltoallOptions opts(env.context);
-  opts.setInput<char>(static_cast<char*>(const_cast<void*>(in)), bytes);
+  opts.setInput<char>(static_cast<char*>(a.send.data), bytes);
   opts.setOutput<char>(static_cast<char*>(a.recv.data), bytes);
   opts.setTag(env.tag);
   opts.setTimeout(env.timeout);

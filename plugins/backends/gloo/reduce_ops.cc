@@ -66,12 +66,6 @@ void AllReduceInto(const OpEnv& env, const void* send, void* recv, size_t n, dis
     dist::NarrowFromFloat(dtype, acc.data(), recv, n);
     return;
   }
-  const size_t bytes = Bytes(dtype, n);
-  std::vector<char> copy;
-  if (send != recv && Overlaps(send, bytes, recv, bytes)) {
-    copy = CopyOf(send, bytes);
-    send = copy.data();
-  }
   GlooAllReduce(env, send, recv, n, dtype, op);
   if (op == DIST_AVG) dist::FinishAverage(dtype, recv, n, size);
 }
@@ -114,10 +108,6 @@ absl::Status RunReduce(const Op& op, const OpEnv& env) {
   void* out;
   if (root) {
     out = a.recv.data;
-    if (in != out && Overlaps(in, bytes, out, bytes)) {
-      scratch = CopyOf(in, bytes);
-      in = scratch.data();
-    }
   } else {
     // Gloo's ring reduce needs a full-size output on every rank; the
     // caller's recv is unused off the root, so it is left alone.

@@ -171,9 +171,6 @@ OpResult IssueBroadcast(Comm& comm, const dist_op_args_t& args) {
   if (copy) {
     DIST_RETURN_IF_ERROR(check.Buffer("send", send));
     DIST_RETURN_IF_ERROR(check.NoCudaCopy(recv, "broadcast from a separate send buffer"));
-    if (Overlap(send.data, bytes, recv.data, bytes)) {
-      return check.Invalid("send and recv overlap without being the same buffer");
-    }
   }
   auto op = NewOp(DIST_COLL_BROADCAST, args, buffer.count, buffer.dtype);
   if (copy) op->Reads(send.data, bytes);
@@ -237,10 +234,8 @@ OpResult IssueAllGather(Comm& comm, const dist_op_args_t& args) {
   DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
   const uint64_t n = send.count;
   const size_t block = Bytes(send, n);
+  // Any other overlap was refused (dist/cpp/validate.hpp, CheckOverlap).
   const bool in_place = n > 0 && send.data == At(recv, n * comm.rank());
-  if (!in_place && Overlap(send.data, block, recv.data, block * comm.size())) {
-    return check.Invalid("send overlaps recv but is not this rank's block of it");
-  }
   auto op = NewOp(DIST_COLL_ALL_GATHER, args, n, send.dtype);
   if (!in_place) op->Reads(send.data, block);
   op->Writes(recv.data, block * comm.size());
@@ -270,18 +265,12 @@ OpResult IssueGather(Comm& comm, const dist_op_args_t& args) {
   DIST_RETURN_IF_ERROR(check.Buffer("send", send));
   const uint64_t n = send.count;
   const size_t block = Bytes(send, n);
-  bool in_place = false;
-  if (root) {
-    DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
-    in_place = n > 0 && send.data == At(recv, n * comm.rank());
-    if (!in_place && Overlap(send.data, block, recv.data, block * comm.size())) {
-      return check.Invalid("send overlaps recv but is not the root's block of it");
-    }
-  }
+  // send and recv are disjoint (dist/cpp/validate.hpp, CheckOverlap).
+  if (root) DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
   auto op = NewOp(DIST_COLL_GATHER, args, n, send.dtype);
-  if (!in_place) op->Reads(send.data, block);
+  op->Reads(send.data, block);
   if (root) op->Writes(recv.data, block * comm.size());
-  const void* send_data = in_place ? MPI_IN_PLACE : send.data;
+  const void* send_data = send.data;
   void* recv_data = root ? recv.data : nullptr;
   const int count = static_cast<int>(n);
   const MPI_Datatype type = MpiDatatype(send.dtype);
@@ -302,19 +291,13 @@ OpResult IssueScatter(Comm& comm, const dist_op_args_t& args) {
   DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
   const uint64_t n = recv.count;
   const size_t block = Bytes(recv, n);
-  bool in_place = false;
-  if (root) {
-    DIST_RETURN_IF_ERROR(check.Buffer("send", send));
-    in_place = n > 0 && recv.data == At(send, n * comm.rank());
-    if (!in_place && Overlap(recv.data, block, send.data, block * comm.size())) {
-      return check.Invalid("recv overlaps send but is not the root's block of it");
-    }
-  }
+  // send and recv are disjoint (dist/cpp/validate.hpp, CheckOverlap).
+  if (root) DIST_RETURN_IF_ERROR(check.Buffer("send", send));
   auto op = NewOp(DIST_COLL_SCATTER, args, n, recv.dtype);
   if (root) op->Reads(send.data, block * comm.size());
-  if (!in_place) op->Writes(recv.data, block);
+  op->Writes(recv.data, block);
   const void* send_data = root ? send.data : nullptr;
-  void* recv_data = in_place ? MPI_IN_PLACE : recv.data;
+  void* recv_data = recv.data;
   const int count = static_cast<int>(n);
   const MPI_Datatype type = MpiDatatype(recv.dtype);
   const int root_rank = args.root;
@@ -335,8 +318,8 @@ OpResult IssueReduceScatter(Comm& comm, const dist_op_args_t& args) {
   const uint64_t n = recv.count;
   DIST_RETURN_IF_ERROR(check.Reduction(send.dtype, args.op, OnCuda(send, recv)));
   const size_t block = Bytes(recv, n);
-  // recv inside send (NCCL's in-place layout) or any other overlap: reduce
-  // into scratch, copy out at the end.
+  // recv inside send (NCCL's in-place layout; any other overlap was
+  // refused): reduce into scratch, copy out at the end.
   const bool via_scratch = Overlap(send.data, block * comm.size(), recv.data, block);
   if (via_scratch)
     DIST_RETURN_IF_ERROR(check.NoCudaCopy(recv, "reduce_scatter with overlapping buffers"));
@@ -377,26 +360,17 @@ OpResult IssueAllToAll(Comm& comm, const dist_op_args_t& args) {
   DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
   const uint64_t n = send.count / comm.size();
   const size_t bytes = Bytes(send, send.count);
-  // In place (or overlapping): send from a copy taken when the op starts.
-  const bool via_scratch = Overlap(send.data, bytes, recv.data, bytes);
-  if (via_scratch) DIST_RETURN_IF_ERROR(check.NoCudaCopy(recv, "all_to_all in place"));
+  // send and recv are disjoint (dist/cpp/validate.hpp, CheckOverlap).
   auto op = NewOp(DIST_COLL_ALL_TO_ALL, args, n, send.dtype);
   op->Reads(send.data, bytes);
   op->Writes(recv.data, bytes);
-  if (via_scratch) op->scratch.resize(bytes);
-  PendingOp* raw = op.get();
   const void* send_data = send.data;
   void* recv_data = recv.data;
   const int count = static_cast<int>(n);
   const MPI_Datatype type = MpiDatatype(send.dtype);
   const MPI_Comm mpi_comm = comm.mpi_comm();
   op->start = [=](MPI_Request* request) {
-    const void* from = send_data;
-    if (via_scratch) {
-      std::memcpy(raw->scratch.data(), send_data, bytes);
-      from = raw->scratch.data();
-    }
-    return MPI_Ialltoall(from, count, type, recv_data, count, type, mpi_comm, request);
+    return MPI_Ialltoall(send_data, count, type, recv_data, count, type, mpi_comm, request);
   };
   return IssueOp(comm, std::move(op));
 }

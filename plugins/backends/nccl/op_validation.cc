@@ -1,6 +1,5 @@
 #include "plugins/backends/nccl/op_validation.h"
 
-#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -39,54 +38,6 @@ absl::Status CheckBuffer(dist_collective_t op, const char* which, const dist_buf
   return absl::OkStatus();
 }
 
-// Byte ranges [begin, end) of the two buffers, for aliasing checks.
-struct Range {
-  uintptr_t begin;
-  uintptr_t end;
-};
-Range BytesOf(const dist_buffer_t& b) {
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(b.data);
-  return Range{begin, begin + b.count * dist_dtype_size(b.dtype)};
-}
-bool Overlap(Range a, Range b) { return a.begin < b.end && b.begin < a.end; }
-
-absl::Status CheckAliasing(dist_collective_t op, const dist_op_args_t& args,
-                           const dist::UsedBuffers& used, const OpContext& ctx) {
-  if (!used.send || !used.recv) return absl::OkStatus();
-  const Range send = BytesOf(args.send);
-  const Range recv = BytesOf(args.recv);
-  if (send.begin == send.end || recv.begin == recv.end) return absl::OkStatus();
-  if (!Overlap(send, recv)) return absl::OkStatus();
-  const size_t elem = dist_dtype_size(args.send.dtype);
-  switch (op) {
-    case DIST_COLL_ALL_REDUCE:
-    case DIST_COLL_BROADCAST:
-    case DIST_COLL_REDUCE:
-      if (send.begin == recv.begin) return absl::OkStatus();  // in place
-      return Invalid(op,
-                     "send and recv overlap without being the same buffer; "
-                     "pass the same pointer for in-place or separate buffers");
-    case DIST_COLL_ALL_GATHER:
-      if (send.begin == recv.begin + static_cast<uintptr_t>(ctx.rank) * args.send.count * elem) {
-        return absl::OkStatus();  // NCCL's in-place all-gather
-      }
-      return Invalid(op,
-                     absl::StrCat("send overlaps recv but is not rank ", ctx.rank,
-                                  "'s block of it; in place, send must point at recv + rank*n"));
-    case DIST_COLL_REDUCE_SCATTER:
-      if (recv.begin == send.begin + static_cast<uintptr_t>(ctx.rank) * args.recv.count * elem) {
-        return absl::OkStatus();  // NCCL's in-place reduce-scatter
-      }
-      return Invalid(op,
-                     absl::StrCat("recv overlaps send but is not rank ", ctx.rank,
-                                  "'s block of it; in place, recv must point at send + rank*n"));
-    default:
-      return Invalid(op,
-                     "send and recv overlap, which this operation does not allow; "
-                     "use separate send and recv buffers");
-  }
-}
-
 // The common checks matched the op to the dtype; NCCL lacks the bitwise ones.
 absl::Status CheckReduceOp(dist_collective_t op, const dist_op_args_t& args) {
   if (dist::IsBitwise(args.op)) {
@@ -121,8 +72,6 @@ absl::Status ValidateOpArgs(dist_collective_t op, const dist_op_args_t& args,
     absl::Status status = CheckBuffer(op, "recv", args.recv, ctx);
     if (!status.ok()) return status;
   }
-  absl::Status aliasing = CheckAliasing(op, args, used, ctx);
-  if (!aliasing.ok()) return aliasing;
   if (dist::IsReducing(op)) return CheckReduceOp(op, args);
   return absl::OkStatus();
 }

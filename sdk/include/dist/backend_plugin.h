@@ -26,9 +26,11 @@
  *   all_to_all      send[n*W] -> recv[n*W], block j goes to rank j
  *   barrier         no buffers
  *   send / recv     send[n] to peer / recv[n] from peer, matched by tag
- * In-place: recv.data == send.data is allowed where the shapes agree
- * (all_reduce, broadcast, reduce); for all_gather and reduce_scatter,
- * send may point at this rank's block inside recv (NCCL's convention).
+ * Send and recv are disjoint, or in place (NCCL's convention):
+ * recv.data == send.data for all_reduce, broadcast and reduce; for
+ * all_gather send points at this rank's block inside recv, for
+ * reduce_scatter recv at this rank's block inside send. Any other overlap
+ * (and any in gather, scatter, all_to_all) is DIST_INVALID_ARGUMENT.
  * Buffers that are unused on a rank (recv of reduce off root) may have
  * data == NULL. Counts and dtypes must agree between ranks. */
 #ifndef DIST_BACKEND_PLUGIN_H_
@@ -44,7 +46,7 @@ extern "C" {
 #endif
 
 #define DIST_BACKEND_ABI_MAJOR 1
-#define DIST_BACKEND_ABI_MINOR 3
+#define DIST_BACKEND_ABI_MINOR 4
 #define DIST_BACKEND_ENTRY_SYMBOL "dist_backend_plugin_v1"
 
 typedef struct dist_backend_comm dist_backend_comm_t; /* plugin-defined */

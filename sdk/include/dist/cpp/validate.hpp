@@ -115,6 +115,99 @@ inline absl::Status CheckCountTimes(const char* op, const char* which, uint64_t 
   return CheckCount(op, which, actual, expected, rule);
 }
 
+// The one rule for a send and a recv buffer that share memory, for every
+// backend: disjoint, or in place in the collective's layout (all_reduce,
+// broadcast and reduce: the same buffer; all_gather: send is this rank's
+// block of recv; reduce_scatter: recv is this rank's block of send). Any
+// other overlap, and any overlap in gather, scatter and all_to_all, is
+// INVALID_ARGUMENT. Called once the counts are known to be right.
+inline absl::Status CheckOverlap(const char* op, dist_collective_t kind, const dist_op_args_t& args,
+                                 int rank) {
+  const uint64_t element = dist_dtype_size(args.send.dtype);
+  const uintptr_t send = reinterpret_cast<uintptr_t>(args.send.data);
+  const uintptr_t recv = reinterpret_cast<uintptr_t>(args.recv.data);
+  const uint64_t send_bytes = args.send.count * element;
+  const uint64_t recv_bytes = args.recv.count * element;
+  if (send == 0 || recv == 0 || send_bytes == 0 || recv_bytes == 0) return absl::OkStatus();
+  if (send >= recv + recv_bytes || recv >= send + send_bytes) return absl::OkStatus();
+  const uint64_t me = static_cast<uint64_t>(rank);
+  const char* layout = nullptr;
+  bool in_place = false;
+  switch (kind) {
+    case DIST_COLL_ALL_REDUCE:
+    case DIST_COLL_BROADCAST:
+    case DIST_COLL_REDUCE:
+      in_place = send == recv;
+      layout = "send and recv the same buffer";
+      break;
+    case DIST_COLL_ALL_GATHER:
+      in_place = send == recv + me * send_bytes;
+      layout = "send at this rank's block of recv";
+      break;
+    case DIST_COLL_REDUCE_SCATTER:
+      in_place = recv == send + me * recv_bytes;
+      layout = "recv at this rank's block of send";
+      break;
+    default:
+      break;
+  }
+  if (in_place) return absl::OkStatus();
+  if (layout == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": send and recv overlap, and ", op,
+                                                   " does not run in place; use separate buffers"));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": send and recv overlap without being in place (", layout,
+                   "); lay them out that way or use separate buffers"));
+}
+
+// The count rule of backend_plugin.h's table, for ValidateOpArgs.
+inline absl::Status CheckCounts(const char* op, dist_collective_t kind, const dist_op_args_t& args,
+                                bool is_root, uint64_t w) {
+  switch (kind) {
+    case DIST_COLL_ALL_REDUCE:
+      return internal::CheckCount(op, "recv", args.recv.count, args.send.count, "equal to send");
+    case DIST_COLL_BROADCAST:
+      if (is_root) {
+        return internal::CheckCount(op, "recv", args.recv.count, args.send.count,
+                                    "equal to send on the root");
+      }
+      return absl::OkStatus();
+    case DIST_COLL_REDUCE:
+      if (is_root) {
+        return internal::CheckCount(op, "recv", args.recv.count, args.send.count,
+                                    "equal to send on the root");
+      }
+      return absl::OkStatus();
+    case DIST_COLL_ALL_GATHER:
+      return internal::CheckCountTimes(op, "recv", args.recv.count, "send", args.send.count, w,
+                                       "send count x world size");
+    case DIST_COLL_GATHER:
+      if (is_root) {
+        return internal::CheckCountTimes(op, "recv", args.recv.count, "send", args.send.count, w,
+                                         "send count x world size on the root");
+      }
+      return absl::OkStatus();
+    case DIST_COLL_SCATTER:
+      if (is_root) {
+        return internal::CheckCountTimes(op, "send", args.send.count, "recv", args.recv.count, w,
+                                         "recv count x world size on the root");
+      }
+      return absl::OkStatus();
+    case DIST_COLL_REDUCE_SCATTER:
+      return internal::CheckCountTimes(op, "send", args.send.count, "recv", args.recv.count, w,
+                                       "recv count x world size");
+    case DIST_COLL_ALL_TO_ALL:
+      if (args.send.count % w != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(op, ": send count ", args.send.count,
+                                                       " is not a multiple of the world size ", w));
+      }
+      return internal::CheckCount(op, "recv", args.recv.count, args.send.count, "equal to send");
+    default:
+      return absl::OkStatus();
+  }
+}
+
 }  // namespace internal
 
 // Validates `args` for `kind` on a rank of a communicator of `world_size`.
@@ -164,48 +257,9 @@ inline absl::Status ValidateOpArgs(dist_collective_t kind, const dist_op_args_t&
     return absl::InvalidArgumentError(
         absl::StrCat(op, ": count ", per_rank, " times world size ", world_size, " overflows"));
   }
-  switch (kind) {
-    case DIST_COLL_ALL_REDUCE:
-      return internal::CheckCount(op, "recv", args.recv.count, args.send.count, "equal to send");
-    case DIST_COLL_BROADCAST:
-      if (is_root) {
-        return internal::CheckCount(op, "recv", args.recv.count, args.send.count,
-                                    "equal to send on the root");
-      }
-      return absl::OkStatus();
-    case DIST_COLL_REDUCE:
-      if (is_root) {
-        return internal::CheckCount(op, "recv", args.recv.count, args.send.count,
-                                    "equal to send on the root");
-      }
-      return absl::OkStatus();
-    case DIST_COLL_ALL_GATHER:
-      return internal::CheckCountTimes(op, "recv", args.recv.count, "send", args.send.count, w,
-                                       "send count x world size");
-    case DIST_COLL_GATHER:
-      if (is_root) {
-        return internal::CheckCountTimes(op, "recv", args.recv.count, "send", args.send.count, w,
-                                         "send count x world size on the root");
-      }
-      return absl::OkStatus();
-    case DIST_COLL_SCATTER:
-      if (is_root) {
-        return internal::CheckCountTimes(op, "send", args.send.count, "recv", args.recv.count, w,
-                                         "recv count x world size on the root");
-      }
-      return absl::OkStatus();
-    case DIST_COLL_REDUCE_SCATTER:
-      return internal::CheckCountTimes(op, "send", args.send.count, "recv", args.recv.count, w,
-                                       "recv count x world size");
-    case DIST_COLL_ALL_TO_ALL:
-      if (args.send.count % w != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(op, ": send count ", args.send.count,
-                                                       " is not a multiple of the world size ", w));
-      }
-      return internal::CheckCount(op, "recv", args.recv.count, args.send.count, "equal to send");
-    default:
-      return absl::OkStatus();
-  }
+  DIST_RETURN_IF_ERROR(internal::CheckCounts(op, kind, args, is_root, w));
+  if (!uses_send || !uses_recv) return absl::OkStatus();
+  return internal::CheckOverlap(op, kind, args, rank);
 }
 
 }  // namespace dist
