@@ -512,7 +512,10 @@ absl::Status Communicator::Fail(const Op& op, const std::string& what, bool on_s
   // Most of the grace period, so that the error still arrives within the
   // operation's timeout.
   const std::string notes =
-      CompareNotes(dist::StoreView(store_), rank_, size_, failure, report, Grace(op) * 0.8);
+      CompareNotes(dist::StoreView(store_), rank_, size_, failure, report, Grace(op) * 0.8, [this] {
+        absl::MutexLock lock(&mu_);
+        return !abort_reason_.empty();
+      });
   const std::string message =
       absl::StrCat("gloo backend: ", where, " failed: ", failure.Describe(), notes,
                    "; the communicator is aborted, create a new one to continue");

@@ -1,9 +1,12 @@
 #include "plugins/backends/gloo/failure.h"
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "dist/cpp/failure_notes.hpp"
 
 namespace dist_gloo {
@@ -71,7 +74,7 @@ GlooFailure ClassifyGlooError(const std::string& what,
 
 std::string CompareNotes(const dist::StoreView& store, int rank, int size,
                          const GlooFailure& failure, const std::string& report,
-                         absl::Duration grace) {
+                         absl::Duration grace, const std::function<bool()>& cancelled) {
   dist::FailureNotes notes(store, "dist_gloo/", rank, size);
   std::string text;
   const std::string first = notes.Publish(report);
@@ -100,7 +103,16 @@ std::string CompareNotes(const dist::StoreView& store, int rank, int size,
     // operation: then both ranks were in it and did not match (count, dtype,
     // op or root). Say so, rather than only "lost the connection". A peer
     // that died reports nothing and costs one short grace period here.
-    absl::StatusOr<std::string> peer_report = notes.ReportOf(failure.peer, grace);
+    // Asked in slices, so that an abort meanwhile (a revoke) ends the wait.
+    const absl::Time until = absl::Now() + grace;
+    absl::StatusOr<std::string> peer_report = absl::DeadlineExceededError("");
+    for (;;) {
+      const absl::Duration left = until - absl::Now();
+      peer_report = notes.ReportOf(
+          failure.peer, std::max(std::min(left, absl::Milliseconds(20)), absl::Milliseconds(1)));
+      if (peer_report.ok() || left <= absl::ZeroDuration() || cancelled()) break;
+      if (peer_report.status().code() != absl::StatusCode::kDeadlineExceeded) break;
+    }
     if (peer_report.ok() && absl::StrContains(*peer_report, "timed out")) {
       absl::StrAppend(
           &text, "; rank ", failure.peer,

@@ -9,6 +9,7 @@
 #define DIST_PLUGINS_BACKENDS_GLOO_FAILURE_H_
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,10 +37,12 @@ GlooFailure ClassifyGlooError(const std::string& what,
 // errors are ignored; waits at most `grace`). Returns the text to append
 // to this rank's error, e.g. "; first failure in the group: rank 0: lost
 // the connection to rank 2" or "; ranks that reported no failure within
-// 500ms: 3 (dead, stuck, or not calling this operation)".
+// 500ms: 3 (dead, stuck, or not calling this operation)". The wait for a
+// lost peer's report ends early once `cancelled` says so (the communicator
+// was aborted meanwhile, e.g. by a revoke: then nobody waits for the note).
 std::string CompareNotes(const dist::StoreView& store, int rank, int size,
                          const GlooFailure& failure, const std::string& report,
-                         absl::Duration grace);
+                         absl::Duration grace, const std::function<bool()>& cancelled);
 
 }  // namespace dist_gloo
 
