@@ -240,6 +240,21 @@ DIST_EXPORT dist_error_t* dist_sendrecv(dist_process_group_t* group, const dist_
   });
 }
 
+namespace {
+
+// An operation of a revoked group fails with the revoke's DIST_REVOKED, not
+// with the abort the backend saw (a wait that merely timed out stays).
+dist_error_t* RevokedInstead(const dist_work_t& work, dist_error_t* error) {
+  if (error == nullptr || work.revocation == nullptr || !work.revocation->revoked() ||
+      dist_error_code(error) == DIST_DEADLINE_EXCEEDED) {
+    return error;
+  }
+  dist_error_destroy(error);
+  return ToError(work.revocation->status());
+}
+
+}  // namespace
+
 DIST_EXPORT dist_error_t* dist_work_wait(dist_work_t* work, int64_t timeout_ms) {
   if (work == nullptr) return NullArgument("dist_work_wait", "work");
   if (dist_error_t* error = ForkedChildError("dist_work_wait", *work)) return error;
@@ -248,6 +263,7 @@ DIST_EXPORT dist_error_t* dist_work_wait(dist_work_t* work, int64_t timeout_ms) 
   if (timeout_ms > dist::kMaxTimeoutMs) timeout_ms = dist::kMaxTimeoutMs;
   dist_error_t* error =
       work->plugin->work_wait(work->work, timeout_ms < 0 ? work->default_timeout_ms : timeout_ms);
+  error = RevokedInstead(*work, error);
   TraceWorkEnd(work, error);
   // A wait that merely timed out leaves the operation pending (the caller
   // may wait again); any other error means it failed.
@@ -264,7 +280,7 @@ DIST_EXPORT dist_error_t* dist_work_test(dist_work_t* work, int* done) {
   if (work->plugin->work_test == nullptr) {
     return dist_error_new(DIST_UNIMPLEMENTED, "dist_work_test: the backend has no work_test");
   }
-  dist_error_t* error = work->plugin->work_test(work->work, done);
+  dist_error_t* error = RevokedInstead(*work, work->plugin->work_test(work->work, done));
   if (error != nullptr || *done) TraceWorkEnd(work, error);
   return error;
 }
@@ -304,6 +320,63 @@ DIST_EXPORT dist_error_t* dist_new_group(dist_process_group_t* parent, const int
         parent->group->NewGroup(std::vector<int32_t>(ranks, ranks + num_ranks));
     if (!made.ok()) return ToError(made.status());
     *group = new dist_process_group{*std::move(made)};
+    return nullptr;
+  });
+}
+
+DIST_EXPORT dist_error_t* dist_revoke(dist_process_group_t* group, const char* reason) {
+  if (group == nullptr) return NullArgument("dist_revoke", "group");
+  if (dist_error_t* error = ForkedChildError("dist_revoke", *group->group)) return error;
+  return Guarded("dist_revoke", [&]() -> dist_error_t* {
+    group->group->Revoke(reason != nullptr && *reason != '\0' ? reason
+                                                              : "revoked by the application");
+    return nullptr;
+  });
+}
+
+DIST_EXPORT dist_error_t* dist_failed_ranks(const dist_process_group_t* group, int32_t* ranks,
+                                            size_t capacity, size_t* count) {
+  if (group == nullptr) return NullArgument("dist_failed_ranks", "group");
+  if (count == nullptr) return NullArgument("dist_failed_ranks", "count");
+  if (ranks == nullptr && capacity > 0) return NullArgument("dist_failed_ranks", "ranks");
+  return Guarded("dist_failed_ranks", [&]() -> dist_error_t* {
+    const std::vector<dist::FailedRank> failed = group->group->FailedRanks();
+    *count = failed.size();
+    for (size_t i = 0; i < failed.size() && i < capacity; ++i) ranks[i] = failed[i].rank;
+    return nullptr;
+  });
+}
+
+DIST_EXPORT dist_error_t* dist_shrink(dist_process_group_t* group,
+                                      const dist_shrink_options_t* options,
+                                      dist_process_group_t** new_group) {
+  if (group == nullptr) return NullArgument("dist_shrink", "group");
+  if (new_group == nullptr) return NullArgument("dist_shrink", "new_group");
+  *new_group = nullptr;
+  if (dist_error_t* error = ForkedChildError("dist_shrink", *group->group)) return error;
+  dist_shrink_options_t read{};
+  if (options != nullptr) {
+    if (options->struct_size < sizeof(size_t) + sizeof(int64_t)) {
+      return dist_error_new(DIST_INVALID_ARGUMENT,
+                            "dist_shrink: options->struct_size %zu is too small; set it to "
+                            "sizeof(dist_shrink_options_t)",
+                            options->struct_size);
+    }
+    read.timeout_ms = options->timeout_ms;
+  }
+  if (read.timeout_ms < 0 || read.timeout_ms > dist::kMaxTimeoutMs) {
+    return dist_error_new(DIST_INVALID_ARGUMENT,
+                          "dist_shrink: timeout_ms %lld is outside [0, %lld]; 0 means the "
+                          "group's timeout",
+                          static_cast<long long>(read.timeout_ms),
+                          static_cast<long long>(dist::kMaxTimeoutMs));
+  }
+  return Guarded("dist_shrink", [&]() -> dist_error_t* {
+    const absl::Duration timeout =
+        read.timeout_ms > 0 ? absl::Milliseconds(read.timeout_ms) : group->group->timeout();
+    absl::StatusOr<std::unique_ptr<ProcessGroup>> shrunk = group->group->Shrink(timeout);
+    if (!shrunk.ok()) return ToError(shrunk.status());
+    *new_group = new dist_process_group{*std::move(shrunk)};
     return nullptr;
   });
 }

@@ -232,6 +232,10 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
   }
   DIST_RETURN_IF_ERROR(group->StartTracing(
       {config->debug_detail, config->trace_entries_value, config->trace_dir.value}));
+  absl::StatusOr<SurvivalSettings> survival = ResolveSurvival(group->options_);
+  if (!survival.ok()) return survival.status();
+  group->survival_settings_ = *survival;
+  DIST_RETURN_IF_ERROR(group->StartSurvival());
   const absl::Time ready = absl::Now();
   LogLine(DIST_LOG_INFO, "core",
           absl::StrCat("group '", group->name_, "' ready: rank ", group->rank_, " of ",
@@ -244,6 +248,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
 }
 
 ProcessGroup::~ProcessGroup() {
+  survival_.reset();  // its thread may abort the communicators
   for (BackendComm& comm : comms_) {
     if (comm.comm != nullptr) comm.plugin->backend.comm_destroy(comm.comm);
     if (comm.store != nullptr) comm.store->release(comm.store->ctx);
@@ -265,12 +270,18 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::NewGroup(std::vector
     }
   }
   const int id = ++subgroup_counter_;
+  return MakeChild(ranks, absl::StrCat(name_, ".", id), absl::StrCat(store_prefix_, "sub", id, "/"),
+                   /*may_split=*/true);
+}
+
+absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::MakeChild(
+    const std::vector<int32_t>& ranks, std::string name, std::string prefix, bool may_split) {
   std::unique_ptr<ProcessGroup> group(new ProcessGroup());
-  group->name_ = absl::StrCat(name_, ".", id);
+  group->name_ = std::move(name);
   group->timeout_ = timeout_;
   group->timeout_ms_ = timeout_ms_;
   group->store_ = store_;
-  group->store_prefix_ = absl::StrCat(store_prefix_, "sub", id, "/");
+  group->store_prefix_ = std::move(prefix);
   group->options_ = options_;
   for (const auto& [key, value] : group->options_) {
     group->option_views_.push_back({key.c_str(), value.c_str()});
@@ -293,21 +304,80 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::NewGroup(std::vector
         MakeCommConfig(group->rank_, group->world_size_, -1, -1, made.store, timeout_,
                        group->option_views_, group->name_);
     absl::Status status;
-    if (parent.plugin->backend.comm_split != nullptr) {
+    if (may_split && parent.plugin->backend.comm_split != nullptr) {
       status = TakeError(parent.plugin->backend.comm_split(parent.comm, ranks.data(), ranks.size(),
                                                            &config, &made.comm));
     } else if (group->rank_ >= 0) {
       status = TakeError(parent.plugin->backend.comm_create(&config, &made.comm));
     }
     if (!status.ok()) {
-      return absl::Status(status.code(),
-                          absl::StrCat("new_group [", absl::StrJoin(ranks, ","), "] on backend '",
-                                       parent.plugin->name, "': ", status.message()));
+      return absl::Status(
+          status.code(),
+          absl::StrCat(may_split ? "new_group [" : "shrink to [", absl::StrJoin(ranks, ","),
+                       "] on backend '", parent.plugin->name, "': ", status.message()));
     }
   }
   group->global_rank_ = global_rank_;
   DIST_RETURN_IF_ERROR(group->StartTracing(tracing_->options()));
+  group->survival_settings_ = survival_settings_;
+  DIST_RETURN_IF_ERROR(group->StartSurvival());
   return group;
+}
+
+absl::Status ProcessGroup::StartSurvival() {
+  if (!survival_settings_.enabled || rank_ < 0) return absl::OkStatus();
+  absl::StatusOr<dist_store_t*> store =
+      MakePrefixStore(store_->get(), absl::StrCat(store_prefix_, "survival/"));
+  if (!store.ok()) return store.status();
+  survival_ = std::make_unique<SurvivalMonitor>(
+      *store, rank_, world_size_, name_, survival_settings_,
+      [this](const std::string& message) { ApplyRevoke(message); });
+  return absl::OkStatus();
+}
+
+void ProcessGroup::Revoke(const std::string& reason) {
+  if (survival_ != nullptr) {
+    survival_->Revoke(reason);  // every rank, through the store
+  } else {
+    ApplyRevoke(absl::StrCat("group '", name_, "' was revoked by rank ", rank_, ": ", reason,
+                             " (survival is off: only on this rank)"));
+  }
+}
+
+void ProcessGroup::ApplyRevoke(const std::string& message) {
+  if (!revocation_->Revoke(message)) return;
+  if (store_ != nullptr) store_->MarkFailed(message);
+  AbortComms(message);
+}
+
+std::vector<FailedRank> ProcessGroup::FailedRanks() const {
+  return survival_ != nullptr ? survival_->Failed() : std::vector<FailedRank>();
+}
+
+absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Shrink(absl::Duration timeout) {
+  if (rank_ < 0) return NotMemberError();
+  if (survival_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dist_shrink on group '", name_,
+        "': survival is off; set DIST_SURVIVAL=1 (or the option dist.survival=1) on every rank"));
+  }
+  const int epoch = ++shrink_epoch_;
+  absl::StatusOr<std::vector<int32_t>> survivors = survival_->AgreeOnSurvivors(epoch, timeout);
+  if (!survivors.ok()) return survivors.status();
+  // The old communicators stay revoked; the new ones are made anew, under
+  // a namespace of this shrink, by the survivors alone.
+  Revoke(absl::StrCat("shrunk to ranks [", absl::StrJoin(*survivors, ","), "]"));
+  const absl::Duration saved = timeout_;
+  timeout_ = timeout;  // the new communicators' set-up is bounded by the shrink's timeout
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> shrunk =
+      MakeChild(*survivors, absl::StrCat(name_, ".shrink", epoch),
+                absl::StrCat(store_prefix_, "shrink", epoch, "/"), /*may_split=*/false);
+  timeout_ = saved;
+  if (shrunk.ok()) {
+    (*shrunk)->timeout_ = saved;
+    (*shrunk)->timeout_ms_ = absl::ToInt64Milliseconds(saved);
+  }
+  return shrunk;
 }
 
 absl::Status ProcessGroup::StartTracing(const TraceOptions& options) {
@@ -423,6 +493,7 @@ absl::StatusOr<ProcessGroup::Route> ProcessGroup::CheckAndRoute(dist_collective_
 
 absl::Status ProcessGroup::Prepare(dist_collective_t kind, const dist_op_args_t& args,
                                    Prepared* out) {
+  if (revocation_->revoked()) return revocation_->status();
   absl::StatusOr<Route> route = RouteOf(kind, args);
   if (!route.ok()) return route.status();
   out->route = *route;
@@ -465,6 +536,7 @@ absl::StatusOr<dist_work_t*> ProcessGroup::Submit(dist_collective_t kind,
   handle->recorder = tracing_->recorder();
   handle->trace_id = prepared.op.trace_id;
   handle->store = store_;
+  handle->revocation = revocation_;
   return handle;
 }
 
@@ -488,6 +560,7 @@ absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& arg
     tracing_->recorder()->End(prepared.op.trace_id, status);  // every call's path: no helper
     return status;
   }
+  if (revocation_->revoked()) status = revocation_->status();
   return FailBlocking(dist_collective_name(kind), std::move(status), {prepared.op.trace_id});
 }
 
@@ -542,6 +615,7 @@ absl::Status ProcessGroup::RunSendRecv(const dist_op_args_t& send, const dist_op
     return status;
   }
   status = tracing_->Explain(recv_op.op, tracing_->Explain(send_op.op, std::move(status)));
+  if (revocation_->revoked()) status = revocation_->status();
   return FailBlocking("sendrecv", std::move(status), {send_op.op.trace_id, recv_op.op.trace_id});
 }
 

@@ -16,6 +16,7 @@
 #include "core/fork_guard.h"
 #include "core/group_tracing.h"
 #include "core/plugin_loader.h"
+#include "core/survival.h"
 #include "dist/backend_plugin.h"
 #include "dist/dist.h"
 
@@ -73,6 +74,11 @@ class ProcessGroup {
 
   void Abort(const std::string& reason);
 
+  // dist_revoke, dist_failed_ranks, dist_shrink (core/survival.h).
+  void Revoke(const std::string& reason);
+  std::vector<FailedRank> FailedRanks() const;
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> Shrink(absl::Duration timeout);
+
   int32_t rank() const { return rank_; }
   int32_t world_size() const { return world_size_; }
   absl::Duration timeout() const { return timeout_; }
@@ -128,6 +134,16 @@ class ProcessGroup {
   absl::Status NotMemberError() const;
   absl::Status StartTracing(const TraceOptions& options);  // core/group_tracing.h
   void AbortComms(const std::string& reason);
+  // A group of `ranks` (ascending ranks of this group) named `name`, whose
+  // communicators live under `prefix` in the store: split from this
+  // group's where the backend can and `may_split`, else created anew.
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeChild(const std::vector<int32_t>& ranks,
+                                                          std::string name, std::string prefix,
+                                                          bool may_split);
+  // Starts the survival monitor when survival is on (members only).
+  absl::Status StartSurvival();
+  // The group is revoked with `message`: operations fail with it from now.
+  void ApplyRevoke(const std::string& message);
 
   const uint64_t id_;  // unique in the process, never reused: keys RouteOf's cache
   const ForkOwner fork_owner_;
@@ -149,6 +165,11 @@ class ProcessGroup {
   int subgroup_counter_ = 0;
   int32_t global_rank_ = -1;  // rank in the default group: names the trace dump
   std::unique_ptr<GroupTracing> tracing_;
+  SurvivalSettings survival_settings_;
+  const std::shared_ptr<Revocation> revocation_ = std::make_shared<Revocation>();
+  int shrink_epoch_ = 0;
+  // Last: its thread calls back into the members above; destroyed first.
+  std::unique_ptr<SurvivalMonitor> survival_;
 };
 
 }  // namespace dist
@@ -167,6 +188,7 @@ struct dist_work {
   uint64_t trace_id = 0;                           // 0: not recorded
   std::shared_ptr<dist::StoreOwner> store;         // told when the operation fails
   dist::ForkOwner fork_owner;                      // the process that issued it
+  std::shared_ptr<dist::Revocation> revocation;    // the group's: errors become DIST_REVOKED
 };
 
 #endif  // DIST_CORE_PROCESS_GROUP_H_

@@ -140,6 +140,9 @@ int main() {
   ENUM(P, DIST_UNAVAILABLE);
   ENUM(P, DIST_DATA_LOSS);
   ENUM(P, DIST_UNAUTHENTICATED);
+#if DIST_BACKEND_ABI_MINOR >= 4
+  ENUM(P, DIST_REVOKED);
+#endif
   STRUCT(P, dist_error_t);
   FIELD(P, dist_error_t, struct_size);
   FIELD(P, dist_error_t, code);
@@ -325,6 +328,9 @@ int main() {
   FIELD(H, dist_config_entry_t, key);
   FIELD(H, dist_config_entry_t, value);
   FIELD(H, dist_config_entry_t, source);
+  STRUCT(H, dist_shrink_options_t);
+  FIELD(H, dist_shrink_options_t, struct_size);
+  FIELD(H, dist_shrink_options_t, timeout_ms);
 #endif
   return 0;
 }

@@ -27,13 +27,14 @@ ASAN_EXCLUDED=(-//tests/install:install_test -//examples/plugin_template:out_of_
 bazel_stage --config=asan --build_tests_only "$@" -- //... "${ASAN_EXCLUDED[@]}"
 
 # TSan over the threaded parts: the core, the store server and client, the
-# gloo and shm communicators, the SDK runtime (with the template on it) and
-# the reducer. The suppressions (third-party
+# gloo and shm communicators, the SDK runtime (with the template on it),
+# the reducer and the survival monitor. The suppressions (third-party
 # code only) are a file, whose path must be absolute since tests run in
 # their runfiles.
 TSAN_TARGETS=(//tests/core/... //tests/rendezvous:store_test //tests/rendezvous:tcp_store_fault_test
               //tests/rendezvous:core_rendezvous_test //tests/shm/... //tests/ddp:gradient_reducer_test
-              //tests/gloo/... //tests/sdk:runtime_test //tests/conformance:kvstore_conformance_np3)
+              //tests/gloo/... //tests/sdk:runtime_test //tests/conformance:kvstore_conformance_np3
+              //tests/survival/...)
 tsan_options="halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=0"
 tsan_options+=":suppressions=$PWD/tools/dev/sanitizers/tsan.supp"
 bazel_stage --config=tsan --test_env=TSAN_OPTIONS="$tsan_options" "$@" -- "${TSAN_TARGETS[@]}"

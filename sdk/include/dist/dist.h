@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 #define DIST_VERSION_MAJOR 1
-#define DIST_VERSION_MINOR 2
+#define DIST_VERSION_MINOR 3
 #define DIST_VERSION_PATCH 0
 
 typedef struct dist_process_group dist_process_group_t;
@@ -175,6 +175,45 @@ DIST_EXPORT const char* dist_version(void);
  * itself when an operation fails or times out and when a group aborts.
  * `disttrace DIR` reads the files of every rank. Does not communicate. */
 DIST_EXPORT dist_error_t* dist_trace_dump(const dist_process_group_t* group, const char* path);
+
+/* ---- Appended in 1.3: surviving a failed rank --------------------------
+ * With survival on (DIST_SURVIVAL=1, or the option dist.survival=1 on every
+ * rank), each rank of a group heartbeats through the store and watches the
+ * others: a rank silent for DIST_FAILURE_DETECT_MS (default 500) is
+ * declared failed and the group is revoked on every rank. The store must
+ * outlive the failed rank: file://, or tcp:// / env:// with ?external=1 and
+ * a dist_store_server (a rank 0 that hosts the store takes it along when
+ * it dies). docs/survival.md has the rules. */
+
+/* Revokes the group on every rank: every pending and later operation fails
+ * with DIST_REVOKED naming who revoked it and why, within about a heartbeat
+ * (100 ms) of this call where survival is on, at once on this rank
+ * otherwise. Thread-safe and idempotent (the first reason stays). */
+DIST_EXPORT dist_error_t* dist_revoke(dist_process_group_t* group, const char* reason);
+
+/* The ranks of `group` this process knows to have failed, ascending: up to
+ * `capacity` of them into `ranks` (may be NULL when capacity is 0), and
+ * their number into *count. Does not communicate. */
+DIST_EXPORT dist_error_t* dist_failed_ranks(const dist_process_group_t* group, int32_t* ranks,
+                                            size_t capacity, size_t* count);
+
+typedef struct dist_shrink_options {
+  size_t struct_size; /* sizeof(dist_shrink_options_t) */
+  int64_t timeout_ms; /* bound of the agreement and the new group's set-up;
+                         0: the group's timeout */
+} dist_shrink_options_t;
+
+/* Called by the surviving ranks of a revoked (or failing) group: they agree
+ * on one set of failed ranks, the same on every survivor even when ranks
+ * fail during the call, and each gets a new group of the survivors, ranks
+ * renumbered in their old order, with the same backends and its own
+ * namespace in the store. `options` may be NULL. A rank the survivors
+ * declared failed gets DIST_FAILED_PRECONDITION. When a rank fails while
+ * the new group is set up, call it again. Needs survival on; the old group
+ * stays revoked (destroy it). */
+DIST_EXPORT dist_error_t* dist_shrink(dist_process_group_t* group,
+                                      const dist_shrink_options_t* options,
+                                      dist_process_group_t** new_group);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -39,7 +39,10 @@ typedef enum dist_error_code {
   DIST_INTERNAL = 13,
   DIST_UNAVAILABLE = 14, /* peer died, connection lost, no device */
   DIST_DATA_LOSS = 15,
-  DIST_UNAUTHENTICATED = 16
+  DIST_UNAUTHENTICATED = 16,
+  /* ---- Appended in 1.3 ---- */
+  DIST_REVOKED = 17 /* the group was revoked (dist_revoke, or a rank failed):
+                       call dist_shrink to go on without the failed ranks */
 } dist_error_code_t;
 
 typedef struct dist_error dist_error_t;
@@ -102,6 +105,8 @@ static inline const char* dist_error_code_name(dist_error_code_t code) {
       return "DATA_LOSS";
     case DIST_UNAUTHENTICATED:
       return "UNAUTHENTICATED";
+    case DIST_REVOKED:
+      return "REVOKED";
     default:
       return "UNKNOWN";
   }

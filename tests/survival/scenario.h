@@ -1,0 +1,55 @@
+// A job of real processes that loses a rank and goes on: the ranks meet
+// over file:// (a store no rank hosts), run all_reduce until the victim
+// fails, then the survivors shrink and check the new group's collectives
+// against values computed here. Shared by survival_test and shrink_bench.
+#ifndef DIST_TESTS_SURVIVAL_SCENARIO_H_
+#define DIST_TESTS_SURVIVAL_SCENARIO_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace dist_survival {
+
+enum class Failure {
+  kKill,    // the victim SIGKILLs itself: its sockets close
+  kStop,    // the victim SIGSTOPs itself: silent, sockets open
+  kRevoke,  // the victim calls dist_revoke and stays (shrink keeps everyone)
+};
+
+struct Scenario {
+  std::string backend = "gloo";
+  int world = 4;
+  int victim = 2;
+  Failure failure = Failure::kKill;
+  int iterations_before = 3;  // successful all_reduces before the failure
+  std::string dir;            // for the file:// store
+};
+
+struct Outcome {
+  // Per rank: empty when the rank did all it should, else what went wrong
+  // (the victim of kKill/kStop is expected to be killed and reports "").
+  std::vector<std::string> rank_errors;
+  // From the failure to the slowest survivor's first successful collective
+  // on the shrunk group.
+  absl::Duration failure_to_first_collective;
+  // From the failure to the slowest survivor's first error on the old group.
+  absl::Duration failure_to_error;
+};
+
+inline Scenario MakeScenario(std::string backend, int world, int victim, Failure failure) {
+  Scenario s;
+  s.backend = std::move(backend);
+  s.world = world;
+  s.victim = victim;
+  s.failure = failure;
+  return s;
+}
+
+Outcome Run(const Scenario& scenario);
+
+}  // namespace dist_survival
+
+#endif  // DIST_TESTS_SURVIVAL_SCENARIO_H_
