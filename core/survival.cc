@@ -134,6 +134,18 @@ void SurvivalMonitor::WatchPeers(absl::Time now) {
     // A missing key (not started yet) reads as "": the clock runs from the
     // monitor's start.
     absl::StatusOr<std::string> value = store_.Get(HeartbeatKey(peer), absl::Milliseconds(1));
+    if (!value.ok() && value.status().code() != absl::StatusCode::kDeadlineExceeded) {
+      // The store itself fails: that says nothing about the peers, and
+      // nothing can be agreed without it.
+      if (store_failing_since_ == absl::InfiniteFuture()) store_failing_since_ = now;
+      if (now - store_failing_since_ > settings_.failure_after) {
+        Revoke(absl::StrCat("the store stopped answering (", value.status().message(),
+                            "); survival needs a store that outlives every rank: file://, or "
+                            "a dist_store_server with ?external=1 (docs/survival.md)"));
+      }
+      return;
+    }
+    store_failing_since_ = absl::InfiniteFuture();
     absl::MutexLock lock(&mu_);
     Seen& seen = seen_[peer];
     if (value.ok() && *value != seen.value) {
@@ -191,6 +203,20 @@ std::vector<FailedRank> SurvivalMonitor::Failed() const {
 
 absl::StatusOr<std::vector<int32_t>> SurvivalMonitor::AgreeOnSurvivors(int epoch,
                                                                        absl::Duration timeout) {
+  absl::StatusOr<std::vector<int32_t>> survivors = Agree(epoch, timeout);
+  const absl::StatusCode code = survivors.status().code();
+  if (survivors.ok() || code == absl::StatusCode::kFailedPrecondition ||
+      code == absl::StatusCode::kDeadlineExceeded) {
+    return survivors;
+  }
+  return absl::Status(code, absl::StrCat("dist_shrink on group '", group_, "': the store failed (",
+                                         survivors.status().message(),
+                                         "); survival needs a store that outlives every rank: "
+                                         "file://, or a dist_store_server with ?external=1 "
+                                         "(docs/survival.md)"));
+}
+
+absl::StatusOr<std::vector<int32_t>> SurvivalMonitor::Agree(int epoch, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   DIST_RETURN_IF_ERROR(store_.Set(JoinedKey(epoch, rank_), "1"));
   std::vector<int32_t> joined;

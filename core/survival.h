@@ -84,6 +84,8 @@ class SurvivalMonitor {
   absl::StatusOr<std::vector<int32_t>> AgreeOnSurvivors(int epoch, absl::Duration timeout);
 
  private:
+  // AgreeOnSurvivors without its explanation of store errors.
+  absl::StatusOr<std::vector<int32_t>> Agree(int epoch, absl::Duration timeout);
   void Loop();
   void Heartbeat();
   void WatchPeers(absl::Time now);
@@ -109,7 +111,8 @@ class SurvivalMonitor {
   };
   std::vector<Seen> seen_ ABSL_GUARDED_BY(mu_);
   bool revoked_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t beats_ = 0;  // the monitor thread's
+  uint64_t beats_ = 0;                                       // the monitor thread's
+  absl::Time store_failing_since_ = absl::InfiniteFuture();  // the monitor thread's
 
   absl::Notification stop_;
   std::thread thread_;  // last: starts once the members above exist

@@ -26,6 +26,10 @@ struct Scenario {
   Failure failure = Failure::kKill;
   int iterations_before = 3;  // successful all_reduces before the failure
   std::string dir;            // for the file:// store
+  // > 0: meet over tcp://127.0.0.1:PORT instead, rank 0 hosting the store.
+  // When rank 0 is the victim the store dies with it, and the survivors'
+  // shrink must fail with an error that says so (it cannot agree).
+  int tcp_port = 0;
 };
 
 struct Outcome {

@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
     if (arg.rfind("--repeats=", 0) == 0) repeats = std::max(1, std::atoi(arg.c_str() + 10));
   }
   const std::string dir = absl::StrCat("/tmp/dist-shrink-bench-", getpid());
-  std::printf("| backend | N | SIGKILL -> first error (ms) | SIGKILL -> first shrunk collective (ms) |\n");
+  std::printf(
+      "| backend | N | SIGKILL -> first error (ms) | SIGKILL -> first shrunk collective (ms) |\n");
   std::printf("|---|---|---|---|\n");
   std::fflush(stdout);  // the ranks are forked: no copies of unwritten output
   int status = 0;
@@ -27,7 +28,8 @@ int main(int argc, char** argv) {
     for (int world : {4, 8}) {
       std::vector<double> to_error, to_ok;
       for (int r = 0; r < repeats; ++r) {
-        dist_survival::Scenario s = dist_survival::MakeScenario(backend, world, world / 2, dist_survival::Failure::kKill);
+        dist_survival::Scenario s =
+            dist_survival::MakeScenario(backend, world, world / 2, dist_survival::Failure::kKill);
         s.dir = absl::StrCat(dir, "-", backend, world, "-", r);
         std::system(absl::StrCat("rm -rf ", s.dir, " && mkdir -p ", s.dir).c_str());
         const dist_survival::Outcome o = dist_survival::Run(s);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "dist/dist.h"
 #include "gtest/gtest.h"
+#include "support/free_port.h"
 #include "tests/survival/scenario.h"
 
 namespace dist_survival {
@@ -34,7 +35,9 @@ void ExpectSurvives(Scenario s, const std::string& name) {
   // Reported, not asserted (speed lives in shrink_bench).
   std::printf("%s: failure -> first error %s, -> first collective of the shrunk group %s\n",
               name.c_str(), absl::FormatDuration(outcome.failure_to_error).c_str(),
-              absl::FormatDuration(outcome.failure_to_first_collective).c_str());
+              outcome.failure_to_first_collective > absl::ZeroDuration()
+                  ? absl::FormatDuration(outcome.failure_to_first_collective).c_str()
+                  : "(none)");
 }
 
 TEST(Survival, GlooShrinksAfterASigkill) {
@@ -59,6 +62,22 @@ TEST(Survival, ShmShrinksAfterASigstop) {
 
 TEST(Survival, GlooRankZeroCanDieWhenNoRankHostsTheStore) {
   ExpectSurvives(MakeScenario("gloo", 3, 0, Failure::kKill), "gloo_kill_rank0");
+}
+
+TEST(Survival, GlooOverTcpShrinksWhenRankZeroHostingTheStoreLives) {
+  const absl::StatusOr<int> port = dist::PickFreePort();
+  ASSERT_TRUE(port.ok()) << port.status();
+  Scenario s = MakeScenario("gloo", 3, 2, Failure::kKill);
+  s.tcp_port = *port;
+  ExpectSurvives(s, "gloo_tcp_kill");
+}
+
+TEST(Survival, ShrinkSaysTheStoreDiedWithRankZero) {
+  const absl::StatusOr<int> port = dist::PickFreePort();
+  ASSERT_TRUE(port.ok()) << port.status();
+  Scenario s = MakeScenario("gloo", 3, 0, Failure::kKill);
+  s.tcp_port = *port;
+  ExpectSurvives(s, "gloo_tcp_kill_store");
 }
 
 // One rank, in this process: the settings' errors and shrink without
