@@ -12,6 +12,7 @@
 #include "core/config.h"
 #include "core/lock_checks.h"
 #include "core/logging.h"
+#include "core/mpi_flavor.h"
 #include "core/op_sizes.h"
 #include "core/prefix_store.h"
 #include "core/rendezvous.h"
@@ -360,6 +361,18 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Shrink(absl::Duratio
     return absl::FailedPreconditionError(absl::StrCat(
         "dist_shrink on group '", name_,
         "': survival is off; set DIST_SURVIVAL=1 (or the option dist.survival=1) on every rank"));
+  }
+  for (const BackendComm& comm : comms_) {
+    // MPI ends the whole job when a process dies (MPI_ERRORS_ARE_FATAL),
+    // and a communicator without the dead ranks needs ULFM, which dist
+    // does not use yet: refuse at once rather than hang in comm_create.
+    if (IsMpiName(comm.plugin->name)) {
+      return absl::UnimplementedError(absl::StrCat(
+          "dist_shrink on group '", name_, "': backend '", comm.plugin->name,
+          "' cannot make a communicator without the failed ranks (that needs MPI's ULFM "
+          "extension, which dist does not use yet); use gloo or shm for jobs that must "
+          "survive a failed rank"));
+    }
   }
   const int epoch = ++shrink_epoch_;
   absl::StatusOr<std::vector<int32_t>> survivors = survival_->AgreeOnSurvivors(epoch, timeout);
