@@ -57,8 +57,7 @@ class Rank {
  public:
   Rank(const Scenario& s, int rank) : s_(s), rank_(rank) {
     for (int r = 0; r < s.world; ++r) {
-      const bool lost = r == s.victim && s.failure != Failure::kRevoke;
-      if (!lost) survivors_.push_back(r);
+      if (!s.Lost(r)) survivors_.push_back(r);
     }
   }
 
@@ -88,11 +87,13 @@ class Rank {
     std::vector<float> v(kCount);
     const int w = s_.world;
     for (int iter = 0; iter < 100000; ++iter) {
-      if (rank_ == s_.victim && iter == s_.iterations_before) {
+      if ((rank_ == s_.victim || rank_ == s_.second_victim) && iter == s_.iterations_before) {
         shared->failure_ns = NowNs();
         if (s_.failure == Failure::kKill) raise(SIGKILL);
-        if (s_.failure == Failure::kStop) raise(SIGSTOP);
-        if (dist_error_t* e = dist_revoke(group, "the test revokes the group")) {
+        if (s_.failure == Failure::kStop) {
+          raise(SIGSTOP);
+          resumed_ = true;  // the survivors have gone on without this rank
+        } else if (dist_error_t* e = dist_revoke(group, "the test revokes the group")) {
           return "dist_revoke: " + Describe(e);
         }
       }
@@ -103,7 +104,8 @@ class Rank {
         const dist_error_code_t code = dist_error_code(e);
         const std::string text = Describe(e);
         if (iter < s_.iterations_before) return "all_reduce before the failure: " + text;
-        const bool peer_gone = s_.failure == Failure::kKill && code == DIST_UNAVAILABLE;
+        const bool peer_gone =
+            (s_.failure == Failure::kKill || resumed_) && code == DIST_UNAVAILABLE;
         if (code != DIST_REVOKED && !peer_gone) {
           return "the failed group's all_reduce: want REVOKED, got " + text;
         }
@@ -126,6 +128,19 @@ class Rank {
     dist_shrink_options_t options{sizeof(dist_shrink_options_t), kTimeoutMs};
     dist_process_group_t* shrunk = nullptr;
     dist_error_t* error = dist_shrink(group, &options, &shrunk);
+    if (resumed_) {  // declared failed while stopped
+      if (error == nullptr) {
+        dist_destroy(shrunk);
+        return "a rank the survivors left out shrank with them";
+      }
+      const dist_error_code_t code = dist_error_code(error);
+      const std::string text = Describe(error);
+      if (code != DIST_FAILED_PRECONDITION ||
+          text.find("was declared failed by the survivors") == std::string::npos) {
+        return "the left-out rank's shrink: " + text;
+      }
+      return "";
+    }
     if (s_.tcp_port > 0 && s_.victim == 0) {  // the store died with rank 0
       if (error == nullptr) return "shrink succeeded without the store";
       const std::string text = Describe(error);
@@ -146,7 +161,9 @@ class Rank {
     }
     lost.resize(count);
     std::vector<int32_t> want_lost;
-    if (s_.failure != Failure::kRevoke) want_lost.push_back(s_.victim);
+    for (int r = 0; r < s_.world; ++r) {
+      if (s_.Lost(r)) want_lost.push_back(r);
+    }
     if (lost != want_lost) {
       return absl::StrCat("dist_failed_ranks: [", absl::StrJoin(lost, ","), "], want [",
                           absl::StrJoin(want_lost, ","), "]");
@@ -217,6 +234,7 @@ class Rank {
   const Scenario& s_;
   const int rank_;
   std::vector<int> survivors_;
+  bool resumed_ = false;
 };
 
 }  // namespace
@@ -248,30 +266,42 @@ Outcome Run(const Scenario& s) {
   }
   const absl::Time deadline = absl::Now() + kJobBound;
   std::vector<bool> done(s.world, false);
-  const bool victim_lives = s.failure == Failure::kRevoke;
-  for (int waiting = victim_lives ? s.world : s.world - 1; waiting > 0;) {
-    for (int rank = 0; rank < s.world; ++rank) {
-      if (done[rank] || (rank == s.victim && !victim_lives)) continue;
-      int status = 0;
-      if (waitpid(pids[rank], &status, WNOHANG) != pids[rank]) continue;
-      done[rank] = true;
-      --waiting;
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        outcome.rank_errors[rank] = shared->errors[rank][0] != '\0'
-                                        ? shared->errors[rank]
-                                        : absl::StrCat("ended with status ", status);
-      }
-    }
-    if (waiting > 0 && absl::Now() > deadline) {
+  // Waits for the ranks `wanted` says, until `until`; false when some
+  // still run then (each is named hung).
+  auto wait_for = [&](auto wanted, absl::Time until) {
+    for (;;) {
+      int waiting = 0;
       for (int rank = 0; rank < s.world; ++rank) {
-        if (!done[rank] && !(rank == s.victim && !victim_lives)) {
-          outcome.rank_errors[rank] =
-              absl::StrCat("still running after ", absl::FormatDuration(kJobBound), " (hung)");
+        if (done[rank] || !wanted(rank)) continue;
+        int status = 0;
+        if (waitpid(pids[rank], &status, WNOHANG) != pids[rank]) {
+          ++waiting;
+          continue;
+        }
+        done[rank] = true;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+          outcome.rank_errors[rank] = shared->errors[rank][0] != '\0'
+                                          ? shared->errors[rank]
+                                          : absl::StrCat("ended with status ", status);
         }
       }
-      break;
+      if (waiting == 0) return true;
+      if (absl::Now() > until) {
+        for (int rank = 0; rank < s.world; ++rank) {
+          if (!done[rank] && wanted(rank)) {
+            outcome.rank_errors[rank] =
+                absl::StrCat("still running after ", absl::FormatDuration(kJobBound), " (hung)");
+          }
+        }
+        return false;
+      }
+      absl::SleepFor(absl::Milliseconds(5));
     }
-    absl::SleepFor(absl::Milliseconds(5));
+  };
+  const bool survivors_done = wait_for([&](int rank) { return !s.Lost(rank); }, deadline);
+  if (survivors_done && s.resume_victim && s.failure == Failure::kStop) {
+    kill(pids[s.victim], SIGCONT);
+    wait_for([&](int rank) { return rank == s.victim; }, absl::Now() + kJobBound);
   }
   for (int rank = 0; rank < s.world; ++rank) {
     if (done[rank]) continue;
@@ -280,7 +310,7 @@ Outcome Run(const Scenario& s) {
   }
   int64_t first_ok = 0, error = 0;
   for (int rank = 0; rank < s.world; ++rank) {
-    if (rank == s.victim && !victim_lives) continue;
+    if (s.Lost(rank)) continue;
     first_ok = std::max(first_ok, shared->first_ok_ns[rank]);
     error = std::max(error, shared->error_ns[rank]);
   }

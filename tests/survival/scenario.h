@@ -30,6 +30,16 @@ struct Scenario {
   // When rank 0 is the victim the store dies with it, and the survivors'
   // shrink must fail with an error that says so (it cannot agree).
   int tcp_port = 0;
+  // >= 0: a second rank fails the same way at the same moment.
+  int second_victim = -1;
+  // kStop: once the survivors have shrunk, the victim is resumed; its own
+  // shrink must then tell it that the others went on without it.
+  bool resume_victim = false;
+
+  // Whether rank `r` is one the survivors go on without.
+  bool Lost(int r) const {
+    return failure != Failure::kRevoke && (r == victim || r == second_victim);
+  }
 };
 
 struct Outcome {

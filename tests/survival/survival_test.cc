@@ -64,20 +64,33 @@ TEST(Survival, GlooRankZeroCanDieWhenNoRankHostsTheStore) {
   ExpectSurvives(MakeScenario("gloo", 3, 0, Failure::kKill), "gloo_kill_rank0");
 }
 
-TEST(Survival, GlooOverTcpShrinksWhenRankZeroHostingTheStoreLives) {
+// tcp://, rank 0 hosting the store.
+void ExpectSurvivesOverTcp(int victim, const std::string& name) {
   const absl::StatusOr<int> port = dist::PickFreePort();
   ASSERT_TRUE(port.ok()) << port.status();
-  Scenario s = MakeScenario("gloo", 3, 2, Failure::kKill);
+  Scenario s = MakeScenario("gloo", 3, victim, Failure::kKill);
   s.tcp_port = *port;
-  ExpectSurvives(s, "gloo_tcp_kill");
+  ExpectSurvives(s, name);
+}
+
+TEST(Survival, GlooOverTcpShrinksWhenRankZeroHostingTheStoreLives) {
+  ExpectSurvivesOverTcp(2, "gloo_tcp_kill");
 }
 
 TEST(Survival, ShrinkSaysTheStoreDiedWithRankZero) {
-  const absl::StatusOr<int> port = dist::PickFreePort();
-  ASSERT_TRUE(port.ok()) << port.status();
-  Scenario s = MakeScenario("gloo", 3, 0, Failure::kKill);
-  s.tcp_port = *port;
-  ExpectSurvives(s, "gloo_tcp_kill_store");
+  ExpectSurvivesOverTcp(0, "gloo_tcp_kill_store");
+}
+
+TEST(Survival, GlooShrinksWhenTwoRanksDieAtOnce) {
+  Scenario s = MakeScenario("gloo", 5, 1, Failure::kKill);
+  s.second_victim = 3;
+  ExpectSurvives(s, "gloo_kill_two");
+}
+
+TEST(Survival, ARankResumedAfterTheShrinkIsToldItWasLeftOut) {
+  Scenario s = MakeScenario("shm", 3, 1, Failure::kStop);
+  s.resume_victim = true;
+  ExpectSurvives(s, "shm_stop_resume");
 }
 
 // One rank, in this process: the settings' errors and shrink without
