@@ -272,11 +272,12 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::NewGroup(std::vector
   }
   const int id = ++subgroup_counter_;
   return MakeChild(ranks, absl::StrCat(name_, ".", id), absl::StrCat(store_prefix_, "sub", id, "/"),
-                   /*may_split=*/true);
+                   /*may_split=*/true, timeout_);
 }
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::MakeChild(
-    const std::vector<int32_t>& ranks, std::string name, std::string prefix, bool may_split) {
+    const std::vector<int32_t>& ranks, std::string name, std::string prefix, bool may_split,
+    absl::Duration setup_timeout) {
   std::unique_ptr<ProcessGroup> group(new ProcessGroup());
   group->name_ = std::move(name);
   group->timeout_ = timeout_;
@@ -302,7 +303,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::MakeChild(
     group->comms_.push_back(comm);
     BackendComm& made = group->comms_.back();
     const dist_comm_config_t config =
-        MakeCommConfig(group->rank_, group->world_size_, -1, -1, made.store, timeout_,
+        MakeCommConfig(group->rank_, group->world_size_, -1, -1, made.store, setup_timeout,
                        group->option_views_, group->name_);
     absl::Status status;
     if (may_split && parent.plugin->backend.comm_split != nullptr) {
@@ -380,17 +381,10 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Shrink(absl::Duratio
   // The old communicators stay revoked; the new ones are made anew, under
   // a namespace of this shrink, by the survivors alone.
   Revoke(absl::StrCat("shrunk to ranks [", absl::StrJoin(*survivors, ","), "]"));
-  const absl::Duration saved = timeout_;
-  timeout_ = timeout;  // the new communicators' set-up is bounded by the shrink's timeout
-  absl::StatusOr<std::unique_ptr<ProcessGroup>> shrunk =
-      MakeChild(*survivors, absl::StrCat(name_, ".shrink", epoch),
-                absl::StrCat(store_prefix_, "shrink", epoch, "/"), /*may_split=*/false);
-  timeout_ = saved;
-  if (shrunk.ok()) {
-    (*shrunk)->timeout_ = saved;
-    (*shrunk)->timeout_ms_ = absl::ToInt64Milliseconds(saved);
-  }
-  return shrunk;
+  // The new communicators' set-up is bounded by the shrink's timeout; their
+  // operations keep the group's.
+  return MakeChild(*survivors, absl::StrCat(name_, ".shrink", epoch),
+                   absl::StrCat(store_prefix_, "shrink", epoch, "/"), /*may_split=*/false, timeout);
 }
 
 absl::Status ProcessGroup::StartTracing(const TraceOptions& options) {

@@ -136,10 +136,12 @@ class ProcessGroup {
   void AbortComms(const std::string& reason);
   // A group of `ranks` (ascending ranks of this group) named `name`, whose
   // communicators live under `prefix` in the store: split from this
-  // group's where the backend can and `may_split`, else created anew.
+  // group's where the backend can and `may_split`, else created anew, with
+  // `setup_timeout` bounding their creation.
   absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeChild(const std::vector<int32_t>& ranks,
                                                           std::string name, std::string prefix,
-                                                          bool may_split);
+                                                          bool may_split,
+                                                          absl::Duration setup_timeout);
   // Starts the survival monitor when survival is on (members only).
   absl::Status StartSurvival();
   // The group is revoked with `message`: operations fail with it from now.
