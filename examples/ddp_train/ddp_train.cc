@@ -7,10 +7,16 @@
 // compares the weights after --steps steps.
 //
 //   distrun -n 4 ddp_train --steps 20 --check
+//   distrun -n 4 --survive ddp_train --steps 20 --check --kill_rank 2
+//     (rank 2 dies at step 5; the others shrink to 3 ranks and finish;
+//     each step still covers the whole batch, so --check still holds)
 //   ddp_train --bench ...   # step time: overlapped vs. reduce-after-backward
+#include <signal.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,6 +39,11 @@ ABSL_FLAG(bool, bench, false,
           "time steps with bucket all-reduces overlapping the backward pass against reducing "
           "only after the whole backward pass");
 ABSL_FLAG(size_t, bucket_mb, 25, "bucket size cap in MiB (the first bucket is 1 MiB)");
+ABSL_FLAG(int, kill_rank, -1,
+          "survival demo: this rank SIGKILLs itself at the start of --kill_step; the others "
+          "shrink the group and finish the steps on the whole batch (turns survival on; run "
+          "under distrun --survive; docs/survival.md)");
+ABSL_FLAG(int, kill_step, 5, "the step at which --kill_rank dies");
 
 namespace {
 
@@ -155,24 +166,28 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  absl::StatusOr<dist::ProcessGroup> group = dist::ProcessGroup::Init();
+  const int kill_rank = absl::GetFlag(FLAGS_kill_rank);
+  dist::ProcessGroup::Options init;
+  if (kill_rank >= 0) init.options.push_back({"dist.survival", "1"});
+  absl::StatusOr<dist::ProcessGroup> group = dist::ProcessGroup::Init(init);
   if (!group.ok()) return Fail(-1, group.status());
-  const int rank = group->rank();
-  const int world = group->world_size();
+  int rank = group->rank();
+  int world = group->world_size();
   const int batch = absl::GetFlag(FLAGS_batch);
   if (batch % world != 0) {
     std::fprintf(stderr, "ddp_train: --batch %d must divide evenly among %d ranks\n", batch, world);
     return 2;
   }
-  const size_t shard = static_cast<size_t>(batch / world);
+  size_t shard = static_cast<size_t>(batch / world);
   const Dataset data = ddp_example::MakeDataset(static_cast<size_t>(batch), sizes.front(), 11);
   const float lr = static_cast<float>(absl::GetFlag(FLAGS_lr));
   const int steps = absl::GetFlag(FLAGS_steps);
 
   dist::GradientReducer::Options options;
   options.bucket_bytes = absl::GetFlag(FLAGS_bucket_mb) << 20;
-  Replica replica(sizes, *group, options);
-  if (absl::Status s = replica.Setup(); !s.ok()) return Fail(rank, s);
+  auto replica_ptr = std::make_unique<Replica>(sizes, *group, options);
+  if (absl::Status s = replica_ptr->Setup(); !s.ok()) return Fail(rank, s);
+  Replica& replica = *replica_ptr;
 
   if (absl::GetFlag(FLAGS_bench)) {
     // Alternate the two modes step by step so machine noise hits both alike.
@@ -201,17 +216,50 @@ int main(int argc, char** argv) {
   }
 
   double loss = 0;
-  for (int s = 0; s < steps; ++s) {
+  bool shrunk = false;  // --kill_rank names a rank of the first group
+  for (int s = 0; s < steps;) {
+    if (!shrunk && rank == kill_rank && s == absl::GetFlag(FLAGS_kill_step)) {
+      std::printf("rank %d: SIGKILL at step %d (--kill_rank)\n", rank, s);
+      std::fflush(stdout);
+      raise(SIGKILL);
+    }
     absl::StatusOr<double> step_loss =
-        replica.TrainStep(data, rank * shard, (rank + 1) * shard, lr, true);
-    if (!step_loss.ok()) return Fail(rank, step_loss.status());
-    loss = *step_loss;
+        replica_ptr->TrainStep(data, rank * shard, (rank + 1) * shard, lr, true);
+    if (step_loss.ok()) {
+      loss = *step_loss;
+      ++s;
+      continue;
+    }
+    if (kill_rank < 0) return Fail(rank, step_loss.status());
+    // No survivor applied step s (its all-reduce needed the dead rank), so
+    // every survivor holds the same weights: shrink, rebuild the reducer on
+    // the new group, split the batch anew and run step s again.
+    absl::StatusOr<dist::ProcessGroup> survivors = group->Shrink();
+    if (!survivors.ok()) return Fail(rank, survivors.status());
+    const Mlp model = replica_ptr->model;
+    replica_ptr.reset();  // its reducer holds the old group
+    const int old_rank = rank;
+    *group = *std::move(survivors);
+    shrunk = true;
+    rank = group->rank();
+    world = group->world_size();
+    if (batch % world != 0) {
+      std::fprintf(stderr, "ddp_train: --batch %d does not divide among the %d survivors\n", batch,
+                   world);
+      return 2;
+    }
+    shard = static_cast<size_t>(batch / world);
+    replica_ptr = std::make_unique<Replica>(sizes, *group, options);
+    replica_ptr->model = model;
+    if (absl::Status setup = replica_ptr->Setup(); !setup.ok()) return Fail(rank, setup);
+    std::printf("rank %d: step %d failed (%s); went on as rank %d of %d\n", old_rank, s,
+                std::string(step_loss.status().message()).c_str(), rank, world);
   }
   std::printf("rank %d of %d (%s): %d steps, shard loss %.6f, %zu buckets\n", rank, world,
-              group->backend(), steps, loss, replica.reducer.num_buckets());
+              group->backend(), steps, loss, replica_ptr->reducer.num_buckets());
   if (absl::GetFlag(FLAGS_check)) {
     const Mlp alone = TrainAlone(sizes, data, steps, lr);
-    const double difference = MaxDifference(replica.model, alone);
+    const double difference = MaxDifference(replica_ptr->model, alone);
     const bool ok = difference <= absl::GetFlag(FLAGS_tolerance);
     std::printf("rank %d: max |w_ddp - w_single| = %.3g (tolerance %.3g) %s\n", rank, difference,
                 absl::GetFlag(FLAGS_tolerance), ok ? "MATCH" : "MISMATCH");

@@ -2,7 +2,8 @@
 # Data-parallel training equals single-process training on the whole batch:
 # ddp_train --check fails (exit 3) when any weight differs by more than the
 # tolerance. Real processes on real backends: gloo and shm through distrun,
-# mpi through Open MPI's mpirun and MPICH's mpiexec.mpich.
+# mpi through Open MPI's mpirun and MPICH's mpiexec.mpich; and a run that
+# loses a rank and finishes on the survivors (distrun --survive).
 set -euo pipefail
 distrun=$1
 ddp_train=$2
@@ -31,6 +32,12 @@ EXPECT="of 2 (openmpi)" run "mpi, 2 ranks (Open MPI's mpirun)" env -u DIST_INIT_
   DIST_BACKEND=mpi mpirun --oversubscribe -np 2 -x DIST_BACKEND "$ddp_train" --check --steps 15
 EXPECT="of 2 (mpich)" run "mpi, 2 ranks (MPICH's mpiexec.mpich)" env -u DIST_INIT_METHOD -u MASTER_ADDR -u MASTER_PORT \
   DIST_BACKEND=mpi mpiexec.mpich -n 2 "$ddp_train" --check --steps 15
+# Survival: rank 2 SIGKILLs itself at step 5, the others shrink to 3 ranks
+# and finish; every step still covers the whole batch, so --check holds.
+for backend in gloo shm; do
+  EXPECT="the job survived the loss of rank 2" run "$backend, 4 ranks, rank 2 killed at step 5" \
+    "$distrun" -n 4 --survive --backend "$backend" "$ddp_train" --check --steps 15 --kill_rank 2
+done
 # A run that must fail: a tolerance of -1 can never be met, so --check has to report it.
 if timeout 60 "$distrun" -n 2 --backend gloo "$ddp_train" --check --steps 2 --tolerance -1 >/dev/null 2>&1; then
   echo "FAIL the check accepted an impossible tolerance"; failures=$((failures + 1))

@@ -74,6 +74,7 @@ std::vector<std::string> RankEnvironment(const Job& job, int local_rank,
       {"DIST_INIT_METHOD", job.init_method},
   };
   if (!job.backend.empty()) ours.emplace_back("DIST_BACKEND", job.backend);
+  if (job.survive) ours.emplace_back("DIST_SURVIVAL", "1");
   if (!job.store_token.empty()) ours.emplace_back("DIST_STORE_TOKEN", job.store_token);
 
   absl::flat_hash_map<std::string, bool> replaced;

@@ -30,6 +30,9 @@ struct Job {
   absl::Duration grace = absl::Seconds(3);
   absl::Duration timeout = absl::ZeroDuration();  // whole job; 0: none
   bool prefix = true;
+  // A rank killed by a signal does not stop the others: they may go on
+  // without it (every rank gets DIST_SURVIVAL=1; docs/survival.md).
+  bool survive = false;
 
   int world_size() const { return nproc_per_node * nnodes; }
   int global_rank(int local_rank) const { return node_rank * nproc_per_node + local_rank; }

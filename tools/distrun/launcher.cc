@@ -106,6 +106,14 @@ int Launcher::Run() {
     code = ShellExitCode(first_failure_->exit_code, first_failure_->term_signal);
   } else if (forwarded_signal_ != 0) {
     code = 128 + forwarded_signal_;
+  } else if (!lost_.empty() && lost_.size() == ranks_.size()) {
+    code = ShellExitCode(lost_.front()->exit_code, lost_.front()->term_signal);  // none survived
+  }
+  if (code == 0 && !lost_.empty()) {
+    std::vector<int> lost;
+    for (const Rank* rank : lost_) lost.push_back(rank->rank);
+    Log(absl::StrCat("the job survived the loss of rank", lost.size() == 1 ? " " : "s ",
+                     absl::StrJoin(lost, ", "), " (--survive)"));
   }
   if (code != 0) PrintSummary();
   return code;
@@ -207,6 +215,13 @@ void Launcher::OnRankExit(Rank& rank, int64_t exit_code, int term_signal) {
   rank.elapsed = absl::Now() - start_time_;
   --running_;
   uv_close(reinterpret_cast<uv_handle_t*>(&rank.process), nullptr);
+  if (rank.failed() && job_.survive && term_signal != 0 && !stopping_ && !timed_out_) {
+    lost_.push_back(&rank);
+    Log(absl::StrCat("rank ", rank.rank, " ", DescribeExit(exit_code, term_signal),
+                     "; the others go on without it (--survive)"));
+    MaybeFinish();
+    return;
+  }
   if (rank.failed() && first_failure_ == nullptr && !timed_out_) {
     first_failure_ = &rank;
     if (!stopping_ && running_ > 0) {

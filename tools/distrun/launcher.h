@@ -61,6 +61,7 @@ class Launcher {
   int forwarded_signal_ = 0;
   int start_error_code_ = 0;  // 126/127 when a rank could not start
   Rank* first_failure_ = nullptr;
+  std::vector<Rank*> lost_;  // --survive: killed by a signal, the others went on
   int running_ = 0;
   int open_streams_ = 0;
   absl::Time start_time_;

@@ -45,6 +45,11 @@ ABSL_FLAG(absl::Duration, grace, absl::Seconds(3),
 ABSL_FLAG(absl::Duration, timeout, absl::ZeroDuration(),
           "Limit for the whole job (e.g. 10m); when it passes every rank is "
           "stopped and distrun exits with 124. 0: no limit.");
+ABSL_FLAG(bool, survive, false,
+          "A rank killed by a signal does not stop the others: they go on without it "
+          "(every rank gets DIST_SURVIVAL=1, and survivors call dist_shrink; see "
+          "docs/survival.md). A rank that exits with an error still stops the job. distrun "
+          "exits 0 when every rank that was not lost ended with 0, and names the lost ranks.");
 ABSL_FLAG(bool, prefix, true, "Prefix every output line with \"[RANK] \".");
 
 namespace {
@@ -105,6 +110,7 @@ int main(int argc, char** argv) {
   job.grace = absl::GetFlag(FLAGS_grace);
   job.timeout = absl::GetFlag(FLAGS_timeout);
   job.prefix = absl::GetFlag(FLAGS_prefix);
+  job.survive = absl::GetFlag(FLAGS_survive);
   if (absl::Status valid = dist::distrun::ValidateJob(job); !valid.ok()) {
     std::fprintf(stderr, "distrun: %s\n", std::string(valid.message()).c_str());
     return 2;

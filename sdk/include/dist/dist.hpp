@@ -161,6 +161,20 @@ class ProcessGroup {
 
   void Abort(const std::string& reason) { dist_abort(group_, reason.c_str()); }
 
+  // Surviving a failed rank (docs/survival.md): dist_revoke, dist_shrink.
+  absl::Status Revoke(const std::string& reason) {
+    return TakeError(dist_revoke(group_, reason.c_str()));
+  }
+  // The survivors' new group; zero `timeout`: this group's.
+  absl::StatusOr<ProcessGroup> Shrink(absl::Duration timeout = absl::ZeroDuration()) {
+    const dist_shrink_options_t options{sizeof(dist_shrink_options_t),
+                                        absl::ToInt64Milliseconds(timeout)};
+    dist_process_group_t* group = nullptr;
+    absl::Status status = TakeError(dist_shrink(group_, &options, &group));
+    if (!status.ok()) return status;
+    return ProcessGroup(group);
+  }
+
   // This rank's flight recorder as JSON (dist_trace_dump); empty `path`:
   // DIST_TRACE_DIR/rank-<rank>.json.
   absl::Status TraceDump(const std::string& path = "") const {
