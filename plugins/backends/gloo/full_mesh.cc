@@ -59,6 +59,25 @@ absl::StatusOr<std::string> GetWhenSet(const dist::StoreView& store, const std::
 // (Addresses are sockaddr bytes, which never begin so.)
 constexpr absl::string_view kSetupFailed = "dist-gloo: no addresses: ";
 
+// The failure a peer published in place of its addresses, if one did. A
+// connect that failed meanwhile (another peer saw that record first and
+// closed its end) is only a symptom, so the error names this cause.
+absl::Status PublishedSetupFailure(const dist::StoreView& store, const std::string& prefix,
+                                   int rank, int size) {
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    const std::string key = absl::StrCat(prefix, peer);
+    absl::StatusOr<bool> exists = store.Check({key});
+    if (!exists.ok() || !*exists) continue;
+    absl::StatusOr<std::string> theirs = store.Get(key, absl::Milliseconds(1));
+    if (theirs.ok() && absl::StartsWith(*theirs, kSetupFailed)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("rank ", peer, " ", theirs->substr(kSetupFailed.size())));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Gloo's exception from opening this rank's ends of the pairs (socket,
 // bind, listen), as one line, with the fix where it is known.
 absl::Status SetupFailure(const char* what, int world_size) {
@@ -352,7 +371,8 @@ absl::Status ConnectFullMesh(gloo::Context& context, const dist::StoreView& stor
   if (absl::Status connected = connector.Finish(); !connected.ok()) {
     LoopKicker::Kick kick(options.kicker);  // closing the pairs waits for the device thread
     transport.reset();
-    return connected;
+    absl::Status cause = PublishedSetupFailure(store, std::string(options.key_prefix), rank, size);
+    return cause.ok() ? connected : cause;
   }
   AdoptTransport(context, std::move(transport), device);
   if (rank != 0) {
