@@ -346,6 +346,11 @@ void ProcessGroup::Revoke(const std::string& reason) {
   }
 }
 
+absl::Status ProcessGroup::RevokedOr(absl::Status status) {
+  if (survival_ != nullptr && !revocation_->revoked()) survival_->PollRevoke();
+  return revocation_->revoked() ? revocation_->status() : status;
+}
+
 void ProcessGroup::ApplyRevoke(const std::string& message) {
   if (!revocation_->Revoke(message)) return;
   if (store_ != nullptr) store_->MarkFailed(message);
@@ -567,7 +572,7 @@ absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& arg
     tracing_->recorder()->End(prepared.op.trace_id, status);  // every call's path: no helper
     return status;
   }
-  if (revocation_->revoked()) status = revocation_->status();
+  status = RevokedOr(std::move(status));
   return FailBlocking(dist_collective_name(kind), std::move(status), {prepared.op.trace_id});
 }
 
@@ -622,7 +627,7 @@ absl::Status ProcessGroup::RunSendRecv(const dist_op_args_t& send, const dist_op
     return status;
   }
   status = tracing_->Explain(recv_op.op, tracing_->Explain(send_op.op, std::move(status)));
-  if (revocation_->revoked()) status = revocation_->status();
+  status = RevokedOr(std::move(status));
   return FailBlocking("sendrecv", std::move(status), {send_op.op.trace_id, recv_op.op.trace_id});
 }
 

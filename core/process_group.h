@@ -146,6 +146,9 @@ class ProcessGroup {
   absl::Status StartSurvival();
   // The group is revoked with `message`: operations fail with it from now.
   void ApplyRevoke(const std::string& message);
+  // A blocking call's failure, or the revoke's DIST_REVOKED when the group
+  // was revoked (asked of the store first: see SurvivalMonitor::PollRevoke).
+  absl::Status RevokedOr(absl::Status status);
 
   const uint64_t id_;  // unique in the process, never reused: keys RouteOf's cache
   const ForkOwner fork_owner_;

@@ -95,19 +95,39 @@ SurvivalMonitor::SurvivalMonitor(dist_store_t* store, int32_t rank, int32_t worl
       settings_(settings),
       on_revoked_(std::move(on_revoked)),
       seen_(static_cast<size_t>(world_size), Seen{"", absl::Now()}),
+      heartbeat_thread_([this] { HeartbeatLoop(); }),
       thread_([this] { Loop(); }) {}
 
 SurvivalMonitor::~SurvivalMonitor() {
   stop_.Notify();
   thread_.join();
+  heartbeat_thread_.join();
   raw_store_->release(raw_store_->ctx);
 }
 
-void SurvivalMonitor::Loop() {
+// Its own thread, so that a slow turn of the watch (a store under load)
+// never delays this rank's heartbeat into looking dead to the others.
+void SurvivalMonitor::HeartbeatLoop() {
   while (!stop_.HasBeenNotified()) {
     Heartbeat();
+    stop_.WaitForNotificationWithTimeout(settings_.heartbeat);
+  }
+}
+
+void SurvivalMonitor::Loop() {
+  absl::Time last_turn = absl::Now();
+  while (!stop_.HasBeenNotified()) {
+    const absl::Time now = absl::Now();
+    if (now - last_turn > settings_.failure_after / 2) {
+      // This watcher itself was held up (no CPU, a slow store): what it did
+      // not see meanwhile is no evidence against the peers; their clocks
+      // start again now.
+      absl::MutexLock lock(&mu_);
+      for (Seen& seen : seen_) seen.changed = now;
+    }
+    last_turn = now;
     WatchRevoke();
-    WatchPeers(absl::Now());
+    WatchPeers(now);
     stop_.WaitForNotificationWithTimeout(settings_.heartbeat);
   }
 }
@@ -250,7 +270,10 @@ absl::StatusOr<std::vector<int32_t>> SurvivalMonitor::Agree(int epoch, absl::Dur
   std::vector<int32_t> survivors;
   for (absl::string_view part : absl::StrSplit(*decision, ',', absl::SkipEmpty())) {
     int32_t r = 0;
-    if (!absl::SimpleAtoi(part, &r)) {
+    // Ascending ranks of this group, each once: anything else did not come
+    // from a survivor, and must not reach the new group's set-up.
+    if (!absl::SimpleAtoi(part, &r) || r < 0 || r >= world_size_ ||
+        (!survivors.empty() && r <= survivors.back())) {
       return absl::DataLossError(absl::StrCat("dist_shrink on group '", group_,
                                               "': the survivors' record in the store is garbled: '",
                                               *decision, "'"));

@@ -74,6 +74,11 @@ class SurvivalMonitor {
   // every rank) and applies it here at once.
   void Revoke(const std::string& reason);
 
+  // Reads the store's revoke record now and applies it if there is one:
+  // a failed operation asks before it reports, since a revoking rank
+  // writes the record before its connections close.
+  void PollRevoke() { WatchRevoke(); }
+
   // The ranks known to have failed, ascending.
   std::vector<FailedRank> Failed() const;
 
@@ -87,6 +92,7 @@ class SurvivalMonitor {
   // AgreeOnSurvivors without its explanation of store errors.
   absl::StatusOr<std::vector<int32_t>> Agree(int epoch, absl::Duration timeout);
   void Loop();
+  void HeartbeatLoop();
   void Heartbeat();
   void WatchPeers(absl::Time now);
   void WatchRevoke();
@@ -111,11 +117,13 @@ class SurvivalMonitor {
   };
   std::vector<Seen> seen_ ABSL_GUARDED_BY(mu_);
   bool revoked_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t beats_ = 0;                                       // the monitor thread's
+  uint64_t beats_ = 0;                                       // the heartbeat thread's
   absl::Time store_failing_since_ = absl::InfiniteFuture();  // the monitor thread's
 
   absl::Notification stop_;
-  std::thread thread_;  // last: starts once the members above exist
+  // Last: they start once the members above exist.
+  std::thread heartbeat_thread_;
+  std::thread thread_;
 };
 
 }  // namespace dist
