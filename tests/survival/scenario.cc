@@ -33,6 +33,9 @@ struct Shared {
   int64_t error_ns[kMaxWorld];
   int64_t first_ok_ns[kMaxWorld];
   char errors[kMaxWorld][512];
+  // resume_victim: the resumed victim's shrink has answered; until then
+  // the survivors keep the old group (and rank 0 the tcp:// store) alive.
+  int victim_answered;
 };
 
 int64_t NowNs() {
@@ -77,6 +80,15 @@ class Rank {
     if (dist_error_t* e = dist_init(&options, &group)) return "init: " + Describe(e);
     std::string failed = UntilFailure(group, shared);
     if (failed.empty()) failed = AfterFailure(group, shared);
+    if (resumed_) {
+      __atomic_store_n(&shared->victim_answered, 1, __ATOMIC_RELEASE);
+    } else if (s_.resume_victim) {
+      const absl::Time until = absl::Now() + absl::Seconds(30);
+      while (__atomic_load_n(&shared->victim_answered, __ATOMIC_ACQUIRE) == 0 &&
+             absl::Now() < until) {
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+    }
     dist_destroy(group);
     return failed;
   }
@@ -298,10 +310,22 @@ Outcome Run(const Scenario& s) {
       absl::SleepFor(absl::Milliseconds(5));
     }
   };
-  const bool survivors_done = wait_for([&](int rank) { return !s.Lost(rank); }, deadline);
-  if (survivors_done && s.resume_victim && s.failure == Failure::kStop) {
+  if (s.resume_victim && s.failure == Failure::kStop) {
+    // Resumed once every survivor ran a collective on the shrunk group;
+    // they wait for its answer before they leave.
+    for (bool shrunk = false; !shrunk && absl::Now() < deadline;) {
+      shrunk = true;
+      for (int rank = 0; rank < s.world; ++rank) {
+        if (!s.Lost(rank) && __atomic_load_n(&shared->first_ok_ns[rank], __ATOMIC_ACQUIRE) == 0) {
+          shrunk = false;
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
     kill(pids[s.victim], SIGCONT);
-    wait_for([&](int rank) { return rank == s.victim; }, absl::Now() + kJobBound);
+    wait_for([](int) { return true; }, deadline);
+  } else {
+    wait_for([&](int rank) { return !s.Lost(rank); }, deadline);
   }
   for (int rank = 0; rank < s.world; ++rank) {
     if (done[rank]) continue;
