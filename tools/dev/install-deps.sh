@@ -9,7 +9,7 @@ packages=(
   libabsl-dev libgtest-dev libbenchmark-dev
   libgloo-dev libopenmpi-dev openmpi-bin mpich libmpich-dev
   libuv1-dev libtomlplusplus-dev nlohmann-json3-dev libssl-dev clang-14 libfuzzer-14-dev
-  gnuplot-nox procps iproute2 file patchelf python3
+  gnuplot-nox procps iproute2 file patchelf python3 python3-numpy
   slurm-wlm munge util-linux
   clang-format-14
 )

@@ -5,6 +5,7 @@
 #   PREFIX/lib/dist/plugins/         every plugin
 #   PREFIX/include/dist/             the SDK headers
 #   PREFIX/lib/pkgconfig/dist.pc     relocatable (paths relative to the .pc file)
+#   PREFIX/lib/python3/dist-packages/dist/   the Python package (PYTHONPATH)
 # Run through Bazel, which builds everything first:
 #   bazel run //:install -- PREFIX
 set -euo pipefail
@@ -38,6 +39,11 @@ for tool in tools/distinfo/distinfo tools/distrun/distrun tools/distbench/distbe
     # libdist.so in ../lib instead.
     patchelf --set-rpath '$ORIGIN/../lib' "$prefix/bin/${tool##*/}"
   fi
+done
+python_dir="$prefix/lib/python3/dist-packages/dist"
+mkdir -p "$python_dir"
+for module in "$here"/sdk/python/dist/*.py; do
+  /usr/bin/install -m 0644 "$module" "$python_dir/"
 done
 version=$(sed -n 's/.*kCoreVersion\[\] = "\(.*\)";/\1/p' "$here/core/version.h")
 cat > "$prefix/lib/pkgconfig/dist.pc" <<PC
