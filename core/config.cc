@@ -342,6 +342,16 @@ absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options)
     }
   }
 
+  if (has(offsetof(dist_init_options_t, store) + sizeof(dist_store_t*)) &&
+      options->store != nullptr) {
+    if (options->world_size <= 0) {
+      return absl::InvalidArgumentError(
+          "argument: a store was given without rank and world_size; a host that brings its "
+          "own store must say who this rank is (dist_init_options_t.rank and .world_size)");
+    }
+    config.host_store = options->store;
+    config.init_method = {"store://host", "argument (a store from the host)"};
+  }
   const std::string& url = config.init_method.value;
   if (url.find("://") == std::string::npos) {
     return absl::InvalidArgumentError(

@@ -58,6 +58,9 @@ struct ResolvedConfig {
   int32_t rank = -1;        // explicit only; -1: from the init method
   int32_t world_size = -1;  // explicit only
   std::string group_name = "default";
+  // dist_init_options_t.store (host ABI 1.4): the ranks meet through it, and
+  // init_method reads "store://host".
+  dist_store_t* host_store = nullptr;
 };
 
 inline constexpr char kDefaultBackend[] = "gloo";

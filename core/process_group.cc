@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <set>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "core/lock_checks.h"
 #include "core/logging.h"
 #include "core/mpi_flavor.h"
+#include "core/join_check.h"
 #include "core/op_sizes.h"
 #include "core/prefix_store.h"
 #include "core/rendezvous.h"
@@ -113,6 +115,26 @@ std::string FormatMs(absl::Duration d) {
   return absl::StrFormat("%.1f ms", absl::ToDoubleMilliseconds(d));
 }
 
+// The rendezvous of a host that brings its own store: the join check alone
+// (every rank there, with matching versions), then the host's rank and size.
+absl::StatusOr<dist_rendezvous_result_t> JoinThroughHostStore(StoreOwner& store,
+                                                              const ResolvedConfig& config,
+                                                              absl::Duration timeout) {
+  absl::Status joined = RunJoinCheck(store.get(), config.rank, config.world_size,
+                                     config.init_method.value, timeout, absl::Now() + timeout);
+  if (!joined.ok()) {
+    store.MarkFailed(std::string(joined.message()));
+    return joined;
+  }
+  dist_rendezvous_result_t result{};
+  result.struct_size = sizeof(result);
+  result.rank = config.rank;
+  result.world_size = config.world_size;
+  result.local_rank = -1;
+  result.local_world_size = -1;
+  return result;
+}
+
 }  // namespace
 
 StoreOwner::~StoreOwner() {
@@ -139,6 +161,14 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
   // Where start-up time goes, for the "ready" line (operators asking why
   // dist_init is slow look there first).
   const absl::Time start = absl::Now();
+  // A store from the host is the core's from the call on (dist.h), so it is
+  // owned before anything can fail.
+  std::shared_ptr<StoreOwner> host_store;
+  if (options != nullptr &&
+      options->struct_size >= offsetof(dist_init_options_t, store) + sizeof(dist_store_t*) &&
+      options->store != nullptr) {
+    host_store = std::make_shared<StoreOwner>(options->store);
+  }
   absl::StatusOr<ResolvedConfig> config = ResolveConfig(options);
   if (!config.ok()) return config.status();
   SetLogLevel(config->log_level_value);
@@ -204,9 +234,10 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
   hints.options = group->option_views_.empty() ? nullptr : group->option_views_.data();
   hints.num_options = group->option_views_.size();
   absl::StatusOr<dist_rendezvous_result_t> joined =
-      Rendezvous(config->init_method.value, hints, group->timeout_);
+      host_store ? JoinThroughHostStore(*host_store, *config, group->timeout_)
+                 : Rendezvous(config->init_method.value, hints, group->timeout_);
   if (!joined.ok()) return joined.status();
-  group->store_ = std::make_shared<StoreOwner>(joined->store);
+  group->store_ = host_store ? host_store : std::make_shared<StoreOwner>(joined->store);
   group->rank_ = joined->rank;
   group->world_size_ = joined->world_size;
   group->local_rank_ = joined->local_rank;

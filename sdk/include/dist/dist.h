@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "dist/error.h"
+#include "dist/store.h"
 #include "dist/types.h"
 
 #ifdef __cplusplus
@@ -26,7 +27,7 @@ extern "C" {
 #endif
 
 #define DIST_VERSION_MAJOR 1
-#define DIST_VERSION_MINOR 3
+#define DIST_VERSION_MINOR 4
 #define DIST_VERSION_PATCH 0
 
 typedef struct dist_process_group dist_process_group_t;
@@ -48,6 +49,15 @@ typedef struct dist_init_options {
                                precedence */
   size_t num_options;
   const char* group_name; /* for logs; NULL: "default" */
+  /* ---- Appended in 1.4 ---- */
+  /* A store the host already has (torch's c10d::Store, a launcher's own),
+   * through which the ranks meet instead of an init method; rank and
+   * world_size must then be given, and init_method is ignored. OWNED by the
+   * core from the call on, whether dist_init succeeds or fails: it calls
+   * store->release once, when the group and every subgroup are done with
+   * it. Every rank must pass a store that reaches the same keys (give each
+   * job its own prefix). NULL: the init method's rendezvous. */
+  dist_store_t* store;
 } dist_init_options_t;
 
 /* Returns options with struct_size set and everything else "unset". */

@@ -57,6 +57,7 @@ class InitOptions(ctypes.Structure):
         ("options", ctypes.POINTER(KeyValue)),
         ("num_options", ctypes.c_size_t),
         ("group_name", ctypes.c_char_p),
+        ("store", ctypes.c_void_p),  # host API 1.4; left NULL here
     ]
 
 
