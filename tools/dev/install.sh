@@ -5,7 +5,9 @@
 #   PREFIX/lib/dist/plugins/         every plugin
 #   PREFIX/include/dist/             the SDK headers
 #   PREFIX/lib/pkgconfig/dist.pc     relocatable (paths relative to the .pc file)
-#   PREFIX/lib/python3/dist-packages/dist/   the Python package (PYTHONPATH)
+#   PREFIX/lib/python3/dist-packages/dist/        the Python package (PYTHONPATH)
+#   PREFIX/lib/python3/dist-packages/dist_torch/  the torch.distributed backend,
+#                                                 where torch was found at build time
 # Run through Bazel, which builds everything first:
 #   bazel run //:install -- PREFIX
 set -euo pipefail
@@ -45,6 +47,15 @@ mkdir -p "$python_dir"
 for module in "$here"/sdk/python/dist/*.py; do
   /usr/bin/install -m 0644 "$module" "$python_dir/"
 done
+if [[ -e $here/sdk/python/dist_torch/_C.so ]]; then
+  torch_dir="$prefix/lib/python3/dist-packages/dist_torch"
+  mkdir -p "$torch_dir"
+  /usr/bin/install -m 0644 "$here/sdk/python/dist_torch/__init__.py" "$torch_dir/"
+  /usr/bin/install -m 0755 "$here/sdk/python/dist_torch/_C.so" "$torch_dir/"
+  # Bazel links it against its own _solib tree; installed, it finds
+  # libdist.so in PREFIX/lib.
+  patchelf --set-rpath '$ORIGIN/../../..' "$torch_dir/_C.so"
+fi
 version=$(sed -n 's/.*kCoreVersion\[\] = "\(.*\)";/\1/p' "$here/core/version.h")
 cat > "$prefix/lib/pkgconfig/dist.pc" <<PC
 prefix=\${pcfiledir}/../..
