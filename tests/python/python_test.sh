@@ -7,30 +7,7 @@
 # NumPy references (collectives_worker.py); failures must arrive as
 # dist.Error with dist's message (failures_worker.py).
 set -euo pipefail
-install=$1
-python=/usr/bin/python3
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-here=$(cd "$(dirname "$0")" && pwd)
-prefix=$(mktemp -d)
-trap 'rm -rf "$prefix"' EXIT
-"$install" "$prefix" >/dev/null
-export PYTHONPATH=$prefix/lib/python3/dist-packages
-unset DIST_LIBRARY
-distrun=$prefix/bin/distrun
-failures=0
-
-# run LABEL EXPECTED_PASSING_LINES CMD...
-run() {
-  local label=$1 want=$2; shift 2
-  local out passed
-  out=$(timeout 120 "$@" 2>&1) || true
-  passed=$(grep -cE "checks passed" <<<"$out" || true)
-  if [[ $passed -eq $want ]]; then
-    echo "ok   $label ($(grep -m1 -oE '[0-9]+ checks passed( on [a-z]+)?' <<<"$out"))"
-  else
-    echo "FAIL $label ($passed of $want ranks passed)"; tail -20 <<<"$out"; failures=$((failures + 1))
-  fi
-}
+source "$(dirname "$0")/test_lib.sh"
 
 for n in 1 2 3 4; do
   run "gloo, $n ranks" "$n" "$distrun" -n "$n" --backend gloo "$python" "$here/collectives_worker.py"

@@ -50,7 +50,7 @@ done
 if [[ -e $here/sdk/python/dist_torch/_C.so ]]; then
   torch_dir="$prefix/lib/python3/dist-packages/dist_torch"
   mkdir -p "$torch_dir"
-  /usr/bin/install -m 0644 "$here/sdk/python/dist_torch/__init__.py" "$torch_dir/"
+  /usr/bin/install -m 0644 "$here"/sdk/python/dist_torch/*.py "$torch_dir/"
   /usr/bin/install -m 0755 "$here/sdk/python/dist_torch/_C.so" "$torch_dir/"
   # Bazel links it against its own _solib tree; installed, it finds
   # libdist.so in PREFIX/lib.

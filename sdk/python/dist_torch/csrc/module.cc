@@ -25,8 +25,8 @@ std::string PluginName(const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
 PYBIND11_MODULE(_C, m) {
   pybind11::module_::import("torch.distributed");  // registers ProcessGroup and Store
   m.doc() = "dist as a torch.distributed backend (use `import dist_torch`)";
-  m.def("create_process_group", &CreateProcessGroup, pybind11::arg("store"),
-        pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"));
+  m.def("create_process_group", &CreateProcessGroup, pybind11::arg("store"), pybind11::arg("rank"),
+        pybind11::arg("size"), pybind11::arg("timeout"));
   m.def("plugin_name", &PluginName, pybind11::arg("group"),
         "The dist plugin under a 'dist' process group ('gloo', 'shm', ...).");
 }

@@ -14,12 +14,9 @@ namespace {
 using c10d::OpType;
 using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 
-// Internal point-to-point tags live above every tag torch hands out (an int).
-constexpr int64_t kPairwiseTagBase = int64_t{1} << 40;
-
 std::string Describe(const char* op, dist_error_t* error) {
-  std::string text = std::string("dist ") + op + " failed: " +
-                     dist_error_code_name(dist_error_code(error)) + ": " +
+  std::string text = std::string("dist ") + op +
+                     " failed: " + dist_error_code_name(dist_error_code(error)) + ": " +
                      dist_error_message(error);
   dist_error_destroy(error);
   return text;
@@ -31,15 +28,24 @@ void Check(const char* op, dist_error_t* error) {
 
 dist_dtype_t DtypeOf(const at::Tensor& t) {
   switch (t.scalar_type()) {
-    case at::kChar: return DIST_INT8;
-    case at::kByte: return DIST_UINT8;
-    case at::kBool: return DIST_UINT8;  // torch's bools are one byte of 0 or 1
-    case at::kInt: return DIST_INT32;
-    case at::kLong: return DIST_INT64;
-    case at::kHalf: return DIST_FLOAT16;
-    case at::kBFloat16: return DIST_BFLOAT16;
-    case at::kFloat: return DIST_FLOAT32;
-    case at::kDouble: return DIST_FLOAT64;
+    case at::kChar:
+      return DIST_INT8;
+    case at::kByte:
+      return DIST_UINT8;
+    case at::kBool:
+      return DIST_UINT8;  // torch's bools are one byte of 0 or 1
+    case at::kInt:
+      return DIST_INT32;
+    case at::kLong:
+      return DIST_INT64;
+    case at::kHalf:
+      return DIST_FLOAT16;
+    case at::kBFloat16:
+      return DIST_BFLOAT16;
+    case at::kFloat:
+      return DIST_FLOAT32;
+    case at::kDouble:
+      return DIST_FLOAT64;
     default:
       TORCH_CHECK(false, "dist: tensors of ", t.scalar_type(),
                   " have no dist dtype; dist takes int8, uint8, bool, int32, int64, float16, "
@@ -57,15 +63,25 @@ dist_buffer_t BufferOf(const at::Tensor& t) {
 
 dist_reduce_op_t OpOf(const c10d::ReduceOp& op) {
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: return DIST_SUM;
-    case c10d::ReduceOp::AVG: return DIST_AVG;
-    case c10d::ReduceOp::PRODUCT: return DIST_PRODUCT;
-    case c10d::ReduceOp::MIN: return DIST_MIN;
-    case c10d::ReduceOp::MAX: return DIST_MAX;
-    case c10d::ReduceOp::BAND: return DIST_BAND;
-    case c10d::ReduceOp::BOR: return DIST_BOR;
-    case c10d::ReduceOp::BXOR: return DIST_BXOR;
-    default: TORCH_CHECK(false, "dist: reduce op ", int(op.op_), " is not supported (PREMUL_SUM is NCCL's own)");
+    case c10d::ReduceOp::SUM:
+      return DIST_SUM;
+    case c10d::ReduceOp::AVG:
+      return DIST_AVG;
+    case c10d::ReduceOp::PRODUCT:
+      return DIST_PRODUCT;
+    case c10d::ReduceOp::MIN:
+      return DIST_MIN;
+    case c10d::ReduceOp::MAX:
+      return DIST_MAX;
+    case c10d::ReduceOp::BAND:
+      return DIST_BAND;
+    case c10d::ReduceOp::BOR:
+      return DIST_BOR;
+    case c10d::ReduceOp::BXOR:
+      return DIST_BXOR;
+    default:
+      TORCH_CHECK(false, "dist: reduce op ", int(op.op_),
+                  " is not supported (PREMUL_SUM is NCCL's own)");
   }
 }
 
@@ -105,8 +121,9 @@ void CheckSameShape(const std::vector<at::Tensor>& tensors, const at::Tensor& li
 DistWork::DistWork(int rank, OpType type, std::vector<at::Tensor> outputs)
     : c10d::Work(rank, type),
       outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {}
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+}
 
 void DistWork::Complete(std::exception_ptr error) {
   if (error) {
@@ -117,8 +134,8 @@ void DistWork::Complete(std::exception_ptr error) {
   finish(error);
 }
 
-ProcessGroupDist::ProcessGroupDist(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                   int size, std::chrono::milliseconds timeout)
+ProcessGroupDist::ProcessGroupDist(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                   std::chrono::milliseconds timeout)
     : c10d::ProcessGroup(rank, size) {
   dist_init_options_t options = dist_init_options_default();
   options.rank = rank;
@@ -127,6 +144,12 @@ ProcessGroupDist::ProcessGroupDist(const c10::intrusive_ptr<c10d::Store>& store,
   options.group_name = "torch";
   options.store = NewTorchStore(store);  // dist's from here on, also on failure
   Check("init", dist_init(&options, &group_));
+  std::vector<int32_t> everyone(size);
+  for (int r = 0; r < size; ++r) everyone[r] = r;
+  if (dist_error_t* error = dist_new_group(group_, everyone.data(), everyone.size(), &pairwise_)) {
+    dist_destroy(group_);
+    Check("init", error);
+  }
   completer_ = std::thread([this] { Run(); });
 }
 
@@ -137,6 +160,7 @@ ProcessGroupDist::~ProcessGroupDist() {
   }
   ready_.notify_all();
   if (completer_.joinable()) completer_.join();
+  dist_destroy(pairwise_);
   dist_destroy(group_);
 }
 
@@ -201,9 +225,9 @@ WorkPtr ProcessGroupDist::broadcast(std::vector<at::Tensor>& tensors,
   at::Tensor t = Single(tensors, "broadcast");
   const dist_buffer_t b = BufferOf(t);
   const int32_t root = static_cast<int32_t>(opts.rootRank);
-  return Enqueue(OpType::BROADCAST, tensors, [&](dist_work_t** w) {
-    return dist_broadcast(group_, &b, &b, root, w);
-  }, [t] {});
+  return Enqueue(
+      OpType::BROADCAST, tensors,
+      [&](dist_work_t** w) { return dist_broadcast(group_, &b, &b, root, w); }, [t] {});
 }
 
 WorkPtr ProcessGroupDist::allreduce(std::vector<at::Tensor>& tensors,
@@ -211,9 +235,9 @@ WorkPtr ProcessGroupDist::allreduce(std::vector<at::Tensor>& tensors,
   at::Tensor t = Single(tensors, "allreduce");
   const dist_buffer_t b = BufferOf(t);
   const dist_reduce_op_t op = OpOf(opts.reduceOp);
-  return Enqueue(OpType::ALLREDUCE, tensors, [&](dist_work_t** w) {
-    return dist_all_reduce(group_, &b, &b, op, w);
-  }, [t] {});
+  return Enqueue(
+      OpType::ALLREDUCE, tensors,
+      [&](dist_work_t** w) { return dist_all_reduce(group_, &b, &b, op, w); }, [t] {});
 }
 
 WorkPtr ProcessGroupDist::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -227,9 +251,10 @@ WorkPtr ProcessGroupDist::allreduce_coalesced(std::vector<at::Tensor>& tensors,
   const dist_buffer_t b = BufferOf(flat);
   const dist_reduce_op_t op = OpOf(opts.reduceOp);
   std::vector<at::Tensor> outputs = tensors;
-  return Enqueue(OpType::ALLREDUCE_COALESCED, tensors, [&](dist_work_t** w) {
-    return dist_all_reduce(group_, &b, &b, op, w);
-  }, [flat, outputs]() mutable { Unflatten(flat, outputs); });
+  return Enqueue(
+      OpType::ALLREDUCE_COALESCED, tensors,
+      [&](dist_work_t** w) { return dist_all_reduce(group_, &b, &b, op, w); },
+      [flat, outputs]() mutable { Unflatten(flat, outputs); });
 }
 
 WorkPtr ProcessGroupDist::reduce(std::vector<at::Tensor>& tensors,
@@ -238,9 +263,9 @@ WorkPtr ProcessGroupDist::reduce(std::vector<at::Tensor>& tensors,
   const dist_buffer_t b = BufferOf(t);
   const dist_reduce_op_t op = OpOf(opts.reduceOp);
   const int32_t root = static_cast<int32_t>(opts.rootRank);
-  return Enqueue(OpType::REDUCE, tensors, [&](dist_work_t** w) {
-    return dist_reduce(group_, &b, &b, op, root, w);
-  }, [t] {});
+  return Enqueue(
+      OpType::REDUCE, tensors,
+      [&](dist_work_t** w) { return dist_reduce(group_, &b, &b, op, root, w); }, [t] {});
 }
 
 WorkPtr ProcessGroupDist::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -253,21 +278,21 @@ WorkPtr ProcessGroupDist::allgather(std::vector<std::vector<at::Tensor>>& output
   at::Tensor flat = at::empty({in.numel() * size_}, in.options());
   const dist_buffer_t s = BufferOf(in), r = BufferOf(flat);
   std::vector<at::Tensor> out = outputs[0];
-  return Enqueue(OpType::ALLGATHER, out, [&](dist_work_t** w) {
-    return dist_all_gather(group_, &s, &r, w);
-  }, [in, flat, out]() mutable { Unflatten(flat, out); });
+  return Enqueue(
+      OpType::ALLGATHER, out, [&](dist_work_t** w) { return dist_all_gather(group_, &s, &r, w); },
+      [in, flat, out]() mutable { Unflatten(flat, out); });
 }
 
 WorkPtr ProcessGroupDist::_allgather_base(at::Tensor& output, at::Tensor& input,
                                           const c10d::AllgatherOptions&) {
   TORCH_CHECK(output.numel() == input.numel() * size_, "dist _allgather_base: output has ",
-              output.numel(), " elements, must have world size x input's (",
-              input.numel() * size_, ")");
+              output.numel(), " elements, must have world size x input's (", input.numel() * size_,
+              ")");
   const dist_buffer_t s = BufferOf(input), r = BufferOf(output);
   at::Tensor in = input, out = output;
-  return Enqueue(OpType::_ALLGATHER_BASE, {output}, [&](dist_work_t** w) {
-    return dist_all_gather(group_, &s, &r, w);
-  }, [in, out] {});
+  return Enqueue(
+      OpType::_ALLGATHER_BASE, {output},
+      [&](dist_work_t** w) { return dist_all_gather(group_, &s, &r, w); }, [in, out] {});
 }
 
 WorkPtr ProcessGroupDist::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
@@ -281,13 +306,14 @@ WorkPtr ProcessGroupDist::allgather_coalesced(std::vector<std::vector<at::Tensor
   std::vector<std::vector<at::Tensor>> out = outputs;
   std::vector<at::Tensor> result;
   for (const auto& list : outputs) result.insert(result.end(), list.begin(), list.end());
-  return Enqueue(OpType::ALLGATHER_COALESCED, result, [&](dist_work_t** w) {
-    return dist_all_gather(group_, &s, &r, w);
-  }, [in, flat, out]() mutable {
-    for (size_t rank = 0; rank < out.size(); ++rank) {
-      Unflatten(flat, out[rank], static_cast<int64_t>(rank) * in.numel());
-    }
-  });
+  return Enqueue(
+      OpType::ALLGATHER_COALESCED, result,
+      [&](dist_work_t** w) { return dist_all_gather(group_, &s, &r, w); },
+      [in, flat, out]() mutable {
+        for (size_t rank = 0; rank < out.size(); ++rank) {
+          Unflatten(flat, out[rank], static_cast<int64_t>(rank) * in.numel());
+        }
+      });
 }
 
 WorkPtr ProcessGroupDist::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -296,9 +322,9 @@ WorkPtr ProcessGroupDist::gather(std::vector<std::vector<at::Tensor>>& outputs,
   const int32_t root = static_cast<int32_t>(opts.rootRank);
   const dist_buffer_t s = BufferOf(in);
   if (rank_ != root) {
-    return Enqueue(OpType::GATHER, {}, [&](dist_work_t** w) {
-      return dist_gather(group_, &s, nullptr, root, w);
-    }, [in] {});
+    return Enqueue(
+        OpType::GATHER, {},
+        [&](dist_work_t** w) { return dist_gather(group_, &s, nullptr, root, w); }, [in] {});
   }
   TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
               "dist gather: the root gives one list of ", size_, " output tensors");
@@ -306,9 +332,9 @@ WorkPtr ProcessGroupDist::gather(std::vector<std::vector<at::Tensor>>& outputs,
   at::Tensor flat = at::empty({in.numel() * size_}, in.options());
   const dist_buffer_t r = BufferOf(flat);
   std::vector<at::Tensor> out = outputs[0];
-  return Enqueue(OpType::GATHER, out, [&](dist_work_t** w) {
-    return dist_gather(group_, &s, &r, root, w);
-  }, [in, flat, out]() mutable { Unflatten(flat, out); });
+  return Enqueue(
+      OpType::GATHER, out, [&](dist_work_t** w) { return dist_gather(group_, &s, &r, root, w); },
+      [in, flat, out]() mutable { Unflatten(flat, out); });
 }
 
 WorkPtr ProcessGroupDist::scatter(std::vector<at::Tensor>& outputs,
@@ -318,18 +344,18 @@ WorkPtr ProcessGroupDist::scatter(std::vector<at::Tensor>& outputs,
   const int32_t root = static_cast<int32_t>(opts.rootRank);
   const dist_buffer_t r = BufferOf(out);
   if (rank_ != root) {
-    return Enqueue(OpType::SCATTER, outputs, [&](dist_work_t** w) {
-      return dist_scatter(group_, nullptr, &r, root, w);
-    }, [out] {});
+    return Enqueue(
+        OpType::SCATTER, outputs,
+        [&](dist_work_t** w) { return dist_scatter(group_, nullptr, &r, root, w); }, [out] {});
   }
   TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
               "dist scatter: the root gives one list of ", size_, " input tensors");
   CheckSameShape(inputs[0], out, "scatter");
   at::Tensor flat = Flatten(inputs[0]);
   const dist_buffer_t s = BufferOf(flat);
-  return Enqueue(OpType::SCATTER, outputs, [&](dist_work_t** w) {
-    return dist_scatter(group_, &s, &r, root, w);
-  }, [flat, out] {});
+  return Enqueue(
+      OpType::SCATTER, outputs,
+      [&](dist_work_t** w) { return dist_scatter(group_, &s, &r, root, w); }, [flat, out] {});
 }
 
 WorkPtr ProcessGroupDist::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -342,22 +368,22 @@ WorkPtr ProcessGroupDist::reduce_scatter(std::vector<at::Tensor>& outputs,
   at::Tensor flat = Flatten(inputs[0]);
   const dist_buffer_t s = BufferOf(flat), r = BufferOf(out);
   const dist_reduce_op_t op = OpOf(opts.reduceOp);
-  return Enqueue(OpType::REDUCE_SCATTER, outputs, [&](dist_work_t** w) {
-    return dist_reduce_scatter(group_, &s, &r, op, w);
-  }, [flat, out] {});
+  return Enqueue(
+      OpType::REDUCE_SCATTER, outputs,
+      [&](dist_work_t** w) { return dist_reduce_scatter(group_, &s, &r, op, w); }, [flat, out] {});
 }
 
 WorkPtr ProcessGroupDist::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                const c10d::ReduceScatterOptions& opts) {
   TORCH_CHECK(input.numel() == output.numel() * size_, "dist _reduce_scatter_base: input has ",
-              input.numel(), " elements, must have world size x output's (",
-              output.numel() * size_, ")");
+              input.numel(), " elements, must have world size x output's (", output.numel() * size_,
+              ")");
   const dist_buffer_t s = BufferOf(input), r = BufferOf(output);
   const dist_reduce_op_t op = OpOf(opts.reduceOp);
   at::Tensor in = input, out = output;
-  return Enqueue(OpType::_REDUCE_SCATTER_BASE, {output}, [&](dist_work_t** w) {
-    return dist_reduce_scatter(group_, &s, &r, op, w);
-  }, [in, out] {});
+  return Enqueue(
+      OpType::_REDUCE_SCATTER_BASE, {output},
+      [&](dist_work_t** w) { return dist_reduce_scatter(group_, &s, &r, op, w); }, [in, out] {});
 }
 
 void ProcessGroupDist::PairwiseAllToAll(const at::Tensor& send,
@@ -366,9 +392,9 @@ void ProcessGroupDist::PairwiseAllToAll(const at::Tensor& send,
                                         const at::Tensor& recv,
                                         const std::vector<int64_t>& recv_offsets,
                                         const std::vector<int64_t>& recv_counts) {
-  // Issue order is every rank's order, so the same round number on every
-  // rank keeps two all-to-alls' messages apart.
-  const int64_t tag = kPairwiseTagBase + pairwise_round_++;
+  // On a group of its own, so no tag of the user's can match; one tag is
+  // enough, as messages between two ranks with one tag arrive in order.
+  const int64_t tag = 0;
   recv.narrow(0, recv_offsets[rank_], recv_counts[rank_])
       .copy_(send.narrow(0, send_offsets[rank_], send_counts[rank_]));
   for (int step = 1; step < size_; ++step) {
@@ -376,7 +402,7 @@ void ProcessGroupDist::PairwiseAllToAll(const at::Tensor& send,
     const int src = (rank_ - step + size_) % size_;
     const dist_buffer_t s = BufferOf(send.narrow(0, send_offsets[dst], send_counts[dst]));
     const dist_buffer_t r = BufferOf(recv.narrow(0, recv_offsets[src], recv_counts[src]));
-    Check("alltoall", dist_sendrecv(group_, &s, dst, &r, src, tag));
+    Check("alltoall", dist_sendrecv(pairwise_, &s, dst, &r, src, tag));
   }
 }
 
@@ -395,8 +421,8 @@ void Layout(const std::vector<int64_t>& splits, int64_t total, int64_t row, int 
     (*counts)[r] = count;
     offset += count;
   }
-  TORCH_CHECK(splits.empty() || static_cast<int>(splits.size()) == size, "dist alltoall: ",
-              which, " split sizes list ", splits.size(), " entries for ", size, " ranks");
+  TORCH_CHECK(splits.empty() || static_cast<int>(splits.size()) == size, "dist alltoall: ", which,
+              " split sizes list ", splits.size(), " entries for ", size, " ranks");
   TORCH_CHECK(offset == total, "dist alltoall: the ", which, " split sizes cover ", offset,
               " elements, but the tensor has ", total);
 }
@@ -410,27 +436,24 @@ WorkPtr ProcessGroupDist::alltoall_base(at::Tensor& output, at::Tensor& input,
   if (output_split_sizes.empty() && input_split_sizes.empty()) {
     const dist_buffer_t s = BufferOf(input), r = BufferOf(output);
     at::Tensor in = input, out = output;
-    return Enqueue(OpType::ALLTOALL_BASE, {output}, [&](dist_work_t** w) {
-      return dist_all_to_all(group_, &s, &r, w);
-    }, [in, out] {});
+    return Enqueue(
+        OpType::ALLTOALL_BASE, {output},
+        [&](dist_work_t** w) { return dist_all_to_all(group_, &s, &r, w); }, [in, out] {});
   }
   const int64_t in_row = input.dim() > 0 && input.size(0) > 0 ? input.numel() / input.size(0) : 1;
   const int64_t out_row =
       output.dim() > 0 && output.size(0) > 0 ? output.numel() / output.size(0) : 1;
   std::vector<int64_t> send_offsets, send_counts, recv_offsets, recv_counts;
   Layout(input_split_sizes, input.numel(), in_row, size_, &send_offsets, &send_counts, "input");
-  Layout(output_split_sizes, output.numel(), out_row, size_, &recv_offsets, &recv_counts,
-         "output");
-  PairwiseAllToAll(input.reshape({-1}), send_offsets, send_counts, output.view({-1}),
-                   recv_offsets, recv_counts);
+  Layout(output_split_sizes, output.numel(), out_row, size_, &recv_offsets, &recv_counts, "output");
+  PairwiseAllToAll(input.reshape({-1}), send_offsets, send_counts, output.view({-1}), recv_offsets,
+                   recv_counts);
   return Done(OpType::ALLTOALL_BASE, {output});
 }
 
 WorkPtr ProcessGroupDist::alltoall(std::vector<at::Tensor>& outputs,
-                                   std::vector<at::Tensor>& inputs,
-                                   const c10d::AllToAllOptions&) {
-  TORCH_CHECK(static_cast<int>(outputs.size()) == size_ &&
-                  static_cast<int>(inputs.size()) == size_,
+                                   std::vector<at::Tensor>& inputs, const c10d::AllToAllOptions&) {
+  TORCH_CHECK(static_cast<int>(outputs.size()) == size_ && static_cast<int>(inputs.size()) == size_,
               "dist alltoall: give ", size_, " input and ", size_, " output tensors");
   at::Tensor send = Flatten(inputs);
   std::vector<int64_t> send_offsets, send_counts, recv_offsets, recv_counts;
@@ -443,16 +466,16 @@ WorkPtr ProcessGroupDist::alltoall(std::vector<at::Tensor>& outputs,
     recv_offsets.push_back(recv_total);
     recv_counts.push_back(outputs[r].numel());
     recv_total += outputs[r].numel();
-    even = even && inputs[r].numel() == inputs[0].numel() &&
-           outputs[r].numel() == inputs[0].numel();
+    even =
+        even && inputs[r].numel() == inputs[0].numel() && outputs[r].numel() == inputs[0].numel();
   }
   at::Tensor recv = at::empty({recv_total}, send.options());
   std::vector<at::Tensor> out = outputs;
   if (even) {
     const dist_buffer_t s = BufferOf(send), r = BufferOf(recv);
-    return Enqueue(OpType::ALLTOALL, out, [&](dist_work_t** w) {
-      return dist_all_to_all(group_, &s, &r, w);
-    }, [send, recv, out]() mutable { Unflatten(recv, out); });
+    return Enqueue(
+        OpType::ALLTOALL, out, [&](dist_work_t** w) { return dist_all_to_all(group_, &s, &r, w); },
+        [send, recv, out]() mutable { Unflatten(recv, out); });
   }
   PairwiseAllToAll(send, send_offsets, send_counts, recv, recv_offsets, recv_counts);
   Unflatten(recv, out);
@@ -462,17 +485,17 @@ WorkPtr ProcessGroupDist::alltoall(std::vector<at::Tensor>& outputs,
 WorkPtr ProcessGroupDist::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   at::Tensor t = Single(tensors, "send");
   const dist_buffer_t b = BufferOf(t);
-  return Enqueue(OpType::SEND, {}, [&](dist_work_t** w) {
-    return dist_send(group_, &b, dst, tag, w);
-  }, [t] {});
+  return Enqueue(
+      OpType::SEND, {}, [&](dist_work_t** w) { return dist_send(group_, &b, dst, tag, w); },
+      [t] {});
 }
 
 WorkPtr ProcessGroupDist::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
   at::Tensor t = Single(tensors, "recv");
   const dist_buffer_t b = BufferOf(t);
-  return Enqueue(OpType::RECV, tensors, [&](dist_work_t** w) {
-    return dist_recv(group_, &b, src, tag, w);
-  }, [t] {});
+  return Enqueue(
+      OpType::RECV, tensors, [&](dist_work_t** w) { return dist_recv(group_, &b, src, tag, w); },
+      [t] {});
 }
 
 WorkPtr ProcessGroupDist::recvAnysource(std::vector<at::Tensor>&, int) {

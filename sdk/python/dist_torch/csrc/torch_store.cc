@@ -1,10 +1,13 @@
 #include "torch_store.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dist/error.h"
@@ -52,14 +55,34 @@ dist_error_t* Set(void* ctx, const char* key, const void* value, size_t size) {
   return Guard("set", key, [&] { Of(ctx).set(key, Bytes(value, size)); });
 }
 
+std::vector<std::string> Keys(const char* const* keys, size_t n) {
+  return std::vector<std::string>(keys, keys + n);
+}
+
+// Waits by polling check(): torch's TCPStore holds one lock per client for
+// the whole of a blocking wait, so a thread of dist waiting for a peer's key
+// there would stall this process's other store calls (the very keys the
+// peer waits for) until the wait timed out.
+void WaitFor(c10d::Store& store, const std::vector<std::string>& keys, int64_t timeout_ms) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto limit = timeout_ms >= 0 ? std::chrono::milliseconds(timeout_ms) : store.getTimeout();
+  auto pause = std::chrono::microseconds(50);
+  while (!store.check(keys)) {
+    if (std::chrono::steady_clock::now() - start >= limit) {
+      std::string names;
+      for (const std::string& key : keys) names += (names.empty() ? "" : ", ") + key;
+      throw std::runtime_error("Timeout after " + std::to_string(limit.count()) +
+                               " ms waiting for " + names);
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(5000));
+  }
+}
+
 dist_error_t* Get(void* ctx, const char* key, int64_t timeout_ms, void** value, size_t* size) {
   return Guard("get", key, [&] {
     c10d::Store& store = Of(ctx);
-    if (timeout_ms >= 0) {
-      store.wait({key}, std::chrono::milliseconds(timeout_ms));
-    } else {
-      store.wait({key});
-    }
+    WaitFor(store, {key}, timeout_ms);
     const std::vector<uint8_t> bytes = store.get(key);
     *size = bytes.size();
     *value = Copy(bytes);
@@ -76,8 +99,8 @@ dist_error_t* CompareSet(void* ctx, const char* key, const void* expected, size_
                          const void* desired, size_t desired_size, void** actual,
                          size_t* actual_size) {
   return Guard("compare_set", key, [&] {
-    const std::vector<uint8_t> now = Of(ctx).compareSet(key, Bytes(expected, expected_size),
-                                                        Bytes(desired, desired_size));
+    const std::vector<uint8_t> now =
+        Of(ctx).compareSet(key, Bytes(expected, expected_size), Bytes(desired, desired_size));
     *actual_size = now.size();
     *actual = Copy(now);
   });
@@ -90,24 +113,13 @@ dist_error_t* Remove(void* ctx, const char* key, int* existed) {
   });
 }
 
-std::vector<std::string> Keys(const char* const* keys, size_t n) {
-  return std::vector<std::string>(keys, keys + n);
-}
-
 dist_error_t* Check(void* ctx, const char* const* keys, size_t n, int* all_exist) {
-  return Guard("check", n > 0 ? keys[0] : "", [&] {
-    *all_exist = Of(ctx).check(Keys(keys, n)) ? 1 : 0;
-  });
+  return Guard("check", n > 0 ? keys[0] : "",
+               [&] { *all_exist = Of(ctx).check(Keys(keys, n)) ? 1 : 0; });
 }
 
 dist_error_t* Wait(void* ctx, const char* const* keys, size_t n, int64_t timeout_ms) {
-  return Guard("wait", n > 0 ? keys[0] : "", [&] {
-    if (timeout_ms >= 0) {
-      Of(ctx).wait(Keys(keys, n), std::chrono::milliseconds(timeout_ms));
-    } else {
-      Of(ctx).wait(Keys(keys, n));
-    }
-  });
+  return Guard("wait", n > 0 ? keys[0] : "", [&] { WaitFor(Of(ctx), Keys(keys, n), timeout_ms); });
 }
 
 dist_error_t* NumKeys(void* ctx, int64_t* count) {
