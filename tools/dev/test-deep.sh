@@ -12,8 +12,9 @@ bash tools/dev/install-deps.sh || exit 1
 source tools/dev/test_lib.sh
 
 # ASan + UBSan over the whole suite but the two tests that compile a plain
-# program against the installed library (an instrumented libdist.so needs
-# an instrumented program; they test packaging, not memory safety), and,
+# program against the installed library and the two that load it into
+# Debian's Python (an instrumented libdist.so needs an instrumented
+# program; they test packaging and bindings, not memory safety), and,
 # to keep CI well inside its time, repeats that run no code of dist's that
 # another instrumented test does not: the desync check on the backends
 # other than gloo (the check is the core's), the conformance kit at 4 ranks
@@ -23,7 +24,8 @@ ASAN_EXCLUDED=(-//tests/install:install_test -//examples/plugin_template:out_of_
                -//tests/trace:desync_kvstore_test -//tests/trace:desync_nccl_emulated_test
                -//tests/conformance:gloo_conformance_np4 -//tests/conformance:mpi_conformance_np4
                -//tests/conformance:mpich_conformance_np4 -//tests/conformance:shm_conformance_np4
-               -//tests/tools/distbench:distbench_test)
+               -//tests/tools/distbench:distbench_test
+               -//tests/python:python_test -//tests/python:torch_test)
 bazel_stage --config=asan --build_tests_only "$@" -- //... "${ASAN_EXCLUDED[@]}"
 
 # TSan over the threaded parts: the core, the store server and client, the
