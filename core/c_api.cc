@@ -324,6 +324,20 @@ DIST_EXPORT dist_error_t* dist_new_group(dist_process_group_t* parent, const int
   });
 }
 
+DIST_EXPORT dist_error_t* dist_split_group(dist_process_group_t* parent, int32_t color, int32_t key,
+                                           dist_process_group_t** group) {
+  if (parent == nullptr) return NullArgument("dist_split_group", "parent");
+  if (group == nullptr) return NullArgument("dist_split_group", "group");
+  if (dist_error_t* error = ForkedChildError("dist_split_group", *parent->group)) return error;
+  *group = nullptr;
+  return Guarded("dist_split_group", [&]() -> dist_error_t* {
+    absl::StatusOr<std::unique_ptr<ProcessGroup>> made = parent->group->Split(color, key);
+    if (!made.ok()) return ToError(made.status());
+    if (*made != nullptr) *group = new dist_process_group{*std::move(made)};
+    return nullptr;
+  });
+}
+
 DIST_EXPORT dist_error_t* dist_revoke(dist_process_group_t* group, const char* reason) {
   if (group == nullptr) return NullArgument("dist_revoke", "group");
   if (dist_error_t* error = ForkedChildError("dist_revoke", *group->group)) return error;

@@ -4,12 +4,15 @@
 #include <atomic>
 #include <cstddef>
 #include <cstring>
+#include <map>
 #include <set>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "core/config.h"
 #include "core/join_check.h"
 #include "core/lock_checks.h"
@@ -20,6 +23,7 @@
 #include "core/rendezvous.h"
 #include "dist/cpp/sendrecv_order.hpp"
 #include "dist/cpp/status.hpp"
+#include "dist/cpp/store.hpp"
 #include "dist/cpp/validate.hpp"
 
 namespace dist {
@@ -304,6 +308,57 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::NewGroup(std::vector
   const int id = ++subgroup_counter_;
   return MakeChild(ranks, absl::StrCat(name_, ".", id), absl::StrCat(store_prefix_, "sub", id, "/"),
                    /*may_split=*/true, timeout_);
+}
+
+absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Split(int32_t color, int32_t key) {
+  if (rank_ < 0) return NotMemberError();
+  const int id = ++subgroup_counter_;  // the same on every rank: splits are collective
+  const std::string prefix = absl::StrCat(store_prefix_, "split", id, "/");
+  // Every rank's (colour, key), through the store: it works the same on
+  // every backend, and a split is set-up, not a hot path.
+  const StoreView store(store_->get());
+  DIST_RETURN_IF_ERROR(
+      store.Set(absl::StrCat(prefix, "rank", rank_), absl::StrCat(color, " ", key)));
+  std::map<int32_t, std::vector<std::pair<int32_t, int32_t>>> members;  // colour -> (key, rank)
+  for (int32_t r = 0; r < world_size_; ++r) {
+    absl::StatusOr<std::string> entry = store.Get(absl::StrCat(prefix, "rank", r), timeout_);
+    if (!entry.ok()) {
+      return absl::Status(entry.status().code(),
+                          absl::StrCat("split_group: rank ", r, " of ", Description(),
+                                       " did not give its colour: ", entry.status().message(),
+                                       "; every rank of the group must call split_group"));
+    }
+    int32_t their_color = 0, their_key = 0;
+    const std::vector<std::string> parts = absl::StrSplit(*entry, ' ');
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &their_color) ||
+        !absl::SimpleAtoi(parts[1], &their_key)) {
+      return absl::DataLossError(absl::StrCat("split_group: rank ", r, "'s entry '", *entry,
+                                              "' in the store is not 'colour key'"));
+    }
+    if (their_color >= 0) members[their_color].push_back({their_key, r});
+  }
+  std::unique_ptr<ProcessGroup> mine;
+  // Colours in ascending order on every rank. A colour whose key order is
+  // the parent's rank order is split from the parent's communicators where
+  // the backend can (mpi: MPI_Comm_split), which every parent rank joins;
+  // any other is created anew by its members alone.
+  for (auto& [group_color, entries] : members) {
+    std::sort(entries.begin(), entries.end());
+    std::vector<int32_t> ranks;
+    for (const auto& entry : entries) ranks.push_back(entry.second);
+    const bool ascending = std::is_sorted(ranks.begin(), ranks.end());
+    const bool member = group_color == color;
+    if (!member && !ascending) continue;
+    absl::StatusOr<std::unique_ptr<ProcessGroup>> child = MakeChild(
+        ranks, absl::StrCat(name_, ".split", id, ".", group_color),
+        absl::StrCat(prefix, "color", group_color, "/"), /*may_split=*/ascending, timeout_);
+    if (!child.ok()) {
+      return absl::Status(child.status().code(), absl::StrCat("split_group (colour ", group_color,
+                                                              "): ", child.status().message()));
+    }
+    if (member) mine = *std::move(child);
+  }
+  return mine;
 }
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::MakeChild(

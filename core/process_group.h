@@ -59,6 +59,10 @@ class ProcessGroup {
   // dist_new_group: collective over this group.
   absl::StatusOr<std::unique_ptr<ProcessGroup>> NewGroup(std::vector<int32_t> ranks);
 
+  // dist_split_group: collective over this group. nullptr (and OK) for a
+  // negative colour.
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> Split(int32_t color, int32_t key);
+
   // Starts one operation; `device` selects the backend.
   absl::StatusOr<dist_work_t*> Submit(dist_collective_t kind, const dist_op_args_t& args);
 

@@ -155,6 +155,16 @@ else:
     expect_error("collective on a non-member", dist.ErrorCode.FAILED_PRECONDITION,
                  lambda: evens.all_reduce(np.zeros(1, np.float32)))
 
+# split: evens and odds, numbered by key (descending where the backend can
+# build any order; mpi's MPI_Comm_split keeps the parent's order).
+in_parent_order = backend in ("openmpi", "mpich")
+half = pg.split(rank % 2, rank if in_parent_order else -rank)
+order = sorted(range(rank % 2, n, 2), key=lambda r: r if in_parent_order else -r)
+expect("split members in key order", half.all_gather(np.array([rank], np.int32)), np.array(order, np.int32))
+expect("split rank", half.rank, order.index(rank))
+expect("a negative colour joins no group", pg.split(-1 if rank == 0 else 5) is None, rank == 0)
+half.destroy()
+
 # Bad arguments are errors on the calling rank, not crashes.
 expect_error("recv of the wrong size", dist.ErrorCode.INVALID_ARGUMENT,
              lambda: pg.all_reduce(np.zeros(4, np.float32), np.zeros(3, np.float32)))

@@ -225,6 +225,23 @@ DIST_EXPORT dist_error_t* dist_shrink(dist_process_group_t* group,
                                       const dist_shrink_options_t* options,
                                       dist_process_group_t** new_group);
 
+/* ---- Appended in 1.4 ------------------------------------------------- */
+
+/* The colour of a rank that joins no group in dist_split_group. */
+#define DIST_SPLIT_NONE (-1)
+
+/* Splits `parent` by colour in one call (MPI_Comm_split, ncclCommSplit,
+ * torch's split_group). Collective: every rank of the parent calls it, in
+ * the same order as its other group calls. The ranks that pass the same
+ * colour (>= 0) form one new group, numbered by (key, parent rank); each
+ * gets that group in *group (the caller owns it: dist_destroy). A rank that
+ * passes a negative colour (DIST_SPLIT_NONE) joins none: *group = NULL and
+ * no error. A colour whose key order is the parent's order is split from
+ * the parent's communicators where the backend can (mpi: MPI_Comm_split);
+ * on mpi, any other order is refused by the backend. */
+DIST_EXPORT dist_error_t* dist_split_group(dist_process_group_t* parent, int32_t color, int32_t key,
+                                           dist_process_group_t** group);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

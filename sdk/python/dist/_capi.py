@@ -110,6 +110,10 @@ _SIGNATURES = {
         [_group, ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
     ),
     "dist_shrink": (_error, [_group, ctypes.POINTER(ShrinkOptions), ctypes.POINTER(_group)]),
+    "dist_split_group": (
+        _error,
+        [_group, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(_group)],
+    ),
 }
 
 _lock = threading.Lock()

@@ -186,6 +186,14 @@ class ProcessGroup:
         _capi.check(_capi.lib().dist_new_group(self._live(), array, len(ranks), ctypes.byref(out)))
         return ProcessGroup(out.value, parent=self)
 
+    def split(self, color, key=0):
+        """Splits this group by colour (MPI_Comm_split): the ranks passing the
+        same colour form one group, numbered by (key, rank). Collective.
+        A negative colour joins none and returns None."""
+        out = ctypes.c_void_p()
+        _capi.check(_capi.lib().dist_split_group(self._live(), color, key, ctypes.byref(out)))
+        return ProcessGroup(out.value, parent=self) if out.value else None
+
     def abort(self, reason="aborted by the application"):
         _capi.lib().dist_abort(self._live(), reason.encode())
 
