@@ -338,6 +338,59 @@ DIST_EXPORT dist_error_t* dist_split_group(dist_process_group_t* parent, int32_t
   });
 }
 
+namespace {
+
+// The variable-count collectives are blocking in this version.
+dist_error_t* BlockingOnly(const char* op, dist_process_group_t* group, dist_work_t** work) {
+  if (group == nullptr || !group->group) return NullArgument(op, "group");
+  if (dist_error_t* error = ForkedChildError(op, *group->group)) return error;
+  if (work != nullptr) {
+    *work = nullptr;
+    return dist_error_new(DIST_UNIMPLEMENTED,
+                          "%s runs blocking in this version: pass NULL for work (issue it from a "
+                          "thread of your own to overlap it)",
+                          op);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+DIST_EXPORT dist_error_t* dist_all_to_all_v(dist_process_group_t* group, const dist_buffer_t* send,
+                                            const uint64_t* send_counts,
+                                            const uint64_t* send_displs, const dist_buffer_t* recv,
+                                            const uint64_t* recv_counts,
+                                            const uint64_t* recv_displs, dist_work_t** work) {
+  if (dist_error_t* error = BlockingOnly("dist_all_to_all_v", group, work)) return error;
+  if (send == nullptr || recv == nullptr) return NullArgument("dist_all_to_all_v", "buffer");
+  return Guarded("dist_all_to_all_v", [&]() -> dist_error_t* {
+    return ToError(
+        group->group->AllToAllV(*send, send_counts, send_displs, *recv, recv_counts, recv_displs));
+  });
+}
+
+DIST_EXPORT dist_error_t* dist_all_gather_v(dist_process_group_t* group, const dist_buffer_t* send,
+                                            const dist_buffer_t* recv, const uint64_t* recv_counts,
+                                            const uint64_t* recv_displs, dist_work_t** work) {
+  if (dist_error_t* error = BlockingOnly("dist_all_gather_v", group, work)) return error;
+  if (send == nullptr || recv == nullptr) return NullArgument("dist_all_gather_v", "buffer");
+  return Guarded("dist_all_gather_v", [&]() -> dist_error_t* {
+    return ToError(group->group->AllGatherV(*send, *recv, recv_counts, recv_displs));
+  });
+}
+
+DIST_EXPORT dist_error_t* dist_reduce_scatter_v(dist_process_group_t* group,
+                                                const dist_buffer_t* send,
+                                                const dist_buffer_t* recv,
+                                                const uint64_t* recv_counts, dist_reduce_op_t op,
+                                                dist_work_t** work) {
+  if (dist_error_t* error = BlockingOnly("dist_reduce_scatter_v", group, work)) return error;
+  if (send == nullptr || recv == nullptr) return NullArgument("dist_reduce_scatter_v", "buffer");
+  return Guarded("dist_reduce_scatter_v", [&]() -> dist_error_t* {
+    return ToError(group->group->ReduceScatterV(*send, *recv, recv_counts, op));
+  });
+}
+
 DIST_EXPORT dist_error_t* dist_revoke(dist_process_group_t* group, const char* reason) {
   if (group == nullptr) return NullArgument("dist_revoke", "group");
   if (dist_error_t* error = ForkedChildError("dist_revoke", *group->group)) return error;

@@ -285,6 +285,10 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
 
 ProcessGroup::~ProcessGroup() {
   survival_.reset();  // its thread may abort the communicators
+  {
+    absl::MutexLock lock(&variable_count_mu_);
+    variable_count_group_.reset();  // a subgroup: before the communicators it came from
+  }
   for (BackendComm& comm : comms_) {
     if (comm.comm != nullptr) comm.plugin->backend.comm_destroy(comm.comm);
     if (comm.store != nullptr) comm.store->release(comm.store->ctx);

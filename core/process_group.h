@@ -63,6 +63,18 @@ class ProcessGroup {
   // negative colour.
   absl::StatusOr<std::unique_ptr<ProcessGroup>> Split(int32_t color, int32_t key);
 
+  // dist_all_to_all_v, dist_all_gather_v, dist_reduce_scatter_v
+  // (core/variable_collectives.cc): blocking, host buffers. Displacements
+  // may be NULL (packed in rank order). `op` names the call in errors.
+  absl::Status AllToAllV(const dist_buffer_t& send, const uint64_t* send_counts,
+                         const uint64_t* send_displs, const dist_buffer_t& recv,
+                         const uint64_t* recv_counts, const uint64_t* recv_displs,
+                         const char* op = "all_to_all_v");
+  absl::Status AllGatherV(const dist_buffer_t& send, const dist_buffer_t& recv,
+                          const uint64_t* recv_counts, const uint64_t* recv_displs);
+  absl::Status ReduceScatterV(const dist_buffer_t& send, const dist_buffer_t& recv,
+                              const uint64_t* recv_counts, dist_reduce_op_t op);
+
   // Starts one operation; `device` selects the backend.
   absl::StatusOr<dist_work_t*> Submit(dist_collective_t kind, const dist_op_args_t& args);
 
@@ -146,6 +158,9 @@ class ProcessGroup {
                                                           std::string name, std::string prefix,
                                                           bool may_split,
                                                           absl::Duration setup_timeout);
+  // The same ranks again, made at the first variable-count collective, whose
+  // exchanges run there apart from the caller's tags.
+  absl::StatusOr<ProcessGroup*> VariableCountGroup();
   // Starts the survival monitor when survival is on (members only).
   absl::Status StartSurvival();
   // The group is revoked with `message`: operations fail with it from now.
@@ -177,6 +192,8 @@ class ProcessGroup {
   SurvivalSettings survival_settings_;
   const std::shared_ptr<Revocation> revocation_ = std::make_shared<Revocation>();
   int shrink_epoch_ = 0;
+  absl::Mutex variable_count_mu_;
+  std::unique_ptr<ProcessGroup> variable_count_group_ ABSL_GUARDED_BY(variable_count_mu_);
   // Last: its thread calls back into the members above; destroyed first.
   std::unique_ptr<SurvivalMonitor> survival_;
 };

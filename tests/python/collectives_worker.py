@@ -6,6 +6,7 @@ sum, a wrong block or a wrong root fails the check. Exits 1 on a mismatch,
 printing what differed; prints "rank R: N checks passed" at the end."""
 
 import array
+import ctypes
 import sys
 
 import numpy as np
@@ -154,6 +155,32 @@ else:
     expect("non-member rank", evens.rank, -1)
     expect_error("collective on a non-member", dist.ErrorCode.FAILED_PRECONDITION,
                  lambda: evens.all_reduce(np.zeros(1, np.float32)))
+
+# Counts per rank, uneven and with zeros: rank i sends rank j (i + 2j) % 3
+# elements of value 100i + j.
+def count(i, j):
+    return (i + 2 * j) % 3
+
+
+send = np.concatenate([np.full(count(rank, j), 100 * rank + j, np.int64) for j in range(n)] + [np.zeros(0, np.int64)])
+recv = np.full(sum(count(i, rank) for i in range(n)), -1, np.int64)
+pg.all_to_all_v(send, [count(rank, j) for j in range(n)], recv, [count(i, rank) for i in range(n)])
+expect("all_to_all_v", recv, np.concatenate([np.full(count(i, rank), 100 * i + rank, np.int64) for i in range(n)] + [np.zeros(0, np.int64)]))
+sizes = [(r % 3) for r in range(n)]  # rank 0 gives nothing
+gathered = np.full(sum(sizes) + 2, -1.0, np.float32)  # displaced: a gap of 2 before rank 1's block
+displs = [sum(sizes[:r]) + (2 if r >= 1 else 0) for r in range(n)]
+pg.all_gather_v(np.full(sizes[rank], rank, np.float32), gathered, sizes, displs)
+want = np.full(sum(sizes) + 2, -1.0, np.float32)
+for r in range(n):
+    want[displs[r]:displs[r] + sizes[r]] = r
+expect("all_gather_v with displacements", gathered, want)
+counts = [r + 1 for r in range(n)]
+total = np.stack([data(r, sum(counts), np.float64) for r in range(n)]).sum(axis=0)
+mine = np.zeros(counts[rank], np.float64)
+pg.reduce_scatter_v(data(rank, sum(counts), np.float64), mine, counts)
+expect("reduce_scatter_v", mine, total[sum(counts[:rank]):sum(counts[:rank + 1])])
+expect_error("async v collectives are refused", dist.ErrorCode.UNIMPLEMENTED,
+             lambda: dist._capi.check(dist._capi.lib().dist_all_gather_v(pg._live(), None, None, None, None, ctypes.byref(ctypes.c_void_p()))))
 
 # split: evens and odds, numbered by key (descending where the backend can
 # build any order; mpi's MPI_Comm_split keeps the parent's order).

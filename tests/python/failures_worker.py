@@ -88,6 +88,7 @@ elif mode == "dead-peer":
         fail("the error does not name rank %d: %s" % (last, error))
     print("rank %d: after %.2f s: %s" % (pg.rank, seconds, error), flush=True)
     checks += 1
+    time.sleep(3)  # so that the other survivors see rank `last` go, not this rank's exit
     pg.abort("peer died")
     pg.destroy()
 else:

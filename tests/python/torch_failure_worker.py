@@ -32,4 +32,5 @@ if seconds > 20 or ("rank %d" % last) not in message:
     sys.exit(1)
 print("rank %d: after %.2f s: %s" % (rank, seconds, message.splitlines()[0]), flush=True)
 print("dead-peer: 1 checks passed", flush=True)
+time.sleep(3)  # so that the other survivors see rank `last` go, not this rank's exit
 os._exit(0)  # the group cannot be torn down cleanly with a rank gone

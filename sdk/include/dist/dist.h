@@ -242,6 +242,34 @@ DIST_EXPORT dist_error_t* dist_shrink(dist_process_group_t* group,
 DIST_EXPORT dist_error_t* dist_split_group(dist_process_group_t* parent, int32_t color, int32_t key,
                                            dist_process_group_t** group);
 
+/* Collectives with a count per rank (elements; displacements in elements
+ * from the buffer's start, NULL: packed in rank order), as MPI's v calls and
+ * torch's all_to_all_single with split sizes. Every backend has them (the
+ * core builds them from sendrecv and all_reduce). In this version they take
+ * host buffers and are blocking: `work` must be NULL (DIST_UNIMPLEMENTED
+ * otherwise). Counts must agree between ranks: what rank i sends rank j is
+ * what rank j expects from rank i.
+ *   all_to_all_v    send block j (send_counts[j] at send_displs[j]) goes to
+ *                   rank j; recv block i (recv_counts[i] at recv_displs[i])
+ *                   comes from rank i
+ *   all_gather_v    send (recv_counts[rank] elements) -> recv block i of
+ *                   every rank
+ *   reduce_scatter_v send (sum of recv_counts) reduced over ranks; recv
+ *                   gets block `rank` (recv_counts[rank] elements) */
+DIST_EXPORT dist_error_t* dist_all_to_all_v(dist_process_group_t* group, const dist_buffer_t* send,
+                                            const uint64_t* send_counts,
+                                            const uint64_t* send_displs, const dist_buffer_t* recv,
+                                            const uint64_t* recv_counts,
+                                            const uint64_t* recv_displs, dist_work_t** work);
+DIST_EXPORT dist_error_t* dist_all_gather_v(dist_process_group_t* group, const dist_buffer_t* send,
+                                            const dist_buffer_t* recv, const uint64_t* recv_counts,
+                                            const uint64_t* recv_displs, dist_work_t** work);
+DIST_EXPORT dist_error_t* dist_reduce_scatter_v(dist_process_group_t* group,
+                                                const dist_buffer_t* send,
+                                                const dist_buffer_t* recv,
+                                                const uint64_t* recv_counts, dist_reduce_op_t op,
+                                                dist_work_t** work);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -70,6 +70,7 @@ _work = ctypes.c_void_p
 _error = ctypes.POINTER(DistError)
 _buffer = ctypes.POINTER(Buffer)
 _work_out = ctypes.POINTER(ctypes.c_void_p)
+_counts = ctypes.POINTER(ctypes.c_uint64)  # one per rank, or NULL
 
 # name: (restype, argtypes). Every function that can fail returns an error.
 _SIGNATURES = {
@@ -110,6 +111,12 @@ _SIGNATURES = {
         [_group, ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
     ),
     "dist_shrink": (_error, [_group, ctypes.POINTER(ShrinkOptions), ctypes.POINTER(_group)]),
+    "dist_all_to_all_v": (
+        _error,
+        [_group, _buffer, _counts, _counts, _buffer, _counts, _counts, _work_out],
+    ),
+    "dist_all_gather_v": (_error, [_group, _buffer, _buffer, _counts, _counts, _work_out]),
+    "dist_reduce_scatter_v": (_error, [_group, _buffer, _buffer, _counts, ctypes.c_int, _work_out]),
     "dist_split_group": (
         _error,
         [_group, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(_group)],

@@ -342,6 +342,51 @@ class ProcessGroup:
     def barrier(self, async_op=False):
         return self._call("dist_barrier", None, None, [], async_op, None, None)
 
+    # ---- counts per rank (blocking) ---------------------------------------
+
+    def _counted(self, name, send, recv, arrays, extra, dtype):
+        held = []
+        try:
+            held.append(_buffers.HeldBuffer(send, False, dtype, "send"))
+            held.append(_buffers.HeldBuffer(recv, True, dtype, "recv"))
+            c_arrays = []
+            for values in arrays:
+                if values is None:
+                    c_arrays.append(None)
+                    continue
+                values = [int(v) for v in values]
+                if len(values) != self.world_size:
+                    raise ValueError("%s: give one count or displacement per rank (%d), not %d"
+                                     % (name, self.world_size, len(values)))
+                c_arrays.append((ctypes.c_uint64 * len(values))(*values))
+            function = getattr(_capi.lib(), "dist_" + name)
+            if name == "all_to_all_v":
+                args = [held[0].c, c_arrays[0], c_arrays[1], held[1].c, c_arrays[2], c_arrays[3]]
+            else:
+                args = [held[0].c, held[1].c] + c_arrays
+            args = [ctypes.byref(a) if isinstance(a, _capi.Buffer) else a for a in args]
+            _capi.check(function(self._live(), *args, *extra, None))
+        finally:
+            for h in held:
+                h.release()
+        return recv
+
+    def all_to_all_v(self, send, send_counts, recv, recv_counts, send_displs=None,
+                     recv_displs=None, dtype=None):
+        """Uneven all-to-all (all_to_all_single with split sizes): send_counts[j]
+        elements go to rank j, recv_counts[i] come from rank i; displacements
+        default to packed blocks. Blocking."""
+        return self._counted("all_to_all_v", send, recv,
+                             [send_counts, send_displs, recv_counts, recv_displs], [], dtype)
+
+    def all_gather_v(self, send, recv, recv_counts, recv_displs=None, dtype=None):
+        """All-gather with a count per rank (send holds recv_counts[rank])."""
+        return self._counted("all_gather_v", send, recv, [recv_counts, recv_displs], [], dtype)
+
+    def reduce_scatter_v(self, send, recv, recv_counts, op=ReduceOp.SUM, dtype=None):
+        """Reduce-scatter with a count per rank: recv gets block `rank`."""
+        return self._counted("reduce_scatter_v", send, recv, [recv_counts], [_op(op)], dtype)
+
     # ---- point to point --------------------------------------------------
 
     def send(self, buffer, peer, tag=0, async_op=False, dtype=None):

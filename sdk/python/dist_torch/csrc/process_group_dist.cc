@@ -144,12 +144,6 @@ ProcessGroupDist::ProcessGroupDist(const c10::intrusive_ptr<c10d::Store>& store,
   options.group_name = "torch";
   options.store = NewTorchStore(store);  // dist's from here on, also on failure
   Check("init", dist_init(&options, &group_));
-  std::vector<int32_t> everyone(size);
-  for (int r = 0; r < size; ++r) everyone[r] = r;
-  if (dist_error_t* error = dist_new_group(group_, everyone.data(), everyone.size(), &pairwise_)) {
-    dist_destroy(group_);
-    Check("init", error);
-  }
   completer_ = std::thread([this] { Run(); });
 }
 
@@ -160,7 +154,6 @@ ProcessGroupDist::~ProcessGroupDist() {
   }
   ready_.notify_all();
   if (completer_.joinable()) completer_.join();
-  dist_destroy(pairwise_);
   dist_destroy(group_);
 }
 
@@ -386,48 +379,38 @@ WorkPtr ProcessGroupDist::_reduce_scatter_base(at::Tensor& output, at::Tensor& i
       [&](dist_work_t** w) { return dist_reduce_scatter(group_, &s, &r, op, w); }, [in, out] {});
 }
 
-void ProcessGroupDist::PairwiseAllToAll(const at::Tensor& send,
-                                        const std::vector<int64_t>& send_offsets,
-                                        const std::vector<int64_t>& send_counts,
-                                        const at::Tensor& recv,
-                                        const std::vector<int64_t>& recv_offsets,
-                                        const std::vector<int64_t>& recv_counts) {
-  // On a group of its own, so no tag of the user's can match; one tag is
-  // enough, as messages between two ranks with one tag arrive in order.
-  const int64_t tag = 0;
-  recv.narrow(0, recv_offsets[rank_], recv_counts[rank_])
-      .copy_(send.narrow(0, send_offsets[rank_], send_counts[rank_]));
-  for (int step = 1; step < size_; ++step) {
-    const int dst = (rank_ + step) % size_;
-    const int src = (rank_ - step + size_) % size_;
-    const dist_buffer_t s = BufferOf(send.narrow(0, send_offsets[dst], send_counts[dst]));
-    const dist_buffer_t r = BufferOf(recv.narrow(0, recv_offsets[src], recv_counts[src]));
-    Check("alltoall", dist_sendrecv(pairwise_, &s, dst, &r, src, tag));
-  }
-}
-
 namespace {
 
 // Element counts and offsets of `splits` (rows of `row` elements each), or
 // of equal blocks when `splits` is empty.
 void Layout(const std::vector<int64_t>& splits, int64_t total, int64_t row, int size,
-            std::vector<int64_t>* offsets, std::vector<int64_t>* counts, const char* which) {
+            std::vector<uint64_t>* offsets, std::vector<uint64_t>* counts, const char* which) {
+  TORCH_CHECK(splits.empty() || static_cast<int>(splits.size()) == size, "dist alltoall: the ",
+              which, " split sizes list ", splits.size(), " entries for ", size, " ranks");
   offsets->assign(size, 0);
   counts->assign(size, 0);
   int64_t offset = 0;
   for (int r = 0; r < size; ++r) {
     const int64_t count = splits.empty() ? total / size : splits[r] * row;
-    (*offsets)[r] = offset;
-    (*counts)[r] = count;
+    TORCH_CHECK(count >= 0, "dist alltoall: negative ", which, " split size for rank ", r);
+    (*offsets)[r] = static_cast<uint64_t>(offset);
+    (*counts)[r] = static_cast<uint64_t>(count);
     offset += count;
   }
-  TORCH_CHECK(splits.empty() || static_cast<int>(splits.size()) == size, "dist alltoall: ", which,
-              " split sizes list ", splits.size(), " entries for ", size, " ranks");
   TORCH_CHECK(offset == total, "dist alltoall: the ", which, " split sizes cover ", offset,
               " elements, but the tensor has ", total);
 }
 
 }  // namespace
+
+void ProcessGroupDist::AllToAllV(const at::Tensor& send, const std::vector<uint64_t>& send_offsets,
+                                 const std::vector<uint64_t>& send_counts, const at::Tensor& recv,
+                                 const std::vector<uint64_t>& recv_offsets,
+                                 const std::vector<uint64_t>& recv_counts) {
+  const dist_buffer_t s = BufferOf(send), r = BufferOf(recv);
+  Check("alltoall", dist_all_to_all_v(group_, &s, send_counts.data(), send_offsets.data(), &r,
+                                      recv_counts.data(), recv_offsets.data(), nullptr));
+}
 
 WorkPtr ProcessGroupDist::alltoall_base(at::Tensor& output, at::Tensor& input,
                                         std::vector<int64_t>& output_split_sizes,
@@ -443,11 +426,10 @@ WorkPtr ProcessGroupDist::alltoall_base(at::Tensor& output, at::Tensor& input,
   const int64_t in_row = input.dim() > 0 && input.size(0) > 0 ? input.numel() / input.size(0) : 1;
   const int64_t out_row =
       output.dim() > 0 && output.size(0) > 0 ? output.numel() / output.size(0) : 1;
-  std::vector<int64_t> send_offsets, send_counts, recv_offsets, recv_counts;
+  std::vector<uint64_t> send_offsets, send_counts, recv_offsets, recv_counts;
   Layout(input_split_sizes, input.numel(), in_row, size_, &send_offsets, &send_counts, "input");
   Layout(output_split_sizes, output.numel(), out_row, size_, &recv_offsets, &recv_counts, "output");
-  PairwiseAllToAll(input.reshape({-1}), send_offsets, send_counts, output.view({-1}), recv_offsets,
-                   recv_counts);
+  AllToAllV(input, send_offsets, send_counts, output, recv_offsets, recv_counts);
   return Done(OpType::ALLTOALL_BASE, {output});
 }
 
@@ -456,8 +438,8 @@ WorkPtr ProcessGroupDist::alltoall(std::vector<at::Tensor>& outputs,
   TORCH_CHECK(static_cast<int>(outputs.size()) == size_ && static_cast<int>(inputs.size()) == size_,
               "dist alltoall: give ", size_, " input and ", size_, " output tensors");
   at::Tensor send = Flatten(inputs);
-  std::vector<int64_t> send_offsets, send_counts, recv_offsets, recv_counts;
-  int64_t offset = 0, recv_total = 0;
+  std::vector<uint64_t> send_offsets, send_counts, recv_offsets, recv_counts;
+  uint64_t offset = 0, recv_total = 0;
   bool even = true;
   for (int r = 0; r < size_; ++r) {
     send_offsets.push_back(offset);
@@ -469,7 +451,7 @@ WorkPtr ProcessGroupDist::alltoall(std::vector<at::Tensor>& outputs,
     even =
         even && inputs[r].numel() == inputs[0].numel() && outputs[r].numel() == inputs[0].numel();
   }
-  at::Tensor recv = at::empty({recv_total}, send.options());
+  at::Tensor recv = at::empty({static_cast<int64_t>(recv_total)}, send.options());
   std::vector<at::Tensor> out = outputs;
   if (even) {
     const dist_buffer_t s = BufferOf(send), r = BufferOf(recv);
@@ -477,7 +459,7 @@ WorkPtr ProcessGroupDist::alltoall(std::vector<at::Tensor>& outputs,
         OpType::ALLTOALL, out, [&](dist_work_t** w) { return dist_all_to_all(group_, &s, &r, w); },
         [send, recv, out]() mutable { Unflatten(recv, out); });
   }
-  PairwiseAllToAll(send, send_offsets, send_counts, recv, recv_offsets, recv_counts);
+  AllToAllV(send, send_offsets, send_counts, recv, recv_offsets, recv_counts);
   Unflatten(recv, out);
   return Done(OpType::ALLTOALL, out);
 }

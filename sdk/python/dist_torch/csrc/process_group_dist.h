@@ -101,18 +101,15 @@ class ProcessGroupDist : public c10d::ProcessGroup {
                                          std::function<void()> after = nullptr);
   // A Work that is already done (operations run on the caller's thread).
   c10::intrusive_ptr<c10d::Work> Done(c10d::OpType type, std::vector<at::Tensor> outputs);
-  // Uneven all-to-all as pairwise sendrecv (every rank sends to rank+s and
-  // receives from rank-s in step s), blocking.
-  void PairwiseAllToAll(const at::Tensor& send, const std::vector<int64_t>& send_offsets,
-                        const std::vector<int64_t>& send_counts, const at::Tensor& recv,
-                        const std::vector<int64_t>& recv_offsets,
-                        const std::vector<int64_t>& recv_counts);
+  // Uneven all-to-all (dist_all_to_all_v, blocking); counts and offsets
+  // in elements.
+  void AllToAllV(const at::Tensor& send, const std::vector<uint64_t>& send_offsets,
+                 const std::vector<uint64_t>& send_counts, const at::Tensor& recv,
+                 const std::vector<uint64_t>& recv_offsets,
+                 const std::vector<uint64_t>& recv_counts);
   void Run();
 
   dist_process_group_t* group_ = nullptr;
-  // Every rank of group_ again, for the point-to-point traffic of uneven
-  // all-to-alls, apart from the user's tags.
-  dist_process_group_t* pairwise_ = nullptr;
   std::mutex mu_;
   std::condition_variable ready_;
   std::deque<Pending> queue_;
