@@ -22,8 +22,9 @@ namespace {
 // A block of `buffer`: `count` elements from element `offset`.
 dist_buffer_t Block(const dist_buffer_t& buffer, uint64_t offset, uint64_t count) {
   dist_buffer_t block = buffer;
-  block.data = count == 0 ? buffer.data
-                          : static_cast<char*>(buffer.data) + offset * dist_dtype_size(buffer.dtype);
+  block.data = count == 0
+                   ? buffer.data
+                   : static_cast<char*>(buffer.data) + offset * dist_dtype_size(buffer.dtype);
   block.count = count;
   return block;
 }
@@ -51,8 +52,7 @@ absl::Status CheckBlocks(const char* op, const char* which, const dist_buffer_t&
           ") ends past the ", which, " buffer's ", buffer.count, " elements"));
     }
   }
-  if (buffer.data == nullptr &&
-      std::accumulate(counts, counts + world, uint64_t{0}) > 0) {
+  if (buffer.data == nullptr && std::accumulate(counts, counts + world, uint64_t{0}) > 0) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": the ", which, " buffer is NULL"));
   }
   return absl::OkStatus();
@@ -60,9 +60,10 @@ absl::Status CheckBlocks(const char* op, const char* which, const dist_buffer_t&
 
 absl::Status CheckHost(const char* op, const dist_buffer_t& send, const dist_buffer_t& recv) {
   if (send.device.type != DIST_DEVICE_CPU || recv.device.type != DIST_DEVICE_CPU) {
-    return absl::UnimplementedError(absl::StrCat(
-        op, " takes host buffers in this version; for device buffers use the fixed-count "
-            "collective or send/recv"));
+    return absl::UnimplementedError(
+        absl::StrCat(op,
+                     " takes host buffers in this version; for device buffers use the fixed-count "
+                     "collective or send/recv"));
   }
   if (send.dtype != recv.dtype) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": send is ", dist_dtype_name(send.dtype),
@@ -101,9 +102,9 @@ absl::Status ProcessGroup::AllToAllV(const dist_buffer_t& send, const uint64_t* 
   DIST_RETURN_IF_ERROR(CheckBlocks(op, "send", send, send_counts, sd, world_size_));
   DIST_RETURN_IF_ERROR(CheckBlocks(op, "recv", recv, recv_counts, rd, world_size_));
   if (send_counts[rank_] != recv_counts[rank_]) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": rank ", rank_, " sends itself ", send_counts[rank_],
-                     " elements but expects ", recv_counts[rank_], " from itself"));
+    return absl::InvalidArgumentError(absl::StrCat(op, ": rank ", rank_, " sends itself ",
+                                                   send_counts[rank_], " elements but expects ",
+                                                   recv_counts[rank_], " from itself"));
   }
   if (send_counts[rank_] > 0) {  // this rank's own block
     std::memmove(Block(recv, rd[rank_], send_counts[rank_]).data,
@@ -160,10 +161,10 @@ absl::Status ProcessGroup::ReduceScatterV(const dist_buffer_t& send, const dist_
   }
   const uint64_t total = std::accumulate(recv_counts, recv_counts + world_size_, uint64_t{0});
   if (send.count != total || recv.count != recv_counts[rank_]) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "reduce_scatter_v: send must hold the sum of recv_counts (", total, " elements, has ",
-        send.count, ") and recv this rank's count (", recv_counts[rank_], ", has ", recv.count,
-        ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("reduce_scatter_v: send must hold the sum of recv_counts (", total,
+                     " elements, has ", send.count, ") and recv this rank's count (",
+                     recv_counts[rank_], ", has ", recv.count, ")"));
   }
   const size_t element = dist_dtype_size(send.dtype);
   std::vector<char> staging(total * element);

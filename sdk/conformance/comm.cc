@@ -349,6 +349,7 @@ class CoreComm : public Comm {
 
   int32_t rank() const override { return dist_rank(group_); }
   int32_t world_size() const override { return dist_world_size(group_); }
+  dist_process_group_t* core_group() override { return group_; }
 
   absl::StatusOr<std::unique_ptr<Work>> Start(dist_collective_t coll,
                                               const dist_op_args_t& a) override {

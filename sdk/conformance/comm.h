@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "dist/backend_plugin.h"
+#include "dist/dist.h"
 
 namespace dist::conformance {
 
@@ -57,6 +58,10 @@ class Comm {
   // here means it was not).
   virtual absl::StatusOr<std::unique_ptr<Comm>> Split(const std::vector<int32_t>& ranks,
                                                       const std::string& name) = 0;
+
+  // The dist.h group under a communicator driven through the core, for the
+  // calls that exist only there; nullptr for a raw plugin table. Borrowed.
+  virtual dist_process_group_t* core_group() { return nullptr; }
 
   // Collective over this communicator: a new communicator over the same
   // ranks, for checks that break it (abort, mismatched counts).

@@ -26,24 +26,19 @@ Suite::Suite(Comm& comm, const LoadedPlugin& plugin, const SuiteOptions& options
 
 const std::vector<std::string>& SectionNames() {
   static const auto* names = new std::vector<std::string>{
-      "declared",  "matrix", "p2p",   "barrier", "async",      "work",
-      "subgroups", "errors", "rules", "abort",   "mismatched", "peer_death"};
+      "declared", "matrix", "p2p",   "barrier", "async",      "work",      "subgroups",
+      "counts",   "errors", "rules", "abort",   "mismatched", "peer_death"};
   return *names;
 }
 
 void Suite::Run() {
   const std::vector<std::pair<std::string, void (Suite::*)()>> sections = {
-      {"declared", &Suite::DeclaredEntries},
-      {"matrix", &Suite::CollectiveMatrix},
-      {"p2p", &Suite::PointToPoint},
-      {"barrier", &Suite::Barrier},
-      {"async", &Suite::AsyncOrdering},
-      {"work", &Suite::WorkSemantics},
-      {"subgroups", &Suite::Subgroups},
-      {"errors", &Suite::ErrorPaths},
-      {"rules", &Suite::SharedRules},
-      {"abort", &Suite::AbortCheck},
-      {"mismatched", &Suite::MismatchedCounts},
+      {"declared", &Suite::DeclaredEntries}, {"matrix", &Suite::CollectiveMatrix},
+      {"p2p", &Suite::PointToPoint},         {"barrier", &Suite::Barrier},
+      {"async", &Suite::AsyncOrdering},      {"work", &Suite::WorkSemantics},
+      {"subgroups", &Suite::Subgroups},      {"counts", &Suite::PerRankCounts},
+      {"errors", &Suite::ErrorPaths},        {"rules", &Suite::SharedRules},
+      {"abort", &Suite::AbortCheck},         {"mismatched", &Suite::MismatchedCounts},
       {"peer_death", &Suite::PeerDeath},  // last: a rank exits in it
   };
   for (const auto& [name, run] : sections) {

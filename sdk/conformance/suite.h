@@ -34,7 +34,7 @@ struct SuiteOptions {
 };
 
 // The suite's sections, in the order they run: declared, matrix, p2p,
-// barrier, async, work, subgroups, errors, abort, mismatched, peer_death
+// barrier, async, work, subgroups, counts, errors, abort, mismatched, peer_death
 // (last: its highest rank exits abruptly).
 const std::vector<std::string>& SectionNames();
 
@@ -67,6 +67,8 @@ class Suite {
   void AsyncOrdering();
   void WorkSemantics();
   void Subgroups();
+  // dist.h's per-rank-count collectives and dist_split_group (core only).
+  void PerRankCounts();
   void ErrorPaths();
   void SharedRules();
   // An all_gather (or barrier, when all_gather is undeclared) on `comm`

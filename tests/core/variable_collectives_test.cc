@@ -78,8 +78,8 @@ TEST(VariableCollectives, BadCountsAreRefusedOnTheCallingRank) {
     int32_t x[4] = {};
     dist_buffer_t b = dist_make_buffer(x, 4, DIST_INT32, dist_cpu());
     const uint64_t too_many[1] = {5};
-    dist_error_t* error = dist_all_to_all_v(group, &b, too_many, nullptr, &b, too_many, nullptr,
-                                            nullptr);
+    dist_error_t* error =
+        dist_all_to_all_v(group, &b, too_many, nullptr, &b, too_many, nullptr, nullptr);
     if (dist_error_code(error) != DIST_INVALID_ARGUMENT) *failure = "counts past the buffer";
     if (Message(error).find("ends past") == std::string::npos) *failure = "message";
     dist_work_t* work = nullptr;
