@@ -40,11 +40,13 @@ absl::Status AllToAllV(dist_process_group_t* group, dist_dtype_t dtype, int rank
       want(recv_total * size);
   uint64_t at = 0;
   for (int j = 0; j < world; ++j) {
-    for (uint64_t k = 0; k < send_counts[j]; ++k, ++at) FillElement(&send[at * size], size, rank, j, k);
+    for (uint64_t k = 0; k < send_counts[j]; ++k, ++at)
+      FillElement(&send[at * size], size, rank, j, k);
   }
   at = 0;
   for (int i = 0; i < world; ++i) {
-    for (uint64_t k = 0; k < recv_counts[i]; ++k, ++at) FillElement(&want[at * size], size, i, rank, k);
+    for (uint64_t k = 0; k < recv_counts[i]; ++k, ++at)
+      FillElement(&want[at * size], size, i, rank, k);
   }
   dist_buffer_t s = dist_make_buffer(send.data(), send_total, dtype, dist_cpu());
   dist_buffer_t r = dist_make_buffer(recv.data(), recv_total, dtype, dist_cpu());
@@ -65,17 +67,20 @@ absl::Status AllGatherV(dist_process_group_t* group, dist_dtype_t dtype, int ran
     displs[r] = end + (r == 1 ? 2 : 0);
     end = displs[r] + counts[r];
   }
-  std::vector<unsigned char> mine(counts[rank] * size), all(end * size, 0xEE), want(end * size, 0xEE);
+  std::vector<unsigned char> mine(counts[rank] * size), all(end * size, 0xEE),
+      want(end * size, 0xEE);
   for (uint64_t k = 0; k < counts[rank]; ++k) FillElement(&mine[k * size], size, rank, 0, k);
   for (int r = 0; r < world; ++r) {
-    for (uint64_t k = 0; k < counts[r]; ++k) FillElement(&want[(displs[r] + k) * size], size, r, 0, k);
+    for (uint64_t k = 0; k < counts[r]; ++k)
+      FillElement(&want[(displs[r] + k) * size], size, r, 0, k);
   }
   dist_buffer_t s = dist_make_buffer(mine.data(), counts[rank], dtype, dist_cpu());
   dist_buffer_t g = dist_make_buffer(all.data(), end, dtype, dist_cpu());
   DIST_RETURN_IF_ERROR(
       TakeError(dist_all_gather_v(group, &s, &g, counts.data(), displs.data(), nullptr)));
-  return all == want ? absl::OkStatus()
-                     : absl::InternalError("all_gather_v: a block (or the gap) holds the wrong bytes");
+  return all == want
+             ? absl::OkStatus()
+             : absl::InternalError("all_gather_v: a block (or the gap) holds the wrong bytes");
 }
 
 absl::Status ReduceScatterV(dist_process_group_t* group, int rank, int world) {
@@ -94,8 +99,8 @@ absl::Status ReduceScatterV(dist_process_group_t* group, int rank, int world) {
   for (uint64_t k = 0; k < got.size(); ++k) {
     const int64_t want = static_cast<int64_t>(first + k) * world + world * (world - 1) / 2;
     if (got[k] != want) {
-      return absl::InternalError(absl::StrCat("reduce_scatter_v: element ", k, " is ", got[k],
-                                              ", want ", want));
+      return absl::InternalError(
+          absl::StrCat("reduce_scatter_v: element ", k, " is ", got[k], ", want ", want));
     }
   }
   return absl::OkStatus();
