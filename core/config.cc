@@ -263,6 +263,14 @@ absl::StatusOr<std::vector<DeviceAssignment>> ParseDeviceMap(absl::string_view t
   return map;
 }
 
+dist_store_t* HostStoreOf(const dist_init_options_t* options) {
+  if (options == nullptr ||
+      options->struct_size < offsetof(dist_init_options_t, store) + sizeof(dist_store_t*)) {
+    return nullptr;
+  }
+  return options->store;
+}
+
 absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options) {
   dist_init_options_t defaults = dist_init_options_default();
   if (options == nullptr) options = &defaults;
@@ -342,14 +350,12 @@ absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options)
     }
   }
 
-  if (has(offsetof(dist_init_options_t, store) + sizeof(dist_store_t*)) &&
-      options->store != nullptr) {
+  if (HostStoreOf(options) != nullptr) {
     if (options->world_size <= 0) {
       return absl::InvalidArgumentError(
           "argument: a store was given without rank and world_size; a host that brings its "
           "own store must say who this rank is (dist_init_options_t.rank and .world_size)");
     }
-    config.host_store = options->store;
     config.init_method = {"store://host", "argument (a store from the host)"};
   }
   const std::string& url = config.init_method.value;

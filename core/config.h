@@ -58,10 +58,12 @@ struct ResolvedConfig {
   int32_t rank = -1;        // explicit only; -1: from the init method
   int32_t world_size = -1;  // explicit only
   std::string group_name = "default";
-  // dist_init_options_t.store (host ABI 1.4): the ranks meet through it, and
-  // init_method reads "store://host".
-  dist_store_t* host_store = nullptr;
 };
+
+// dist_init_options_t.store (host ABI 1.4) where the struct has the field
+// and it is set, else nullptr. With one, the ranks meet through it and
+// init_method reads "store://host".
+dist_store_t* HostStoreOf(const dist_init_options_t* options);
 
 inline constexpr char kDefaultBackend[] = "gloo";
 inline constexpr char kDefaultInitMethod[] = "env://";

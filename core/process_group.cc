@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstddef>
 #include <cstring>
 #include <map>
 #include <set>
@@ -168,11 +167,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
   // A store from the host is the core's from the call on (dist.h), so it is
   // owned before anything can fail.
   std::shared_ptr<StoreOwner> host_store;
-  if (options != nullptr &&
-      options->struct_size >= offsetof(dist_init_options_t, store) + sizeof(dist_store_t*) &&
-      options->store != nullptr) {
-    host_store = std::make_shared<StoreOwner>(options->store);
-  }
+  if (dist_store_t* store = HostStoreOf(options)) host_store = std::make_shared<StoreOwner>(store);
   absl::StatusOr<ResolvedConfig> config = ResolveConfig(options);
   if (!config.ok()) return config.status();
   SetLogLevel(config->log_level_value);

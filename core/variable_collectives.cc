@@ -113,7 +113,13 @@ absl::Status ProcessGroup::AllToAllV(const dist_buffer_t& send, const uint64_t* 
   }
   if (world_size_ == 1) return absl::OkStatus();
   absl::StatusOr<ProcessGroup*> pairs = VariableCountGroup();
-  if (!pairs.ok()) return pairs.status();
+  if (!pairs.ok()) {
+    return absl::Status(pairs.status().code(),
+                        absl::StrCat(op,
+                                     ": setting up the group its exchanges run on (every rank "
+                                     "must call it): ",
+                                     pairs.status().message()));
+  }
   for (int step = 1; step < world_size_; ++step) {
     const int dst = (rank_ + step) % world_size_;
     const int src = (rank_ - step + world_size_) % world_size_;

@@ -65,4 +65,22 @@ TEST(SplitGroup, ANegativeColourJoinsNoGroupAndTheRestSplitInOrder) {
   });
 }
 
+// A rank that never calls: the caller gets a timeout naming it, within the
+// group's timeout, not a hang.
+TEST(SplitGroup, ARankThatNeverCallsIsATimeoutNamingIt) {
+  dist_test::OnEveryRank(
+      2,
+      [](int rank, dist_process_group_t* parent, std::string* failure) {
+        if (rank == 1) return;  // leaves without splitting
+        dist_process_group_t* group = nullptr;
+        dist_error_t* error = dist_split_group(parent, 0, 0, &group);
+        if (dist_error_code(error) != DIST_DEADLINE_EXCEEDED) *failure = "want a timeout";
+        const std::string message = Message(error);
+        if (message.find("rank 1") == std::string::npos)
+          *failure = "does not name rank 1: " + message;
+        if (group != nullptr) *failure = "got a group";
+      },
+      /*timeout_ms=*/3000);
+}
+
 }  // namespace

@@ -4,6 +4,7 @@
 #ifndef DIST_TESTS_CORE_THREAD_RANKS_H_
 #define DIST_TESTS_CORE_THREAD_RANKS_H_
 
+#include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,10 +21,10 @@ inline std::string Message(dist_error_t* error) {
   return text;
 }
 
-// body(rank, group, &failure) on `ranks` threads; every failure string must
-// stay empty.
+// body(rank, group, &failure) on `ranks` threads, in a group with
+// `timeout_ms`; every failure string must stay empty.
 template <typename Body>
-void OnEveryRank(int ranks, Body body) {
+void OnEveryRank(int ranks, Body body, int64_t timeout_ms = 20000) {
   dist::MemoryStore store("thread ranks' store");
   std::vector<dist_store_t> tables(ranks);
   std::vector<std::string> failures(ranks);
@@ -36,7 +37,7 @@ void OnEveryRank(int ranks, Body body) {
       options.backend = "gloo";
       options.rank = rank;
       options.world_size = ranks;
-      options.timeout_ms = 20000;
+      options.timeout_ms = timeout_ms;
       options.store = &tables[rank];
       dist_process_group_t* group = nullptr;
       if (dist_error_t* error = dist_init(&options, &group)) {

@@ -90,4 +90,31 @@ TEST(VariableCollectives, BadCountsAreRefusedOnTheCallingRank) {
   });
 }
 
+// A peer that leaves instead of taking part: an error naming it, within
+// the group's timeout, not a hang.
+TEST(VariableCollectives, APeerThatLeavesIsAnErrorNamingIt) {
+  dist_test::OnEveryRank(
+      2,
+      [](int rank, dist_process_group_t* group, std::string* failure) {
+        if (rank == 1) return;  // destroys its group instead
+        int32_t x[2] = {1, 2};
+        const uint64_t counts[2] = {1, 1};
+        dist_buffer_t b = dist_make_buffer(x, 2, DIST_INT32, dist_cpu());
+        int32_t y[2] = {};
+        dist_buffer_t r = dist_make_buffer(y, 2, DIST_INT32, dist_cpu());
+        dist_error_t* error =
+            dist_all_to_all_v(group, &b, counts, nullptr, &r, counts, nullptr, nullptr);
+        if (error == nullptr) *failure = "no error with the peer gone";
+        const std::string message = Message(error);
+        if (message.find("rank 1") == std::string::npos &&
+            message.find("rank(s) 1") == std::string::npos) {
+          *failure = "does not name rank 1: " + message;
+        }
+        if (message.find("all_to_all_v") == std::string::npos) {
+          *failure = "does not name the call: " + message;
+        }
+      },
+      /*timeout_ms=*/3000);
+}
+
 }  // namespace

@@ -250,39 +250,25 @@ class ProcessGroup:
     # ---- collectives -----------------------------------------------------
 
     def _issue(self, function, args, held, result, async_op):
-        """Calls a dist.h operation; blocking, or with a Work handed back."""
-        try:
-            if not async_op:
+        """Calls a dist.h operation: blocking (the buffers are let go when it
+        returns), or with a Work handed back that holds them until done."""
+        if not async_op:
+            try:
                 _capi.check(function(self._live(), *args, None))
-                return result
-            handle = ctypes.c_void_p()
+            finally:
+                _release(held)
+            return result
+        handle = ctypes.c_void_p()
+        try:
             _capi.check(function(self._live(), *args, ctypes.byref(handle)))
         except BaseException:
-            for h in held:
-                h.release()
+            _release(held)
             raise
         return Work(self, handle, held, result)
 
-    def _blocking_done(self, held):
-        for h in held:
-            h.release()
-
     def _call(self, name, send, recv, extra, async_op, dtype, result):
         """send/recv (either may be None) held, then the operation issued."""
-        held = []
-        try:
-            s = _buffers.HeldBuffer(send, False, dtype, "send") if send is not None else None
-            if s is not None:
-                held.append(s)
-            # recv None: unused on this rank (NULL); recv is send: in place,
-            # so the same memory is held a second time, writable.
-            r = _buffers.HeldBuffer(recv, True, dtype, "recv") if recv is not None else None
-            if r is not None:
-                held.append(r)
-        except BaseException:
-            for h in held:
-                h.release()
-            raise
+        held, s, r = _hold(send, recv, dtype)
         args = []
         if name != "dist_barrier":
             args = [
@@ -290,11 +276,7 @@ class ProcessGroup:
                 ctypes.byref(r.c) if r is not None else None,
             ]
         args += extra
-        function = getattr(_capi.lib(), name)
-        out = self._issue(function, args, held, result, async_op)
-        if not async_op:
-            self._blocking_done(held)
-        return out
+        return self._issue(getattr(_capi.lib(), name), args, held, result, async_op)
 
     def all_reduce(self, send, recv=None, op=ReduceOp.SUM, async_op=False, dtype=None):
         """recv[i] = op over ranks of send[i]; in place without `recv`."""
@@ -344,85 +326,85 @@ class ProcessGroup:
 
     # ---- counts per rank (blocking) ---------------------------------------
 
-    def _counted(self, name, send, recv, arrays, extra, dtype):
-        held = []
-        try:
-            held.append(_buffers.HeldBuffer(send, False, dtype, "send"))
-            held.append(_buffers.HeldBuffer(recv, True, dtype, "recv"))
-            c_arrays = []
-            for values in arrays:
-                if values is None:
-                    c_arrays.append(None)
-                    continue
-                values = [int(v) for v in values]
-                if len(values) != self.world_size:
-                    raise ValueError("%s: give one count or displacement per rank (%d), not %d"
-                                     % (name, self.world_size, len(values)))
-                c_arrays.append((ctypes.c_uint64 * len(values))(*values))
-            function = getattr(_capi.lib(), "dist_" + name)
-            if name == "all_to_all_v":
-                args = [held[0].c, c_arrays[0], c_arrays[1], held[1].c, c_arrays[2], c_arrays[3]]
-            else:
-                args = [held[0].c, held[1].c] + c_arrays
-            args = [ctypes.byref(a) if isinstance(a, _capi.Buffer) else a for a in args]
-            _capi.check(function(self._live(), *args, *extra, None))
-        finally:
-            for h in held:
-                h.release()
-        return recv
+    def _per_rank(self, name, values):
+        """One uint64 per rank as a C array; None stays NULL."""
+        if values is None:
+            return None
+        values = [int(v) for v in values]
+        if len(values) != self.world_size:
+            raise ValueError("%s: give one count or displacement per rank (%d), not %d"
+                             % (name, self.world_size, len(values)))
+        return (ctypes.c_uint64 * len(values))(*values)
 
     def all_to_all_v(self, send, send_counts, recv, recv_counts, send_displs=None,
                      recv_displs=None, dtype=None):
         """Uneven all-to-all (all_to_all_single with split sizes): send_counts[j]
         elements go to rank j, recv_counts[i] come from rank i; displacements
         default to packed blocks. Blocking."""
-        return self._counted("all_to_all_v", send, recv,
-                             [send_counts, send_displs, recv_counts, recv_displs], [], dtype)
+        arrays = [self._per_rank("all_to_all_v", a)
+                  for a in (send_counts, send_displs, recv_counts, recv_displs)]
+        held, s, r = _hold(send, recv, dtype)
+        args = [ctypes.byref(s.c), arrays[0], arrays[1], ctypes.byref(r.c), arrays[2], arrays[3]]
+        return self._issue(_capi.lib().dist_all_to_all_v, args, held, recv, False)
 
     def all_gather_v(self, send, recv, recv_counts, recv_displs=None, dtype=None):
         """All-gather with a count per rank (send holds recv_counts[rank])."""
-        return self._counted("all_gather_v", send, recv, [recv_counts, recv_displs], [], dtype)
+        arrays = [self._per_rank("all_gather_v", a) for a in (recv_counts, recv_displs)]
+        held, s, r = _hold(send, recv, dtype)
+        args = [ctypes.byref(s.c), ctypes.byref(r.c)] + arrays
+        return self._issue(_capi.lib().dist_all_gather_v, args, held, recv, False)
 
     def reduce_scatter_v(self, send, recv, recv_counts, op=ReduceOp.SUM, dtype=None):
         """Reduce-scatter with a count per rank: recv gets block `rank`."""
-        return self._counted("reduce_scatter_v", send, recv, [recv_counts], [_op(op)], dtype)
+        counts = self._per_rank("reduce_scatter_v", recv_counts)
+        held, s, r = _hold(send, recv, dtype)
+        args = [ctypes.byref(s.c), ctypes.byref(r.c), counts, _op(op)]
+        return self._issue(_capi.lib().dist_reduce_scatter_v, args, held, recv, False)
 
     # ---- point to point --------------------------------------------------
 
     def send(self, buffer, peer, tag=0, async_op=False, dtype=None):
-        held = [_buffers.HeldBuffer(buffer, False, dtype, "send")]
-        out = self._issue(
-            _capi.lib().dist_send, [ctypes.byref(held[0].c), peer, tag], held, None, async_op
-        )
-        if not async_op:
-            self._blocking_done(held)
-        return out
+        return self._point_to_point("dist_send", buffer, False, peer, tag, None, async_op, dtype)
 
     def recv(self, buffer, peer, tag=0, async_op=False, dtype=None):
-        held = [_buffers.HeldBuffer(buffer, True, dtype, "recv")]
-        out = self._issue(
-            _capi.lib().dist_recv, [ctypes.byref(held[0].c), peer, tag], held, buffer, async_op
-        )
-        if not async_op:
-            self._blocking_done(held)
-        return out
+        return self._point_to_point("dist_recv", buffer, True, peer, tag, buffer, async_op, dtype)
+
+    def _point_to_point(self, name, buffer, writable, peer, tag, result, async_op, dtype):
+        held = [_buffers.HeldBuffer(buffer, writable, dtype, "recv" if writable else "send")]
+        args = [ctypes.byref(held[0].c), peer, tag]
+        return self._issue(getattr(_capi.lib(), name), args, held, result, async_op)
 
     def sendrecv(self, send, dst, recv, src, tag=0, dtype=None):
         """Sends to dst and receives from src in one call that cannot
         deadlock (MPI_Sendrecv). Blocking."""
-        held = [
-            _buffers.HeldBuffer(send, False, dtype, "send"),
-            _buffers.HeldBuffer(recv, True, dtype, "recv"),
-        ]
+        held, s, r = _hold(send, recv, dtype)
         try:
-            _capi.check(
-                _capi.lib().dist_sendrecv(
-                    self._live(), ctypes.byref(held[0].c), dst, ctypes.byref(held[1].c), src, tag
-                )
-            )
+            _capi.check(_capi.lib().dist_sendrecv(self._live(), ctypes.byref(s.c), dst,
+                                                  ctypes.byref(r.c), src, tag))
         finally:
-            self._blocking_done(held)
+            _release(held)
         return recv
+
+
+def _hold(send, recv, dtype):
+    """Holds send (readable) and recv (writable), either of which may be None
+    (NULL: unused on this rank). recv may be send itself: in place, the same
+    memory is then held a second time, writable. Returns (held, send, recv)."""
+    held = []
+    try:
+        s = _buffers.HeldBuffer(send, False, dtype, "send") if send is not None else None
+        held += [s] if s is not None else []
+        r = _buffers.HeldBuffer(recv, True, dtype, "recv") if recv is not None else None
+        held += [r] if r is not None else []
+    except BaseException:
+        _release(held)
+        raise
+    return held, s, r
+
+
+def _release(held):
+    for h in held:
+        h.release()
 
 
 def _count(obj):
