@@ -7,7 +7,7 @@ packages=(
   bazel-bootstrap bazel-rules-java
   g++ pkg-config make cmake
   libabsl-dev libgtest-dev libbenchmark-dev
-  libgloo-dev libopenmpi-dev openmpi-bin mpich libmpich-dev
+  libopenmpi-dev openmpi-bin mpich libmpich-dev
   libuv1-dev libtomlplusplus-dev nlohmann-json3-dev libssl-dev clang-14 libfuzzer-14-dev
   gnuplot-nox procps iproute2 file patchelf python3 python3-numpy
   python3-torch libtorch-dev pybind11-dev python3-dev

@@ -18,15 +18,6 @@
 
 namespace dist_gloo {
 
-struct BufferMemory : gloo::transport::Buffer {
-  // Points `buffer` at `memory`, which must be as large as the buffer.
-  // Gloo keeps the pointer in a protected member of its base class; a
-  // pointer to that member, taken here, reaches it on any buffer.
-  static void Set(gloo::transport::Buffer& buffer, void* memory) {
-    buffer.*(&BufferMemory::ptr_) = memory;
-  }
-};
-
 // Lends the caller's memory to buffers for one operation: each buffer
 // points at it until this goes out of scope, thrown out of or not, and
 // then back at its own memory. So no cached buffer keeps a pointer to
@@ -37,12 +28,12 @@ class LentMemory {
   LentMemory(const LentMemory&) = delete;
   LentMemory& operator=(const LentMemory&) = delete;
   ~LentMemory() {
-    for (const auto& [buffer, own] : lent_) BufferMemory::Set(*buffer, own);
+    for (const auto& [buffer, own] : lent_) buffer->setPtr(own);
   }
 
   // Points `buffer`, whose own memory is `own`, at `memory`.
   void Lend(gloo::transport::Buffer& buffer, void* own, void* memory) {
-    BufferMemory::Set(buffer, memory);
+    buffer.setPtr(memory);
     lent_.emplace_back(&buffer, own);
   }
 

@@ -1,6 +1,5 @@
 #include "plugins/backends/gloo/full_mesh.h"
 
-#include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
@@ -21,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "gloo/transport/context.h"
 #include "gloo/transport/tcp/address.h"
+#include "gloo/transport/tcp/pair.h"
 #include "plugins/backends/gloo/loop_kicker.h"
 #include "plugins/backends/gloo/pair_access.h"
 #include "plugins/backends/gloo/pair_proof.h"
@@ -102,33 +102,20 @@ size_t SlotOf(int owner, int other) {
 }
 
 // Whether this rank's end of a pair makes the connection in connect()
-// (true) or waits there for the peer's (false). Gloo 0.5's tcp::Pair::connect decides it so: the
-// end whose listening address is larger (address bytes, then the port as stored, in network order)
-// connects; the other end's listening socket accepts in the device thread, whether or not its
-// connect() has been called yet. So a rank that makes all its own connects before waiting on any
-// accept can connect every pair from one thread, and no rank waits on another's wait. Takes both
-// ends' addresses as published: the pair's own copy changes in the device thread once the peer
-// connects.
+// (true) or waits there for the peer's (false), by Gloo's own rule
+// (tcp::Pair::isClient). The other end's listening socket accepts in the
+// device thread, whether or not its connect() has been called yet. So a
+// rank that makes all its own connects before waiting on any accept can
+// connect every pair from one thread, and no rank waits on another's wait.
+// Takes both ends' addresses as published: the pair's own copy changes in
+// the device thread once the peer connects.
 bool WeConnect(const std::vector<char>& self_bytes, const std::vector<char>& peer_bytes) {
-  const gloo::transport::tcp::Address self(self_bytes);
-  const gloo::transport::tcp::Address peer(peer_bytes);
-  const sockaddr_storage& a = self.getSockaddr();
-  const sockaddr_storage& b = peer.getSockaddr();
-  int order = 0;
-  if (a.ss_family == AF_INET && b.ss_family == AF_INET) {
-    const auto& sa = reinterpret_cast<const sockaddr_in&>(a);
-    const auto& sb = reinterpret_cast<const sockaddr_in&>(b);
-    order = std::memcmp(&sa.sin_addr, &sb.sin_addr, sizeof(in_addr));
-    if (order == 0) order = static_cast<int>(sa.sin_port) - static_cast<int>(sb.sin_port);
-  } else if (a.ss_family == AF_INET6 && b.ss_family == AF_INET6) {
-    const auto& sa = reinterpret_cast<const sockaddr_in6&>(a);
-    const auto& sb = reinterpret_cast<const sockaddr_in6&>(b);
-    order = std::memcmp(&sa.sin6_addr, &sb.sin6_addr, sizeof(in6_addr));
-    if (order == 0) order = static_cast<int>(sa.sin6_port) - static_cast<int>(sb.sin6_port);
-  } else {
+  try {
+    return gloo::transport::tcp::Pair::isClient(gloo::transport::tcp::Address(self_bytes),
+                                                gloo::transport::tcp::Address(peer_bytes));
+  } catch (const std::exception&) {
     return true;  // connect() reports the mismatch itself
   }
-  return order > 0;
 }
 
 // Connects the pairs of one transport context on a few threads. A few, not

@@ -1,40 +1,16 @@
 #include "plugins/backends/gloo/pair_access.h"
 
 #include <fcntl.h>
-#include <sys/socket.h>
 
-#include "gloo/config.h"
+#include <algorithm>
+
 #include "gloo/transport/context.h"
 #include "gloo/transport/tcp/pair.h"
-
-static_assert(GLOO_VERSION == 500,
-              "pair_access.cc reaches into Gloo 0.5's tcp::Pair; re-check it for this Gloo");
 
 namespace dist_gloo {
 namespace {
 
 namespace tcp = ::gloo::transport::tcp;
-
-class PairAccess : public tcp::Pair {
- public:
-  static std::string Peer(tcp::Pair& pair) { return (pair.*(&PairAccess::peer))().str(); }
-  static void Fail(tcp::Pair& pair, const std::string& reason) {
-    (pair.*(&PairAccess::signalExceptionExternal))(reason);
-  }
-  static int Socket(tcp::Pair& pair) { return pair.*(&PairAccess::fd_); }
-  static size_t& SendBufferSize(tcp::Pair& pair) { return pair.*(&PairAccess::sendBufferSize_); }
-};
-
-class ContextAccess : public gloo::Context {
- public:
-  static std::shared_ptr<gloo::transport::Context>& Transport(gloo::Context& context) {
-    return context.*(&ContextAccess::transportContext_);
-  }
-  static int& Slot(gloo::Context& context) { return context.*(&ContextAccess::slot_); }
-  static std::shared_ptr<gloo::transport::Device>& Device(gloo::Context& context) {
-    return context.*(&ContextAccess::device_);
-  }
-};
 
 tcp::Pair* TcpPair(gloo::Context& context, int rank) {
   if (rank == context.rank || rank < 0 || rank >= context.size) return nullptr;
@@ -46,7 +22,7 @@ tcp::Pair* TcpPair(gloo::Context& context, int rank) {
 std::string PeerAddress(gloo::Context& context, int rank) {
   try {
     tcp::Pair* pair = TcpPair(context, rank);
-    return pair == nullptr ? std::string() : PairAccess::Peer(*pair);
+    return pair == nullptr ? std::string() : pair->peer().str();
   } catch (...) {
     return std::string();
   }
@@ -56,7 +32,7 @@ void FailAllPairs(gloo::Context& context, const std::string& reason) {
   for (int rank = 0; rank < context.size; ++rank) {
     try {
       tcp::Pair* pair = TcpPair(context, rank);
-      if (pair != nullptr) PairAccess::Fail(*pair, reason);
+      if (pair != nullptr) pair->signalExceptionExternal(reason);
     } catch (...) {
       // A pair that failed already keeps its first exception; nothing to do.
     }
@@ -69,7 +45,7 @@ void FailTransportPairs(gloo::transport::Context& transport, int rank, int size,
     if (peer == rank) continue;
     try {
       auto* pair = dynamic_cast<tcp::Pair*>(transport.getPair(peer).get());
-      if (pair != nullptr) PairAccess::Fail(*pair, reason);
+      if (pair != nullptr) pair->signalExceptionExternal(reason);
     } catch (...) {
     }
   }
@@ -77,15 +53,14 @@ void FailTransportPairs(gloo::transport::Context& transport, int rank, int size,
 
 void AdoptTransport(gloo::Context& context, std::shared_ptr<gloo::transport::Context> transport,
                     std::shared_ptr<gloo::transport::Device> device) {
-  ContextAccess::Device(context) = std::move(device);
-  ContextAccess::Transport(context) = std::move(transport);
+  context.setTransport(std::move(device), std::move(transport));
 }
 
 int DuplicatePairSocket(gloo::Context& context, int rank) {
   try {
     tcp::Pair* pair = TcpPair(context, rank);
     if (pair == nullptr) return -1;
-    const int fd = PairAccess::Socket(*pair);
+    const int fd = pair->fd();
     return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
   } catch (...) {
     return -1;
@@ -99,16 +74,7 @@ int EnlargeSendBuffers(gloo::Context& context, int bytes) {
     try {
       tcp::Pair* pair = TcpPair(context, rank);
       if (pair == nullptr) continue;
-      const int fd = PairAccess::Socket(*pair);
-      socklen_t length = sizeof(granted);
-      if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes)) == 0 &&
-          getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &granted, &length) == 0) {
-        // What Gloo's own Pair::send records after it sets the size (the
-        // kernel's doubled figure); it only ever grows the buffer from here.
-        PairAccess::SendBufferSize(*pair) = static_cast<size_t>(granted);
-      } else {
-        granted = 0;
-      }
+      granted = std::max(pair->setSendBufferSize(bytes), 0);
     } catch (...) {
       granted = 0;
     }
@@ -117,13 +83,11 @@ int EnlargeSendBuffers(gloo::Context& context, int bytes) {
   return smallest < 0 ? 0 : smallest;
 }
 
-void SetNextSlot(gloo::Context& context, int slot) { ContextAccess::Slot(context) = slot; }
+void SetNextSlot(gloo::Context& context, int slot) { context.setNextSlot(slot); }
 
 void SetTransportTimeout(gloo::Context& context, std::chrono::milliseconds timeout) {
   try {
-    context.setTimeout(timeout);
-    std::shared_ptr<gloo::transport::Context>& transport = ContextAccess::Transport(context);
-    if (transport != nullptr) transport->setTimeout(timeout);
+    context.setTimeout(timeout);  // the pinned Gloo passes it on to the transport
   } catch (...) {
   }
 }

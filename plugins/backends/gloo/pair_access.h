@@ -1,20 +1,15 @@
-// Reaches protected members of Gloo 0.5's tcp::Pair and transport context
-// that the plugin needs and Gloo offers no public way to get (README.md,
-// "Gloo internals", lists every member the plugin touches):
+// What the plugin needs of Gloo's pairs and contexts beyond its algorithms:
 //   - the peer's socket address as Gloo prints it in its error messages
 //     ("Connection closed by peer [127.0.0.1]:41234"), so that an error can
 //     name the peer RANK instead of an ephemeral port;
 //   - failing every pending operation on the pair, so that comm_abort can
 //     unblock an operation that is waiting on a silent peer right away
-//     (Context::closeConnections does not wake waiters in this Gloo).
-//   - the transport context's timeout, which some Gloo 0.5 algorithms use
-//     for their waits instead of the timeout in their options.
-// All use a derived class to form pointers to protected members; the
-// members' offsets come from Gloo's headers, so this rests on the installed
-// libgloo matching them (tracked: to move to public API or a pinned Gloo
-// with a small patch). The one call goes to libgloo's own
-// Pair::signalExceptionExternal, which takes the pair's lock and is
-// idempotent.
+//     (Context::closeConnections does not wake waiters in this Gloo);
+//   - adopting pairs connected by full_mesh.cc, choosing slots, the pair's
+//     socket and send buffer, and the transport's timeout.
+// Gloo 0.5 keeps these protected; the pinned Gloo (third_party/gloo) makes
+// them public methods with a small patch (0002-public-hooks.patch), so all of
+// this goes through Gloo's public interface. Calls never throw.
 #ifndef DIST_PLUGINS_BACKENDS_GLOO_PAIR_ACCESS_H_
 #define DIST_PLUGINS_BACKENDS_GLOO_PAIR_ACCESS_H_
 

@@ -75,9 +75,9 @@ class GlooBackend : public dist::Backend {
   const char* name() const override { return "gloo"; }
   const char* version() const override { return "1.0.0"; }
   const char* LibraryVersion() override {
-    static const std::string* const text =
-        new std::string(absl::StrCat("Gloo ", GLOO_VERSION_MAJOR, ".", GLOO_VERSION_MINOR, ".",
-                                     GLOO_VERSION_PATCH, " (TCP transport)"));
+    static const std::string* const text = new std::string(
+        absl::StrCat("Gloo ", GLOO_VERSION_MAJOR, ".", GLOO_VERSION_MINOR, ".", GLOO_VERSION_PATCH,
+                     " (pinned upstream 5b143513 with third_party/gloo patches, TCP transport)"));
     return text->c_str();
   }
   void Capabilities(dist_backend_capabilities_t& caps) override {
