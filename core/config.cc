@@ -111,25 +111,29 @@ absl::StatusOr<FileConfig> LoadConfigFile(const std::string& path) {
   }
   const std::string usage =
       "known keys: backend, init_method, timeout, log_level, debug, trace_dir, trace_entries, "
-      "and tables [options] or "
+      "survival, failure_detect_ms, and tables [options] or "
       "[<plugin>] for backend and rendezvous options";
   for (const auto& [key, node] : table) {
     const std::string name(key.str());
     const auto line = node.source().begin.line;
-    const bool numeric = name == "timeout" || name == "trace_entries";
+    const bool numeric =
+        name == "timeout" || name == "trace_entries" || name == "failure_detect_ms";
     if (name == "backend" || name == "init_method" || name == "log_level" || name == "timeout" ||
-        name == "debug" || name == "trace_dir" || name == "trace_entries") {
+        name == "debug" || name == "trace_dir" || name == "trace_entries" || name == "survival" ||
+        name == "failure_detect_ms") {
       if (!node.is_value() || node.is_array()) {
         return absl::InvalidArgumentError(
             absl::StrCat("config file ", path, " line ", line, ": '", name, "' must be a value"));
       }
-      const bool ok = node.is_string() || (numeric && node.is_number());
+      const bool ok = node.is_string() || (numeric && node.is_number()) ||
+                      (name == "survival" && node.is_boolean());
       if (!ok) {
         return absl::InvalidArgumentError(absl::StrCat("config file ", path, " line ", line, ": '",
                                                        name, "' must be a string",
                                                        name == "timeout" ? " or a number of seconds"
                                                        : numeric         ? " or a number"
-                                                                         : ""));
+                                                       : name == "survival" ? " or a boolean"
+                                                                            : ""));
       }
       file.values[name] = TomlScalarToString(node);
     } else if (const toml::table* section = node.as_table()) {
@@ -183,6 +187,55 @@ absl::Status ResolveTraceOptions(const FileConfig& file, ResolvedConfig& config)
   }
   config.trace_entries_value = entries;
   config.trace_dir = Pick(nullptr, "DIST_TRACE_DIR", file, "trace_dir", "");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> ParseSwitch(const ConfigValue& setting) {
+  const std::string value = absl::AsciiStrToLower(setting.value);
+  if (value == "1" || value == "on" || value == "true" || value == "yes") return true;
+  if (value == "0" || value == "off" || value == "false" || value == "no" || value.empty()) {
+    return false;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(setting.source, ": '", setting.value, "' is not a switch; use 1 or 0 (on/off)"));
+}
+
+// A setting that is also an option (dist.<key>): an option passed as an
+// argument comes first, then the environment, then the config file (its
+// top-level key, or the option in one of its tables), then the default.
+ConfigValue PickSetting(const ResolvedConfig& config, const std::string& option_key,
+                        const char* env_name, const FileConfig& file, const std::string& file_key,
+                        const std::string& fallback) {
+  const ConfigOption* from_file = nullptr;
+  for (auto it = config.options.rbegin(); it != config.options.rend(); ++it) {
+    if (it->key != option_key) continue;
+    if (it->source == "argument")
+      return {it->value, absl::StrCat("argument (option ", option_key, ")")};
+    if (from_file == nullptr) from_file = &*it;
+  }
+  ConfigValue picked = Pick(nullptr, env_name, file, file_key, fallback);
+  if (picked.source == "default" && from_file != nullptr) {
+    return {from_file->value, absl::StrCat(from_file->source, " option ", option_key)};
+  }
+  return picked;
+}
+
+// DIST_SURVIVAL and DIST_FAILURE_DETECT_MS (docs/survival.md).
+absl::Status ResolveSurvivalOptions(const FileConfig& file, ResolvedConfig& config) {
+  config.survival = PickSetting(config, "dist.survival", "DIST_SURVIVAL", file, "survival", "off");
+  absl::StatusOr<bool> enabled = ParseSwitch(config.survival);
+  if (!enabled.ok()) return enabled.status();
+  config.survival_enabled = *enabled;
+  config.survival.value = *enabled ? "on" : "off";
+  config.failure_detect_ms = PickSetting(config, "dist.failure_detect_ms", "DIST_FAILURE_DETECT_MS",
+                                         file, "failure_detect_ms", "500");
+  int64_t ms = 0;
+  if (!absl::SimpleAtoi(config.failure_detect_ms.value, &ms) || ms < 50 || ms > 600000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(config.failure_detect_ms.source, ": '", config.failure_detect_ms.value,
+                     "' is not a failure detection bound in milliseconds in [50, 600000]"));
+  }
+  config.failure_detect = absl::Milliseconds(ms);
   return absl::OkStatus();
 }
 
@@ -396,6 +449,7 @@ absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options)
       options->group_name != nullptr && *options->group_name != '\0') {
     config.group_name = options->group_name;
   }
+  DIST_RETURN_IF_ERROR(ResolveSurvivalOptions(file, config));
   return config;
 }
 
@@ -411,6 +465,8 @@ std::vector<ConfigOption> ConfigRows(const ResolvedConfig& config) {
       {"trace_entries", config.trace_entries.value, config.trace_entries.source},
       {"trace_dir", config.trace_dir.value.empty() ? "(none)" : config.trace_dir.value,
        config.trace_dir.source},
+      {"survival", config.survival.value, config.survival.source},
+      {"failure_detect_ms", config.failure_detect_ms.value, config.failure_detect_ms.source},
   };
   for (const ConfigOption& option : config.options) {
     rows.push_back({absl::StrCat("option.", option.key), option.value, option.source});

@@ -43,10 +43,12 @@ struct ResolvedConfig {
   ConfigValue init_method;
   ConfigValue timeout;  // value in milliseconds, as text
   ConfigValue log_level;
-  ConfigValue config_file;    // value empty when none
-  ConfigValue debug;          // "off" or "detail" (DIST_DEBUG)
-  ConfigValue trace_entries;  // flight recorder ring size (DIST_TRACE_ENTRIES)
-  ConfigValue trace_dir;      // where dumps go (DIST_TRACE_DIR); value empty: none
+  ConfigValue config_file;        // value empty when none
+  ConfigValue debug;              // "off" or "detail" (DIST_DEBUG)
+  ConfigValue trace_entries;      // flight recorder ring size (DIST_TRACE_ENTRIES)
+  ConfigValue trace_dir;          // where dumps go (DIST_TRACE_DIR); value empty: none
+  ConfigValue survival;           // "on" or "off" (DIST_SURVIVAL, option dist.survival)
+  ConfigValue failure_detect_ms;  // DIST_FAILURE_DETECT_MS, option dist.failure_detect_ms
   std::vector<ConfigOption> options;
 
   // Parsed forms.
@@ -55,6 +57,8 @@ struct ResolvedConfig {
   dist_log_level_t log_level_value = DIST_LOG_WARN;
   bool debug_detail = false;  // compare every operation's fingerprint across ranks
   int64_t trace_entries_value = 2000;
+  bool survival_enabled = false;  // heartbeat, detect failed ranks, allow dist_shrink
+  absl::Duration failure_detect = absl::Milliseconds(500);  // silent this long: failed
   int32_t rank = -1;        // explicit only; -1: from the init method
   int32_t world_size = -1;  // explicit only
   std::string group_name = "default";

@@ -263,9 +263,8 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
   }
   DIST_RETURN_IF_ERROR(group->StartTracing(
       {config->debug_detail, config->trace_entries_value, config->trace_dir.value}));
-  absl::StatusOr<SurvivalSettings> survival = ResolveSurvival(group->options_);
-  if (!survival.ok()) return survival.status();
-  group->survival_settings_ = *survival;
+  group->survival_settings_ = {config->survival_enabled, config->failure_detect,
+                               config->failure_detect / 5};
   DIST_RETURN_IF_ERROR(group->StartSurvival());
   const absl::Time ready = absl::Now();
   LogLine(DIST_LOG_INFO, "core",
@@ -454,15 +453,21 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Shrink(absl::Duratio
         "': survival is off; set DIST_SURVIVAL=1 (or the option dist.survival=1) on every rank"));
   }
   for (const BackendComm& comm : comms_) {
-    // MPI ends the whole job when a process dies (MPI_ERRORS_ARE_FATAL),
-    // and a communicator without the dead ranks needs ULFM, which dist
-    // does not use yet: refuse at once rather than hang in comm_create.
-    if (IsMpiName(comm.plugin->name)) {
-      return absl::UnimplementedError(absl::StrCat(
-          "dist_shrink on group '", name_, "': backend '", comm.plugin->name,
-          "' cannot make a communicator without the failed ranks (that needs MPI's ULFM "
-          "extension, which dist does not use yet); use gloo or shm for jobs that must "
-          "survive a failed rank"));
+    // A backend that cannot make a communicator of the survivors (MPI ends
+    // the whole job when a process dies, and one without the dead ranks
+    // needs ULFM, which dist does not use yet) is refused at once rather
+    // than left to hang in comm_create.
+    const bool declares = comm.plugin->abi_minor >= 5;
+    const bool can = declares ? (comm.plugin->capabilities.flags & DIST_CAP_SHRINK) != 0
+                              : !IsMpiName(comm.plugin->name);
+    if (!can) {
+      return absl::UnimplementedError(
+          absl::StrCat("dist_shrink on group '", name_, "': backend '", comm.plugin->name,
+                       "' cannot make a communicator without the failed ranks (",
+                       IsMpiName(comm.plugin->name)
+                           ? "that needs MPI's ULFM extension, which dist does not use yet"
+                           : "its capabilities do not include DIST_CAP_SHRINK",
+                       "); use gloo or shm for jobs that must survive a failed rank"));
     }
   }
   const int epoch = ++shrink_epoch_;

@@ -27,49 +27,7 @@ std::string DecisionKey(int epoch) { return absl::StrCat("shrink", epoch, "/surv
 // (the store itself is down: nothing else can be done then).
 constexpr absl::Duration kStoreCall = absl::Seconds(5);
 
-absl::StatusOr<bool> ParseSwitch(const std::string& text, const std::string& source) {
-  const std::string value = absl::AsciiStrToLower(text);
-  if (value == "1" || value == "on" || value == "true" || value == "yes") return true;
-  if (value == "0" || value == "off" || value == "false" || value == "no" || value.empty()) {
-    return false;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat(source, ": '", text, "' is not a switch; use 1 or 0 (on/off)"));
-}
-
 }  // namespace
-
-absl::StatusOr<SurvivalSettings> ResolveSurvival(
-    const std::vector<std::pair<std::string, std::string>>& options) {
-  std::string survival, survival_source = "DIST_SURVIVAL";
-  std::string detect, detect_source = "DIST_FAILURE_DETECT_MS";
-  if (const char* env = std::getenv("DIST_SURVIVAL")) survival = env;
-  if (const char* env = std::getenv("DIST_FAILURE_DETECT_MS")) detect = env;
-  for (const auto& [key, value] : options) {
-    if (key == "dist.survival") {
-      survival = value;
-      survival_source = "option dist.survival";
-    } else if (key == "dist.failure_detect_ms") {
-      detect = value;
-      detect_source = "option dist.failure_detect_ms";
-    }
-  }
-  SurvivalSettings settings;
-  absl::StatusOr<bool> enabled = ParseSwitch(survival, survival_source);
-  if (!enabled.ok()) return enabled.status();
-  settings.enabled = *enabled;
-  if (!detect.empty()) {
-    int64_t ms = 0;
-    if (!absl::SimpleAtoi(detect, &ms) || ms < 50 || ms > 600000) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(detect_source, ": '", detect,
-                       "' is not a failure detection bound in milliseconds in [50, 600000]"));
-    }
-    settings.failure_after = absl::Milliseconds(ms);
-    settings.heartbeat = settings.failure_after / 5;
-  }
-  return settings;
-}
 
 bool Revocation::Revoke(const std::string& message) {
   absl::MutexLock lock(&mu_);

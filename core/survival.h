@@ -25,17 +25,14 @@
 
 namespace dist {
 
+// Resolved with the other settings (config.h: DIST_SURVIVAL,
+// DIST_FAILURE_DETECT_MS and their options).
 struct SurvivalSettings {
   bool enabled = false;
   // A rank whose heartbeat has not changed for this long is declared failed.
   absl::Duration failure_after = absl::Milliseconds(500);
   absl::Duration heartbeat = absl::Milliseconds(100);  // failure_after / 5
 };
-
-// DIST_SURVIVAL and DIST_FAILURE_DETECT_MS, overridden by the options
-// dist.survival and dist.failure_detect_ms.
-absl::StatusOr<SurvivalSettings> ResolveSurvival(
-    const std::vector<std::pair<std::string, std::string>>& options);
 
 // Whether a group is revoked, and why; shared with its work handles.
 class Revocation {

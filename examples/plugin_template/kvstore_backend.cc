@@ -177,7 +177,7 @@ class KvstoreBackend : public dist::Backend {
     caps.dtypes = kDtypes;
     caps.collectives = kCollectives;
     caps.all_reduce_ops = dist::kAllReduceOps;
-    caps.flags = DIST_CAP_THREAD_MULTIPLE;
+    caps.flags = DIST_CAP_THREAD_MULTIPLE | DIST_CAP_SHRINK;
     caps.notes = "moves every byte through the rendezvous store: a template, not for speed";
   }
 

@@ -16,9 +16,9 @@ namespace {
 class ConfigTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* name :
-         {"DIST_BACKEND", "DIST_INIT_METHOD", "DIST_TIMEOUT", "DIST_CONFIG", "DIST_LOG_LEVEL",
-          "DIST_DEBUG", "DIST_TRACE_ENTRIES", "DIST_TRACE_DIR"}) {
+    for (const char* name : {"DIST_BACKEND", "DIST_INIT_METHOD", "DIST_TIMEOUT", "DIST_CONFIG",
+                             "DIST_LOG_LEVEL", "DIST_DEBUG", "DIST_TRACE_ENTRIES", "DIST_TRACE_DIR",
+                             "DIST_SURVIVAL", "DIST_FAILURE_DETECT_MS"}) {
       unsetenv(name);
     }
   }
@@ -239,6 +239,76 @@ TEST_F(ConfigTest, TraceAndDebugOptions) {
   EXPECT_FALSE(config->debug_detail);
   EXPECT_EQ(config->trace_entries_value, 0);
   EXPECT_EQ(config->trace_entries.source, "environment (DIST_TRACE_ENTRIES)");
+}
+
+// The survival settings follow the same order as every other setting; an
+// option passed as an argument counts as the argument.
+TEST_F(ConfigTest, SurvivalSettingsFollowThePrecedence) {
+  absl::StatusOr<ResolvedConfig> config = ResolveConfig(nullptr);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->survival_enabled);
+  EXPECT_EQ(config->survival.value, "off");
+  EXPECT_EQ(config->failure_detect, absl::Milliseconds(500));
+
+  const std::string path = WriteConfig("survival.toml",
+                                       "survival = true\n"
+                                       "failure_detect_ms = 800\n");
+  setenv("DIST_CONFIG", path.c_str(), 1);
+  config = ResolveConfig(nullptr);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->survival_enabled);
+  EXPECT_EQ(config->survival.source, "config file (" + path + ")");
+  EXPECT_EQ(config->failure_detect, absl::Milliseconds(800));
+
+  // The environment beats the file (it did not before: the file's options won).
+  setenv("DIST_SURVIVAL", "0", 1);
+  setenv("DIST_FAILURE_DETECT_MS", "300", 1);
+  config = ResolveConfig(nullptr);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->survival_enabled);
+  EXPECT_EQ(config->survival.source, "environment (DIST_SURVIVAL)");
+  EXPECT_EQ(config->failure_detect, absl::Milliseconds(300));
+
+  // An option in the file's tables counts as the file: below the environment.
+  const std::string tables =
+      WriteConfig("survival_tables.toml", "[options]\n\"dist.survival\" = \"on\"\n");
+  setenv("DIST_CONFIG", tables.c_str(), 1);
+  config = ResolveConfig(nullptr);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->survival_enabled);
+  unsetenv("DIST_SURVIVAL");
+  config = ResolveConfig(nullptr);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->survival_enabled);
+  EXPECT_EQ(config->survival.source, "config file (" + tables + ") option dist.survival");
+
+  // An option passed as an argument beats all.
+  setenv("DIST_SURVIVAL", "1", 1);
+  dist_kv_t off[] = {{"dist.survival", "off"}, {"dist.failure_detect_ms", "1000"}};
+  dist_init_options_t options = dist_init_options_default();
+  options.options = off;
+  options.num_options = 2;
+  config = ResolveConfig(&options);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->survival_enabled);
+  EXPECT_EQ(config->survival.source, "argument (option dist.survival)");
+  EXPECT_EQ(config->failure_detect, absl::Seconds(1));
+
+  // distinfo's rows show both, with where they came from.
+  bool shown = false;
+  for (const ConfigOption& row : ConfigRows(*config)) {
+    if (row.key == "survival") shown = row.value == "off" && row.source == config->survival.source;
+  }
+  EXPECT_TRUE(shown);
+
+  dist_kv_t bad[] = {{"dist.failure_detect_ms", "20"}};
+  options.options = bad;
+  options.num_options = 1;
+  config = ResolveConfig(&options);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(),
+            "argument (option dist.failure_detect_ms): '20' is not a failure detection bound in "
+            "milliseconds in [50, 600000]");
 }
 
 TEST_F(ConfigTest, DeviceMaps) {

@@ -307,7 +307,7 @@ TEST(GlooSmoke, DescribesItself) {
   EXPECT_EQ(caps.dtypes, (1u << DIST_DTYPE_COUNT) - 1);
   EXPECT_EQ(caps.collectives, (1u << DIST_COLLECTIVE_COUNT) - 1);
   EXPECT_EQ(caps.all_reduce_ops, (1u << DIST_REDUCE_OP_COUNT) - 1);
-  EXPECT_EQ(caps.flags, DIST_CAP_SUBGROUPS | DIST_CAP_THREAD_MULTIPLE);
+  EXPECT_EQ(caps.flags, DIST_CAP_SUBGROUPS | DIST_CAP_THREAD_MULTIPLE | DIST_CAP_SHRINK);
 }
 
 }  // namespace

@@ -134,7 +134,7 @@ TEST(Survival, BadSettingsFailInitWithTheVariableAndTheFix) {
   dist_error_t* e = InitAlone("bad_switch", &group);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(dist_error_code(e), DIST_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(dist_error_message(e)).find("DIST_SURVIVAL: 'maybe' is not a switch"),
+  EXPECT_NE(std::string(dist_error_message(e)).find("DIST_SURVIVAL): 'maybe' is not a switch"),
             std::string::npos)
       << dist_error_message(e);
   dist_error_destroy(e);
@@ -142,7 +142,7 @@ TEST(Survival, BadSettingsFailInitWithTheVariableAndTheFix) {
   setenv("DIST_FAILURE_DETECT_MS", "5", 1);
   e = InitAlone("bad_bound", &group);
   ASSERT_NE(e, nullptr);
-  EXPECT_NE(std::string(dist_error_message(e)).find("DIST_FAILURE_DETECT_MS: '5'"),
+  EXPECT_NE(std::string(dist_error_message(e)).find("DIST_FAILURE_DETECT_MS): '5'"),
             std::string::npos)
       << dist_error_message(e);
   dist_error_destroy(e);

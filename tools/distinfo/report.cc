@@ -211,9 +211,9 @@ std::vector<std::string> ReduceOpNames(uint32_t mask) {
 }
 
 std::vector<std::string> FlagNames(uint32_t flags) {
-  static constexpr const char* kNames[] = {"subgroups", "stream_wait", "thread_multiple",
-                                           "needs_launcher", "cuda_aware"};
-  return BitNames(flags, 5, [](int bit) { return kNames[bit]; });
+  static constexpr const char* kNames[] = {"subgroups",      "stream_wait", "thread_multiple",
+                                           "needs_launcher", "cuda_aware",  "shrink"};
+  return BitNames(flags, 6, [](int bit) { return kNames[bit]; });
 }
 
 }  // namespace dist::distinfo

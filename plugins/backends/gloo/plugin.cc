@@ -85,7 +85,7 @@ class GlooBackend : public dist::Backend {
     caps.dtypes = dist::kAllDtypes;
     caps.collectives = dist::kAllCollectives;
     caps.all_reduce_ops = caps.reduce_ops = caps.reduce_scatter_ops = dist::kAllReduceOps;
-    caps.flags = DIST_CAP_SUBGROUPS | DIST_CAP_THREAD_MULTIPLE;
+    caps.flags = DIST_CAP_SUBGROUPS | DIST_CAP_THREAD_MULTIPLE | DIST_CAP_SHRINK;
     caps.notes = "CPU buffers over TCP; float16/bfloat16 reduce in float32";
   }
   absl::StatusOr<std::unique_ptr<dist::BackendComm>> CreateComm(

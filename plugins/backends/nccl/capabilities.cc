@@ -22,7 +22,9 @@ void FillCapabilities(dist_backend_capabilities_t& caps) {
   caps.reduce_scatter_ops = kReduceOps;
   // No THREAD_MULTIPLE: NCCL needs every rank to issue in the same order,
   // which concurrent callers on one communicator cannot promise.
-  caps.flags = DIST_CAP_SUBGROUPS | DIST_CAP_STREAM_WAIT | DIST_CAP_CUDA_AWARE;
+  // DIST_CAP_SHRINK: the survivors' communicator is a new one made from the
+  // store (ncclCommInitRank); not yet run on a GPU (docs/survival.md).
+  caps.flags = DIST_CAP_SUBGROUPS | DIST_CAP_STREAM_WAIT | DIST_CAP_CUDA_AWARE | DIST_CAP_SHRINK;
   caps.notes =
       "CUDA buffers only, one GPU per rank; send/recv pair up in issue order per peer "
       "(tags are not used for matching); no bitwise reductions";

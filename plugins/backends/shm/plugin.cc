@@ -92,7 +92,7 @@ class ShmBackend : public dist::Backend {
     caps.dtypes = dist::kAllDtypes;
     caps.collectives = dist::kAllCollectives;
     caps.all_reduce_ops = caps.reduce_ops = caps.reduce_scatter_ops = dist::kAllReduceOps;
-    caps.flags = DIST_CAP_SUBGROUPS | DIST_CAP_THREAD_MULTIPLE;
+    caps.flags = DIST_CAP_SUBGROUPS | DIST_CAP_THREAD_MULTIPLE | DIST_CAP_SHRINK;
     caps.notes = "CPU buffers, all ranks on one host (POSIX shared memory)";
   }
 

@@ -46,7 +46,7 @@ extern "C" {
 #endif
 
 #define DIST_BACKEND_ABI_MAJOR 1
-#define DIST_BACKEND_ABI_MINOR 4
+#define DIST_BACKEND_ABI_MINOR 5
 #define DIST_BACKEND_ENTRY_SYMBOL "dist_backend_plugin_v1"
 
 typedef struct dist_backend_comm dist_backend_comm_t; /* plugin-defined */
@@ -76,6 +76,11 @@ typedef struct dist_backend_capabilities {
   (1u << 3)                           /* ranks must come from a launcher \
                                          (e.g. mpirun) */
 #define DIST_CAP_CUDA_AWARE (1u << 4) /* takes CUDA pointers directly */
+/* Backend ABI 1.5: after a peer died, this process goes on and comm_create
+ * makes a working communicator of the survivors (so dist_shrink can use the
+ * backend). Without it dist_shrink refuses at once and says why. Plugins
+ * older than 1.5 are judged as before: every backend but MPI's. */
+#define DIST_CAP_SHRINK (1u << 5)
 
 /* Everything a communicator is created from. Borrowed for the duration of
  * comm_create/comm_split, except `store`, which stays valid until
