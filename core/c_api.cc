@@ -245,10 +245,12 @@ namespace {
 // An operation of a revoked group fails with the revoke's DIST_REVOKED, not
 // with the abort the backend saw (a wait that merely timed out stays).
 dist_error_t* RevokedInstead(const dist_work_t& work, dist_error_t* error) {
-  if (error == nullptr || work.revocation == nullptr || !work.revocation->revoked() ||
+  if (error == nullptr || work.revocation == nullptr ||
       dist_error_code(error) == DIST_DEADLINE_EXCEEDED) {
     return error;
   }
+  work.revocation->Poll();  // as a blocking call does (ProcessGroup::RevokedOr)
+  if (!work.revocation->revoked()) return error;
   dist_error_destroy(error);
   return ToError(work.revocation->status());
 }

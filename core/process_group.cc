@@ -278,7 +278,8 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
 }
 
 ProcessGroup::~ProcessGroup() {
-  survival_.reset();  // its thread may abort the communicators
+  revocation_->SetPoll(nullptr);  // work handles that outlive the group stop asking
+  survival_.reset();              // its thread may abort the communicators
   {
     absl::MutexLock lock(&variable_count_mu_);
     variable_count_group_.reset();  // a subgroup: before the communicators it came from
@@ -418,6 +419,7 @@ absl::Status ProcessGroup::StartSurvival() {
   survival_ = std::make_unique<SurvivalMonitor>(
       *store, rank_, world_size_, name_, survival_settings_,
       [this](const std::string& message) { ApplyRevoke(message); });
+  revocation_->SetPoll([monitor = survival_.get()] { monitor->PollRevoke(); });
   return absl::OkStatus();
 }
 
@@ -431,7 +433,7 @@ void ProcessGroup::Revoke(const std::string& reason) {
 }
 
 absl::Status ProcessGroup::RevokedOr(absl::Status status) {
-  if (survival_ != nullptr && !revocation_->revoked()) survival_->PollRevoke();
+  revocation_->Poll();
   return revocation_->revoked() ? revocation_->status() : status;
 }
 

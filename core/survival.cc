@@ -37,6 +37,17 @@ bool Revocation::Revoke(const std::string& message) {
   return true;
 }
 
+void Revocation::SetPoll(std::function<void()> poll) {
+  absl::MutexLock lock(&poll_mu_);
+  poll_ = std::move(poll);
+}
+
+void Revocation::Poll() {
+  if (revoked()) return;
+  absl::MutexLock lock(&poll_mu_);
+  if (poll_ != nullptr) poll_();
+}
+
 absl::Status Revocation::status() const {
   if (!revoked()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);

@@ -43,10 +43,22 @@ class Revocation {
   // DIST_REVOKED with the message once revoked, else OK.
   absl::Status status() const;
 
+  // How to ask the store for a revoke record now: set by the group's
+  // monitor while it runs, cleared (nullptr) before it stops; clearing
+  // waits for a Poll in progress. Work handles share this object and may
+  // outlive the group.
+  void SetPoll(std::function<void()> poll);
+  // Asks, where a monitor runs. A failed operation asks before it reports:
+  // a revoking rank writes the record before its connections close, so
+  // its peers' failures are the revoke, not a lost peer.
+  void Poll();
+
  private:
   std::atomic<bool> revoked_{false};
   mutable absl::Mutex mu_;
   std::string message_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex poll_mu_;  // held during a poll: a store call, apart from mu_
+  std::function<void()> poll_ ABSL_GUARDED_BY(poll_mu_);
 };
 
 struct FailedRank {

@@ -94,6 +94,16 @@ class Rank {
   }
 
  private:
+  // One all_reduce in place, blocking or through a work handle.
+  dist_error_t* AllReduce(dist_process_group_t* group, const dist_buffer_t* b) const {
+    if (!s_.asynchronous) return dist_all_reduce(group, b, b, DIST_SUM, nullptr);
+    dist_work_t* work = nullptr;
+    if (dist_error_t* e = dist_all_reduce(group, b, b, DIST_SUM, &work)) return e;
+    dist_error_t* e = dist_work_wait(work, -1);
+    dist_work_destroy(work);
+    return e;
+  }
+
   // All-reduces until the group fails; "" when it failed as it should.
   std::string UntilFailure(dist_process_group_t* group, Shared* shared) {
     std::vector<float> v(kCount);
@@ -111,7 +121,7 @@ class Rank {
       }
       std::fill(v.begin(), v.end(), static_cast<float>(rank_ + 1 + iter));
       dist_buffer_t b = Cpu(v);
-      if (dist_error_t* e = dist_all_reduce(group, &b, &b, DIST_SUM, nullptr)) {
+      if (dist_error_t* e = AllReduce(group, &b)) {
         shared->error_ns[rank_] = NowNs();
         const dist_error_code_t code = dist_error_code(e);
         const std::string text = Describe(e);

@@ -35,6 +35,9 @@ struct Scenario {
   // kStop: once the survivors have shrunk, the victim is resumed; its own
   // shrink must then tell it that the others went on without it.
   bool resume_victim = false;
+  // Until the failure, all_reduce through a work handle (issue, then
+  // dist_work_wait) instead of the blocking call.
+  bool asynchronous = false;
 
   // Whether rank `r` is one the survivors go on without.
   bool Lost(int r) const {

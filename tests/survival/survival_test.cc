@@ -62,6 +62,20 @@ TEST(Survival, GlooRevokeReachesEveryRankAndShrinkKeepsThemAll) {
   ExpectSurvives(MakeScenario("gloo", 3, 1, Failure::kRevoke), "gloo_revoke");
 }
 
+// A work handle's wait reads the revoke record before it reports, as a
+// blocking call does: the revoker's closed connections are the revoke.
+TEST(Survival, GlooRevokeReachesEveryRankThroughWorkHandles) {
+  Scenario s = MakeScenario("gloo", 4, 1, Failure::kRevoke);
+  s.asynchronous = true;
+  ExpectSurvives(s, "gloo_revoke_async");
+}
+
+TEST(Survival, GlooWorkHandlesSeeASigkill) {
+  Scenario s = MakeScenario("gloo", 4, 2, Failure::kKill);
+  s.asynchronous = true;
+  ExpectSurvives(s, "gloo_kill_async");
+}
+
 TEST(Survival, ShmShrinksAfterASigkill) {
   ExpectSurvives(MakeScenario("shm", 4, 3, Failure::kKill), "shm_kill");
 }
