@@ -6,6 +6,7 @@
 #include <array>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -161,6 +162,11 @@ class ProcessGroup {
   // The same ranks again, made at the first variable-count collective, whose
   // exchanges run there apart from the caller's tags.
   absl::StatusOr<ProcessGroup*> VariableCountGroup();
+  // The backend's own variable-count collective (its table's run_v), or
+  // nullopt where it has none for `kind` and the core builds it.
+  std::optional<absl::Status> RunVariableOnBackend(const char* op, dist_collective_t kind,
+                                                   const dist_op_args_t& args,
+                                                   const dist_op_counts_t& counts);
   // Starts the survival monitor when survival is on (members only).
   absl::Status StartSurvival();
   // The group is revoked with `message`: operations fail with it from now.

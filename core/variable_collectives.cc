@@ -1,6 +1,8 @@
 // dist_all_to_all_v, dist_all_gather_v and dist_reduce_scatter_v: the
-// collectives with a count per rank, built by the core from operations
-// every backend has, so that every backend offers them.
+// collectives with a count per rank. A backend that runs them itself (its
+// table's run_v, backend ABI 1.5: mpi's MPI_Ialltoallv, MPI_Iallgatherv and
+// MPI_Ireduce_scatter) gets them; for the others the core builds them from
+// operations every backend has, so that every backend offers them.
 //  - all_to_all_v and all_gather_v: W-1 rounds of sendrecv (round s: send
 //    to rank+s, receive from rank-s), on a group of the same ranks kept for
 //    them (so no tag of the caller's can match), plus one local copy;
@@ -74,6 +76,23 @@ absl::Status CheckHost(const char* op, const dist_buffer_t& send, const dist_buf
 
 }  // namespace
 
+std::optional<absl::Status> ProcessGroup::RunVariableOnBackend(const char* op,
+                                                               dist_collective_t kind,
+                                                               const dist_op_args_t& args,
+                                                               const dist_op_counts_t& counts) {
+  absl::StatusOr<const BackendComm*> comm = CommFor(kind, args);
+  if (!comm.ok()) return comm.status();
+  // The record is a zero-filled copy of the table: NULL past an older
+  // plugin's struct_size.
+  const dist_backend_plugin_t& table = (*comm)->plugin->backend;
+  if (table.run_v == nullptr) return std::nullopt;
+  absl::Status status = TakeError(table.run_v((*comm)->comm, kind, &args, &counts, timeout_ms_));
+  if (status.ok()) return status;
+  if (absl::IsUnimplemented(status)) return std::nullopt;  // the same on every rank
+  status = RevokedOr(absl::Status(status.code(), absl::StrCat(op, ": ", status.message())));
+  return FailBlocking(op, std::move(status), {});
+}
+
 absl::StatusOr<ProcessGroup*> ProcessGroup::VariableCountGroup() {
   absl::MutexLock lock(&variable_count_mu_);
   if (variable_count_group_ == nullptr) {
@@ -105,6 +124,16 @@ absl::Status ProcessGroup::AllToAllV(const dist_buffer_t& send, const uint64_t* 
     return absl::InvalidArgumentError(absl::StrCat(op, ": rank ", rank_, " sends itself ",
                                                    send_counts[rank_], " elements but expects ",
                                                    recv_counts[rank_], " from itself"));
+  }
+  dist_op_args_t args{};
+  args.struct_size = sizeof(args);
+  args.send = send;
+  args.recv = recv;
+  const dist_op_counts_t counts{sizeof(dist_op_counts_t), send_counts, sd.data(), recv_counts,
+                                rd.data()};
+  if (std::optional<absl::Status> done =
+          RunVariableOnBackend(op, DIST_COLL_ALL_TO_ALL, args, counts)) {
+    return *done;
   }
   if (send_counts[rank_] > 0) {  // this rank's own block
     std::memmove(Block(recv, rd[rank_], send_counts[rank_]).data,
@@ -151,7 +180,19 @@ absl::Status ProcessGroup::AllGatherV(const dist_buffer_t& send, const dist_buff
                                                    " elements but recv_counts[", rank_, "] is ",
                                                    recv_counts[rank_]));
   }
-  // Every rank gets this rank's whole buffer.
+  DIST_RETURN_IF_ERROR(CheckHost("all_gather_v", send, recv));
+  const std::vector<uint64_t> rd = Displacements(recv_counts, recv_displs, world_size_);
+  DIST_RETURN_IF_ERROR(CheckBlocks("all_gather_v", "recv", recv, recv_counts, rd, world_size_));
+  dist_op_args_t args{};
+  args.struct_size = sizeof(args);
+  args.send = send;
+  args.recv = recv;
+  const dist_op_counts_t counts{sizeof(dist_op_counts_t), nullptr, nullptr, recv_counts, rd.data()};
+  if (std::optional<absl::Status> done =
+          RunVariableOnBackend("all_gather_v", DIST_COLL_ALL_GATHER, args, counts)) {
+    return *done;
+  }
+  // Else every rank sends every other this rank's whole buffer.
   const std::vector<uint64_t> send_counts(world_size_, send.count);
   const std::vector<uint64_t> send_displs(world_size_, 0);
   return AllToAllV(send, send_counts.data(), send_displs.data(), recv, recv_counts, recv_displs,
@@ -171,6 +212,18 @@ absl::Status ProcessGroup::ReduceScatterV(const dist_buffer_t& send, const dist_
         absl::StrCat("reduce_scatter_v: send must hold the sum of recv_counts (", total,
                      " elements, has ", send.count, ") and recv this rank's count (",
                      recv_counts[rank_], ", has ", recv.count, ")"));
+  }
+  const std::vector<uint64_t> packed = Displacements(recv_counts, nullptr, world_size_);
+  dist_op_args_t native{};
+  native.struct_size = sizeof(native);
+  native.send = send;
+  native.recv = recv;
+  native.op = op;
+  const dist_op_counts_t counts{sizeof(dist_op_counts_t), nullptr, nullptr, recv_counts,
+                                packed.data()};
+  if (std::optional<absl::Status> done =
+          RunVariableOnBackend("reduce_scatter_v", DIST_COLL_REDUCE_SCATTER, native, counts)) {
+    return *done;
   }
   const size_t element = dist_dtype_size(send.dtype);
   std::vector<char> staging(total * element);

@@ -188,6 +188,12 @@ int main() {
   CONST(P, DIST_CAP_CUDA_AWARE);
 #if DIST_BACKEND_ABI_MINOR >= 5
   CONST(P, DIST_CAP_SHRINK);
+  STRUCT(P, dist_op_counts_t);
+  FIELD(P, dist_op_counts_t, struct_size);
+  FIELD(P, dist_op_counts_t, send_counts);
+  FIELD(P, dist_op_counts_t, send_displs);
+  FIELD(P, dist_op_counts_t, recv_counts);
+  FIELD(P, dist_op_counts_t, recv_displs);
 #endif
 #if DIST_BACKEND_ABI_MINOR >= 2
   CONST(P, DIST_OP_ARGS_CHECKED);
@@ -262,6 +268,9 @@ int main() {
 #endif
 #if DIST_BACKEND_ABI_MINOR >= 3
   FIELD(P, dist_backend_plugin_t, run_sendrecv);
+#endif
+#if DIST_BACKEND_ABI_MINOR >= 5
+  FIELD(P, dist_backend_plugin_t, run_v);
 #endif
 
   // rendezvous_plugin.h

@@ -63,6 +63,9 @@ struct PendingOp {
   // for avg, copy out of scratch, check a recv's size).
   std::function<absl::Status(const MPI_Status&)> on_complete;
   std::vector<unsigned char> scratch;
+  // Whatever `start` points into and MPI reads until completion (the
+  // count arrays of a variable-count collective).
+  std::shared_ptr<const void> keep_alive;
 
   std::atomic<bool> done{false};
   absl::Status status;  // written before done is set

@@ -3,6 +3,7 @@
 #include <climits>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "datatypes.h"
@@ -453,6 +454,100 @@ OpResult IssueRecv(Comm& comm, const dist_op_args_t& args) {
   op->start = [=](MPI_Request* request) {
     return MPI_Irecv(data, count, type, peer, tag, mpi_comm, request);
   };
+  return IssueOp(comm, std::move(op));
+}
+
+namespace {
+
+// Counts and displacements as MPI's int arrays, kept by the op until MPI is
+// done with them (a non-blocking collective reads them until completion).
+struct IntCounts {
+  std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
+};
+
+absl::Status ToInts(const Checker& check, const char* which, const uint64_t* values, int n,
+                    std::vector<int>* out) {
+  out->resize(n);
+  for (int r = 0; r < n; ++r) {
+    if (values[r] > static_cast<uint64_t>(INT_MAX)) {
+      return check.Error(absl::StatusCode::kOutOfRange,
+                         absl::StrCat(which, "[", r, "] is ", values[r],
+                                      ", above MPI's int count limit (2^31-1); split it"));
+    }
+    (*out)[r] = static_cast<int>(values[r]);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+OpResult IssueVariable(dist_collective_t kind, Comm& comm, const dist_op_args_t& args,
+                       const dist_op_counts_t& counts) {
+  const Checker check(comm, kind);
+  const int n = comm.size();
+  auto ints = std::make_shared<IntCounts>();
+  if (kind == DIST_COLL_ALL_TO_ALL) {
+    DIST_RETURN_IF_ERROR(ToInts(check, "send_counts", counts.send_counts, n, &ints->send_counts));
+    DIST_RETURN_IF_ERROR(ToInts(check, "send_displs", counts.send_displs, n, &ints->send_displs));
+  }
+  DIST_RETURN_IF_ERROR(ToInts(check, "recv_counts", counts.recv_counts, n, &ints->recv_counts));
+  DIST_RETURN_IF_ERROR(ToInts(check, "recv_displs", counts.recv_displs, n, &ints->recv_displs));
+  const dist_buffer_t& send = args.send;
+  const dist_buffer_t& recv = args.recv;
+  DIST_RETURN_IF_ERROR(check.Buffer("send", send));
+  DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
+  if (kind == DIST_COLL_REDUCE_SCATTER) {
+    DIST_RETURN_IF_ERROR(check.Reduction(send.dtype, args.op, OnCuda(send, recv)));
+  }
+  auto op = NewOp(kind, args, recv.count, recv.dtype);
+  const size_t send_bytes = Bytes(send, send.count);
+  const size_t recv_bytes = Bytes(recv, recv.count);
+  // The core does not ask the host for disjoint buffers here: where they
+  // share memory, MPI reads a copy of send taken now.
+  const void* send_data = send.data;
+  if (Overlap(send.data, send_bytes, recv.data, recv_bytes)) {
+    DIST_RETURN_IF_ERROR(check.NoCudaCopy(send, "overlapping buffers"));
+    op->scratch.assign(static_cast<const unsigned char*>(send.data),
+                       static_cast<const unsigned char*>(send.data) + send_bytes);
+    send_data = op->scratch.data();
+  } else {
+    op->Reads(send.data, send_bytes);
+  }
+  op->Writes(recv.data, recv_bytes);
+  void* recv_data = recv.data;
+  const MPI_Datatype type = MpiDatatype(recv.dtype);
+  const MPI_Comm mpi_comm = comm.mpi_comm();
+  const IntCounts* c = ints.get();
+  switch (kind) {
+    case DIST_COLL_ALL_TO_ALL:
+      op->start = [=](MPI_Request* request) {
+        return MPI_Ialltoallv(send_data, c->send_counts.data(), c->send_displs.data(), type,
+                              recv_data, c->recv_counts.data(), c->recv_displs.data(), type,
+                              mpi_comm, request);
+      };
+      break;
+    case DIST_COLL_ALL_GATHER: {
+      const int count = static_cast<int>(send.count);
+      op->start = [=](MPI_Request* request) {
+        return MPI_Iallgatherv(send_data, count, type, recv_data, c->recv_counts.data(),
+                               c->recv_displs.data(), type, mpi_comm, request);
+      };
+      break;
+    }
+    case DIST_COLL_REDUCE_SCATTER: {
+      const MPI_Op mpi_op = MpiReduceOp(recv.dtype, args.op);
+      if (args.op == DIST_AVG) op->on_complete = Average(recv_data, recv.count, recv.dtype, n);
+      op->start = [=](MPI_Request* request) {
+        return MPI_Ireduce_scatter(send_data, recv_data, c->recv_counts.data(), type, mpi_op,
+                                   mpi_comm, request);
+      };
+      break;
+    }
+    default:
+      return absl::UnimplementedError("the core builds this variable-count collective");
+  }
+  // The lambda holds the raw pointer; the op keeps the arrays alive.
+  op->keep_alive = std::move(ints);
   return IssueOp(comm, std::move(op));
 }
 

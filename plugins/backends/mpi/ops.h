@@ -26,6 +26,12 @@ OpResult IssueBarrier(Comm& comm, const dist_op_args_t& args);
 OpResult IssueSend(Comm& comm, const dist_op_args_t& args);
 OpResult IssueRecv(Comm& comm, const dist_op_args_t& args);
 
+// dist_all_to_all_v (kind all_to_all), dist_all_gather_v (all_gather) and
+// dist_reduce_scatter_v (reduce_scatter) through MPI_Ialltoallv,
+// MPI_Iallgatherv and MPI_Ireduce_scatter (the table's run_v).
+OpResult IssueVariable(dist_collective_t kind, Comm& comm, const dist_op_args_t& args,
+                       const dist_op_counts_t& counts);
+
 // The Issue* function of `kind` (the plugin adapter's one entry).
 OpResult Issue(dist_collective_t kind, Comm& comm, const dist_op_args_t& args);
 

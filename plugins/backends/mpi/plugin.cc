@@ -55,6 +55,14 @@ class MpiComm : public dist::BackendComm {
     dist::ScopedSigpipeBlock no_sigpipe;
     return dist::BackendComm::RunSendRecv(send, recv, timeout);
   }
+  // dist_all_to_all_v, dist_all_gather_v, dist_reduce_scatter_v: MPI's own.
+  absl::Status RunVariable(dist_collective_t kind, const dist_op_args_t& args,
+                           const dist_op_counts_t& counts, absl::Duration timeout) override {
+    dist::ScopedSigpipeBlock no_sigpipe;
+    OpResult op = dist_mpi::IssueVariable(kind, *comm_, args, counts);
+    if (!op.ok()) return op.status();
+    return comm_->Wait(**op, timeout);
+  }
   void Abort(const std::string& reason) override { comm_->Abort(reason); }
   absl::StatusOr<std::unique_ptr<dist::BackendComm>> Split(
       const int32_t* ranks, size_t num_ranks, const dist_comm_config_t& config) override {
@@ -76,6 +84,7 @@ class MpiBackend : public dist::Backend {
   }
   absl::Status Probe() override { return ProbeLauncher(); }
   void Capabilities(dist_backend_capabilities_t& caps) override { FillCapabilities(caps); }
+  bool has_variable_counts() const override { return true; }
   absl::StatusOr<std::unique_ptr<dist::BackendComm>> CreateComm(
       const dist_comm_config_t& config) override {
     absl::StatusOr<CommOptions> options = ParseOptions(config);

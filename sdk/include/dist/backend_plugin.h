@@ -133,6 +133,26 @@ typedef struct dist_op_args {
  * check again. */
 #define DIST_OP_ARGS_CHECKED (1u << 0)
 
+/* Counts and displacements per rank, in elements, of one variable-count
+ * collective (run_v, ABI 1.5). Arrays of world_size entries, borrowed for
+ * the call. The core has checked every block against its buffer and that
+ * the counts it can see agree; displacements are always given (packed ones
+ * filled in where the host passed NULL).
+ *   all_to_all_v      send_counts/send_displs: block j of send goes to rank
+ *                     j; recv_counts/recv_displs: block i of recv comes
+ *                     from rank i
+ *   all_gather_v      send (recv_counts[rank] elements) -> block i of recv
+ *                     on every rank; send_counts/send_displs NULL
+ *   reduce_scatter_v  send (sum of recv_counts) reduced over ranks; recv gets
+ *                     block `rank`; recv_displs packed, send_* NULL */
+typedef struct dist_op_counts {
+  size_t struct_size;
+  const uint64_t* send_counts;
+  const uint64_t* send_displs;
+  const uint64_t* recv_counts;
+  const uint64_t* recv_displs;
+} dist_op_counts_t;
+
 /* Starts one operation. On success *work is a handle the caller owns
  * (work_destroy); the operation runs asynchronously and completes in issue
  * order with the other operations of the communicator. Errors that can be
@@ -240,6 +260,22 @@ typedef struct dist_backend_plugin {
    * backend move both on the calling thread with no work handles. */
   dist_error_t* (*run_sendrecv)(dist_backend_comm_t* comm, const dist_op_args_t* send,
                                 const dist_op_args_t* recv, int64_t timeout_ms);
+
+  /* ---- Appended in ABI 1.5 (read only when struct_size covers it) ---- */
+
+  /* Optional (NULL: the core builds the variable-count collectives from
+   * sendrecv and all_reduce, for every backend). Runs one collective with a
+   * count per rank and returns once it is done, as `run` does: `kind` is
+   * DIST_COLL_ALL_TO_ALL (dist_all_to_all_v), DIST_COLL_ALL_GATHER
+   * (dist_all_gather_v) or DIST_COLL_REDUCE_SCATTER (dist_reduce_scatter_v);
+   * `args` holds the whole buffers as the host passed them, the reduce op
+   * and the timeout; `counts` the blocks. DIST_UNIMPLEMENTED hands a kind
+   * back to the core, and must be the same answer on every rank (decided by
+   * the kind alone, never by this rank's counts); any other error is the
+   * operation's. */
+  dist_error_t* (*run_v)(dist_backend_comm_t* comm, dist_collective_t kind,
+                         const dist_op_args_t* args, const dist_op_counts_t* counts,
+                         int64_t timeout_ms);
 } dist_backend_plugin_t;
 
 /* The entry symbol's type. */

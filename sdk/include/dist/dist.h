@@ -244,8 +244,9 @@ DIST_EXPORT dist_error_t* dist_split_group(dist_process_group_t* parent, int32_t
 
 /* Collectives with a count per rank (elements; displacements in elements
  * from the buffer's start, NULL: packed in rank order), as MPI's v calls and
- * torch's all_to_all_single with split sizes. Every backend has them (the
- * core builds them from sendrecv and all_reduce). In this version they take
+ * torch's all_to_all_single with split sizes. Every backend has them (a
+ * backend's own where it has them, as mpi does; else the core builds them
+ * from sendrecv and all_reduce). In this version they take
  * host buffers and are blocking: `work` must be NULL (DIST_UNIMPLEMENTED
  * otherwise). Counts must agree between ranks: what rank i sends rank j is
  * what rank j expects from rank i.

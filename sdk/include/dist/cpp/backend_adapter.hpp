@@ -100,6 +100,14 @@ class BackendComm {
                       : received.status();
     return status.ok() ? recv_status : status;
   }
+  // One variable-count collective to its end (the table's `run_v`, set
+  // when the Backend's has_variable_counts() is true): `counts` as
+  // dist/backend_plugin.h describes, checked by the core. UNIMPLEMENTED
+  // hands `kind` back to the core (the same answer on every rank).
+  virtual absl::Status RunVariable(dist_collective_t /*kind*/, const dist_op_args_t& /*args*/,
+                                   const dist_op_counts_t& /*counts*/, absl::Duration /*timeout*/) {
+    return absl::UnimplementedError("the core builds the variable-count collectives");
+  }
   // Fails pending and later operations with ABORTED carrying `reason` and
   // unblocks every waiter. Thread-safe, idempotent.
   virtual void Abort(const std::string& reason) = 0;
@@ -133,6 +141,9 @@ class Backend {
   // the members) and work_wait_stream.
   virtual bool has_split() const { return true; }
   virtual bool has_wait_stream() const { return false; }
+  // Whether BackendComm::RunVariable runs some variable-count collectives
+  // itself (the table's run_v).
+  virtual bool has_variable_counts() const { return false; }
 };
 
 // Capability masks with every bit of their enum set.
@@ -334,6 +345,28 @@ inline dist_error_t* RunSendRecv(dist_backend_comm_t* comm, const dist_op_args_t
   });
 }
 
+// The table's `run_v`: the core checked the counts; the backend's RunVariable.
+inline dist_error_t* RunV(dist_backend_comm_t* comm, dist_collective_t kind,
+                          const dist_op_args_t* args, const dist_op_counts_t* counts,
+                          int64_t timeout_ms) {
+  return Guard(BackendName(), "run_v", [&]() -> absl::Status {
+    if (comm == nullptr) return NullArgument("run_v", "the communicator");
+    if (args == nullptr) return NullArgument("run_v", "args");
+    if (counts == nullptr || counts->struct_size < sizeof(dist_op_counts_t) ||
+        counts->recv_counts == nullptr) {
+      return NullArgument("run_v", "counts");
+    }
+    if (kind != DIST_COLL_ALL_TO_ALL && kind != DIST_COLL_ALL_GATHER &&
+        kind != DIST_COLL_REDUCE_SCATTER) {
+      return absl::InvalidArgumentError(absl::StrCat(BackendName(),
+                                                     ": run_v: ", static_cast<int>(kind),
+                                                     " is not a variable-count collective"));
+    }
+    return comm->impl->RunVariable(kind, *args, *counts,
+                                   absl::Milliseconds(timeout_ms < 0 ? 0 : timeout_ms));
+  });
+}
+
 inline dist_error_t* WorkWait(dist_backend_work_t* work, int64_t timeout_ms) {
   return Guard(BackendName(), "work_wait", [&]() -> absl::Status {
     if (work == nullptr) return NullArgument("work_wait", "work");
@@ -401,6 +434,7 @@ inline dist_backend_plugin_t MakeBackendTable(Backend& backend) {
   t.work_wait_stream = backend.has_wait_stream() ? &internal::WorkWaitStream : nullptr;
   t.run = &internal::Run;
   t.run_sendrecv = &internal::RunSendRecv;
+  t.run_v = backend.has_variable_counts() ? &internal::RunV : nullptr;
   return t;
 }
 
