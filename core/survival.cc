@@ -129,8 +129,9 @@ void SurvivalMonitor::WatchPeers(absl::Time now) {
       if (store_failing_since_ == absl::InfiniteFuture()) store_failing_since_ = now;
       if (now - store_failing_since_ > settings_.failure_after) {
         Revoke(absl::StrCat("the store stopped answering (", value.status().message(),
-                            "); survival needs a store that outlives every rank: file://, or "
-                            "a dist_store_server with ?external=1 (docs/survival.md)"));
+                            "); survival needs a store that outlives every rank: file://, "
+                            "distrun (it hosts the store), or a dist_store_server with ?external=1 "
+                            "(docs/survival.md)"));
       }
       return;
     }
@@ -198,11 +199,13 @@ absl::StatusOr<std::vector<int32_t>> SurvivalMonitor::AgreeOnSurvivors(int epoch
       code == absl::StatusCode::kDeadlineExceeded) {
     return survivors;
   }
-  return absl::Status(code, absl::StrCat("dist_shrink on group '", group_, "': the store failed (",
-                                         survivors.status().message(),
-                                         "); survival needs a store that outlives every rank: "
-                                         "file://, or a dist_store_server with ?external=1 "
-                                         "(docs/survival.md)"));
+  return absl::Status(code,
+                      absl::StrCat("dist_shrink on group '", group_, "': the store failed (",
+                                   survivors.status().message(),
+                                   "); survival needs a store that outlives every rank: "
+                                   "file://, distrun (it hosts the store), or a dist_store_server "
+                                   "with ?external=1 "
+                                   "(docs/survival.md)"));
 }
 
 absl::StatusOr<std::vector<int32_t>> SurvivalMonitor::Agree(int epoch, absl::Duration timeout) {

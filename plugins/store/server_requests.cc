@@ -318,6 +318,7 @@ bool TcpStoreServer::Loop::HandleRequest(Client* client, absl::string_view paylo
 void TcpStoreServer::Loop::HandleFail(Client* client, const std::string& reason) {
   const std::string line = protocol::OneLineReason(reason.empty() ? "(no reason given)" : reason);
   if (!options_.keep_failures) {
+    if (!options_.log_failure_reports) return;
     LogLimited(absl::StrCat("client ", client->peer, " reports that its rendezvous failed: ", line,
                             " (still serving: this server outlives jobs)"));
     return;

@@ -133,9 +133,9 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Open(absl::Time dead
     backoff = std::min(backoff * 2, kMaxConnectBackoff);
   }
   if (reconnect) {
-    return absl::UnavailableError(
-        absl::StrCat("the store server at ", address_, " is gone (", last_error,
-                     "); rank 0 (or dist_store_server) exited or crashed"));
+    return absl::UnavailableError(absl::StrCat(
+        "the store server at ", address_, " is gone (", last_error,
+        "); rank 0 (or the distrun or dist_store_server hosting the store) exited or crashed"));
   }
   if (out_of_descriptors) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -145,8 +145,8 @@ absl::StatusOr<std::unique_ptr<Connection>> TcpStoreClient::Open(absl::Time dead
   return absl::DeadlineExceededError(
       absl::StrCat("could not reach the store at ", address_, " within ",
                    Seconds(absl::Now() - start), " (last error: ", last_error,
-                   "); check that rank 0 (or dist_store_server) is running and that the "
-                   "host and port are right"));
+                   "); check that rank 0 (or the distrun or dist_store_server hosting the store) "
+                   "is running and that the host and port are right"));
 }
 
 absl::Status TcpStoreClient::Handshake(Connection& connection, absl::Time deadline, bool* retry) {
@@ -284,9 +284,10 @@ absl::StatusOr<std::string> TcpStoreClient::Call(std::string frame, absl::Time d
           absl::StrCat("no answer from the store server at ", address_,
                        " before the deadline; the server is overloaded or unreachable"));
     }
-    return absl::UnavailableError(absl::StrCat(
-        "lost the connection to the store server at ", address_, " (", response.status().message(),
-        "); rank 0 (or dist_store_server) exited or the network failed"));
+    return absl::UnavailableError(absl::StrCat("lost the connection to the store server at ",
+                                               address_, " (", response.status().message(),
+                                               "); rank 0 (or the distrun or dist_store_server "
+                                               "hosting the store) exited or the network failed"));
   }
   Reader reader(*response);
   uint8_t code = 0;

@@ -48,6 +48,10 @@ struct TcpStoreServerOptions {
   // dist_store_server does not: it serves job after job, so a failed job
   // must not shut out the next one (it only logs the report).
   bool keep_failures = false;
+  // Whether a server that does not keep failures logs each report. distrun
+  // under --survive does not: there the ranks that lost a peer report it
+  // as they exit, as expected, and distrun names the lost ranks itself.
+  bool log_failure_reports = true;
   // The host clients dial (the URL's host or MASTER_ADDR), for the failure
   // message; empty: the address the server is bound to.
   std::string advertised_host;

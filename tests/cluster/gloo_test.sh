@@ -89,6 +89,18 @@ else
   fail "h1 did not bind 10.213.0.1"; grep -i transport "$CLUSTER_DIR/env_name.h1"
 fi
 
+# The store hosted by distrun on h1 (--store_port): it listens on every
+# interface (h1 is a name), and h2's ranks use it, not a store of rank 0's.
+store=$((port + 101))
+ENV="DIST_LOG_LEVEL=info" run store_port --master_addr h1 --store_port "$store"
+expect_pass store_port
+if grep -qF "via env://?external=1&master_port=$store " "$CLUSTER_DIR/store_port.h2" &&
+    ! grep -qF "rank 0 hosts the store" "$CLUSTER_DIR/store_port.h1"; then
+  echo "ok   h2's ranks use the store distrun hosts on h1"
+else
+  fail "store_port: the ranks did not use distrun's store"; grep -i store "$CLUSTER_DIR/store_port.h1" "$CLUSTER_DIR/store_port.h2"
+fi
+
 run tcp --master_addr h1 --init_method "tcp://$(cluster_addr 1):$((port + 1))"
 expect_pass tcp
 

@@ -34,9 +34,12 @@ EXPECT="of 2 (mpich)" run "mpi, 2 ranks (MPICH's mpiexec.mpich)" env -u DIST_INI
   DIST_BACKEND=mpi mpiexec.mpich -n 2 "$ddp_train" --check --steps 15
 # Survival: rank 2 SIGKILLs itself at step 5, the others shrink to 3 ranks
 # and finish; every step still covers the whole batch, so --check holds.
+# Rank 0 too: the store lives in distrun, not in rank 0.
 for backend in gloo shm; do
-  EXPECT="the job survived the loss of rank 2" run "$backend, 4 ranks, rank 2 killed at step 5" \
-    "$distrun" -n 4 --survive --backend "$backend" "$ddp_train" --check --steps 15 --kill_rank 2
+  for victim in 2 0; do
+    EXPECT="the job survived the loss of rank $victim" run "$backend, 4 ranks, rank $victim killed at step 5" \
+      "$distrun" -n 4 --survive --backend "$backend" "$ddp_train" --check --steps 15 --kill_rank "$victim"
+  done
 done
 # A run that must fail: a tolerance of -1 can never be met, so --check has to report it.
 if timeout 60 "$distrun" -n 2 --backend gloo "$ddp_train" --check --steps 2 --tolerance -1 >/dev/null 2>&1; then

@@ -1,5 +1,5 @@
-// distrun's pieces: argument splitting, the rank environment, line
-// prefixing and exit descriptions.
+// distrun's pieces: argument splitting, the rank environment, where the
+// store is, line prefixing and exit descriptions.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "tools/distrun/command_line.h"
 #include "tools/distrun/exit_description.h"
+#include "tools/distrun/hosted_store.h"
 #include "tools/distrun/job.h"
 #include "tools/distrun/line_prefixer.h"
 
@@ -90,6 +91,69 @@ TEST(MasterAddrWarningTest, OnlyForLoopbackWithSeveralNodes) {
   EXPECT_NE(MasterAddrWarning(job), std::nullopt);
   job.master_addr = "node0";
   EXPECT_EQ(MasterAddrWarning(job), std::nullopt);
+}
+
+TEST(ValidateJobTest, StorePortOnlyForTheHostedStore) {
+  Job job;
+  job.argv = {"x"};
+  job.store_port = 70000;
+  EXPECT_THAT(std::string(ValidateJob(job).message()),
+              ::testing::HasSubstr("--store_port is 70000"));
+  job.store_port = 29511;
+  EXPECT_TRUE(ValidateJob(job).ok());
+  job.init_method = "tcp://node0:29500";
+  EXPECT_THAT(std::string(ValidateJob(job).message()),
+              ::testing::HasSubstr("--init_method=tcp://node0:29500 leaves the store to the "
+                                   "ranks; drop --store_port"));
+}
+
+TEST(PlanStoreTest, HostedForEnvOnOneNodeAndOnSeveralWithAStorePort) {
+  Job job;
+  job.argv = {"x"};
+  StorePlan plan = PlanStore(job);
+  EXPECT_TRUE(plan.external);
+  EXPECT_TRUE(plan.host_here);
+  job.host_store = false;
+  EXPECT_FALSE(PlanStore(job).external);
+  job.host_store = true;
+  job.init_method = "file:///shared/job";
+  EXPECT_FALSE(PlanStore(job).external);
+  job.init_method = "env://";
+  job.nnodes = 2;
+  job.master_port = 29500;
+  EXPECT_FALSE(PlanStore(job).external) << "the nodes cannot agree on a free port";
+  job.store_port = 29511;
+  EXPECT_TRUE(PlanStore(job).host_here);
+  job.node_rank = 1;
+  plan = PlanStore(job);
+  EXPECT_TRUE(plan.external);
+  EXPECT_FALSE(plan.host_here) << "node 0's distrun hosts it";
+  EXPECT_EQ(HostedStoreInitMethod(29511), "env://?external=1&master_port=29511");
+}
+
+TEST(PlanStoreTest, WarnsWhenSurviveMeetsRankZerosStore) {
+  Job job;
+  job.argv = {"x"};
+  job.survive = true;
+  EXPECT_EQ(StorePlanWarning(job), std::nullopt);
+  job.nnodes = 2;
+  job.master_port = 29500;
+  EXPECT_THAT(StorePlanWarning(job).value_or(""), ::testing::HasSubstr("give --store_port"));
+  job.store_port = 29511;
+  EXPECT_EQ(StorePlanWarning(job), std::nullopt);
+  job.store_port = 0;
+  job.host_store = false;  // asked for
+  EXPECT_EQ(StorePlanWarning(job), std::nullopt);
+}
+
+TEST(StoreLingerTest, LongOnlyForOtherNodesStillAtWork) {
+  Job job;
+  EXPECT_LE(StoreLinger(job, 0), absl::Seconds(2));
+  job.nnodes = 2;
+  EXPECT_GE(StoreLinger(job, 0), absl::Minutes(1));
+  EXPECT_LE(StoreLinger(job, 1), absl::Seconds(1));
+  job.survive = true;  // this node's ranks may all be lost, the others go on
+  EXPECT_GE(StoreLinger(job, 137), absl::Minutes(1));
 }
 
 std::string ReadAll(int fd) {

@@ -39,6 +39,17 @@ absl::Status ValidateJob(const Job& job) {
         "--nnodes > 1 needs --master_port (the same on every node) and "
         "--master_addr (the address of node 0)");
   }
+  if (job.store_port < 0 || job.store_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--store_port is ", job.store_port, "; give a TCP port in 1..65535"));
+  }
+  if (job.store_port != 0 && (!job.host_store || job.init_method != "env://")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--store_port is the port of the store distrun hosts, but ",
+                     job.host_store ? absl::StrCat("--init_method=", job.init_method)
+                                    : std::string("--host_store=false"),
+                     " leaves the store to the ranks; drop --store_port"));
+  }
   if (job.master_addr.empty()) {
     return absl::InvalidArgumentError(
         "--master_addr is empty; give the host name or address of node 0");

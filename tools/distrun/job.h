@@ -2,6 +2,7 @@
 #ifndef DIST_TOOLS_DISTRUN_JOB_H_
 #define DIST_TOOLS_DISTRUN_JOB_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,8 +21,19 @@ struct Job {
   int master_port = 0;  // 0: pick a free one (single node only)
   std::string backend;  // empty: leave DIST_BACKEND alone
   // DIST_INIT_METHOD of every rank; the ranks still get RANK, WORLD_SIZE,
-  // MASTER_ADDR, ... for tcp:// and file:// URLs without ?rank=.
+  // MASTER_ADDR, ... for tcp:// and file:// URLs without ?rank=. When
+  // distrun hosts the store, main.cc replaces it with the URL naming that
+  // store (hosted_store.h).
   std::string init_method = "env://";
+  // Whether distrun hosts the job's store (env:// only; several nodes only
+  // with store_port), so that it outlives every rank (hosted_store.h).
+  bool host_store = true;
+  // The port of the store distrun hosts; 0: a free one (one node only).
+  int store_port = 0;
+  // The soft open-files limit the ranks start with; 0: distrun's own. The
+  // store distrun hosts raises distrun's limit for its clients, and the
+  // ranks must not inherit that.
+  uint64_t rank_open_files = 0;
   // The job's store secret, given to every rank as DIST_STORE_TOKEN; empty:
   // leave DIST_STORE_TOKEN as it is (distrun fills this in, see main.cc).
   std::string store_token;

@@ -1,6 +1,7 @@
 #include "tools/distrun/launcher.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -19,6 +20,25 @@ namespace {
 // After every rank has exited, how long output that a rank's own children
 // still write (they hold the pipe open) is waited for.
 constexpr int64_t kDrainMs = 2000;
+
+// Sets the soft open-files limit to `soft` (0: leaves it) for the ranks
+// started in its scope, which inherit it, and restores distrun's own after.
+class RankOpenFilesLimit {
+ public:
+  explicit RankOpenFilesLimit(uint64_t soft) {
+    if (soft == 0 || getrlimit(RLIMIT_NOFILE, &own_) != 0 || own_.rlim_cur == soft) return;
+    rlimit ranks = own_;
+    ranks.rlim_cur = static_cast<rlim_t>(soft);
+    set_ = setrlimit(RLIMIT_NOFILE, &ranks) == 0;
+  }
+  ~RankOpenFilesLimit() {
+    if (set_) setrlimit(RLIMIT_NOFILE, &own_);
+  }
+
+ private:
+  rlimit own_{};
+  bool set_ = false;
+};
 
 }  // namespace
 
@@ -81,12 +101,17 @@ int Launcher::Run() {
     rank->rank = job_.global_rank(i);
     ranks_.push_back(std::move(rank));
   }
-  for (int i = 0; i < job_.nproc_per_node; ++i) {
-    if (!StartRank(i)) {
-      if (i > 0) {
-        BeginStop(absl::ZeroDuration(), "stopping the ranks already started");
+  {
+    // The store distrun may host raised distrun's limit for its clients;
+    // the ranks get the one distrun was given.
+    RankOpenFilesLimit limit(job_.rank_open_files);
+    for (int i = 0; i < job_.nproc_per_node; ++i) {
+      if (!StartRank(i)) {
+        if (i > 0) {
+          BeginStop(absl::ZeroDuration(), "stopping the ranks already started");
+        }
+        break;
       }
-      break;
     }
   }
   if (job_.timeout > absl::ZeroDuration() && start_error_code_ == 0) {

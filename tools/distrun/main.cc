@@ -3,8 +3,10 @@
 //   distrun -n 4 [--backend gloo] PROGRAM [ARGS...]
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,7 @@
 #include "support/free_port.h"
 #include "tools/common/help.h"
 #include "tools/distrun/command_line.h"
+#include "tools/distrun/hosted_store.h"
 #include "tools/distrun/job.h"
 #include "tools/distrun/launcher.h"
 
@@ -38,6 +41,14 @@ ABSL_FLAG(std::string, init_method, "env://",
           "DIST_INIT_METHOD for the ranks, e.g. tcp://node0:29500 or "
           "file:///shared/dir/job1 (a directory every node sees); RANK and "
           "WORLD_SIZE still come from distrun.");
+ABSL_FLAG(bool, host_store, true,
+          "distrun hosts the job's store, so it outlives every rank (rank 0 too, for "
+          "--survive): the ranks get DIST_INIT_METHOD=env://?external=1&master_port=PORT. "
+          "Only with the default --init_method; on several nodes only with --store_port. "
+          "false: rank 0 hosts it at MASTER_PORT.");
+ABSL_FLAG(int, store_port, 0,
+          "Port of the store distrun hosts; 0 picks a free one (one node). Several nodes: "
+          "the same on every node, and distrun on node 0 hosts the store there.");
 ABSL_FLAG(absl::Duration, grace, absl::Seconds(3),
           "After the first rank fails, the others get this long to end by "
           "themselves, then SIGTERM, then after as long again SIGKILL. Also "
@@ -75,15 +86,17 @@ int main(int argc, char** argv) {
       "starts the ranks of a dist job on this node.\n\n"
       "  distrun -n N [--backend NAME] [flags] PROGRAM [ARGS...]\n\n"
       "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
-      "MASTER_ADDR, MASTER_PORT and DIST_INIT_METHOD=env:// (--init_method; and DIST_BACKEND\n"
+      "MASTER_ADDR, MASTER_PORT and DIST_INIT_METHOD=env://?external=1&master_port=PORT\n"
+      "(the store distrun hosts; see --host_store and --init_method; and DIST_BACKEND\n"
       "with --backend), and DIST_STORE_TOKEN: a random secret for this job,\n"
       "unless DIST_STORE_TOKEN is set already (several nodes: export the same\n"
       "one on every node). Output lines are prefixed with \"[RANK] \". SIGINT and\n"
       "SIGTERM are forwarded. When a rank fails the others are stopped and\n"
       "distrun exits with the first failure's code (128+N for signal N).\n"
       "Several nodes: run distrun on each with --nnodes, --node_rank,\n"
-      "--master_addr and --master_port. Flags go before PROGRAM (or end\n"
-      "them with --); dashes in flag names work too (--node-rank).");
+      "--master_addr and --master_port (and --store_port, for a store that\n"
+      "outlives rank 0). Flags go before PROGRAM (or end them with --);\n"
+      "dashes in flag names work too (--node-rank).");
   dist::tools::SetToolUsage(
       "distrun", absl::StrCat("distrun (dist ", DIST_VERSION_MAJOR, ".", DIST_VERSION_MINOR, ".",
                               DIST_VERSION_PATCH, ")\n"));
@@ -111,6 +124,8 @@ int main(int argc, char** argv) {
   job.timeout = absl::GetFlag(FLAGS_timeout);
   job.prefix = absl::GetFlag(FLAGS_prefix);
   job.survive = absl::GetFlag(FLAGS_survive);
+  job.host_store = absl::GetFlag(FLAGS_host_store);
+  job.store_port = absl::GetFlag(FLAGS_store_port);
   if (absl::Status valid = dist::distrun::ValidateJob(job); !valid.ok()) {
     std::fprintf(stderr, "distrun: %s\n", std::string(valid.message()).c_str());
     return 2;
@@ -118,14 +133,8 @@ int main(int argc, char** argv) {
   if (std::optional<std::string> warning = dist::distrun::MasterAddrWarning(job)) {
     std::fprintf(stderr, "distrun: warning: %s\n", warning->c_str());
   }
-  if (job.master_port == 0) {
-    absl::StatusOr<int> port = dist::PickFreePort(job.master_addr);
-    if (!port.ok()) {
-      std::fprintf(stderr, "distrun: %s; check --master_addr or pass --master_port\n",
-                   std::string(port.status().message()).c_str());
-      return 2;
-    }
-    job.master_port = *port;
+  if (std::optional<std::string> warning = dist::distrun::StorePlanWarning(job)) {
+    std::fprintf(stderr, "distrun: warning: %s\n", warning->c_str());
   }
   // The store authenticates its clients by default: a random secret for
   // this job, unless the user gave one. Nodes cannot agree on a random one,
@@ -147,10 +156,40 @@ int main(int argc, char** argv) {
                    "export DIST_STORE_TOKEN=$(openssl rand -hex 32)\n");
     }
   }
+  // The store starts before MASTER_PORT is picked, so that the two cannot
+  // be the same port.
+  const dist::distrun::StorePlan plan = dist::distrun::PlanStore(job);
+  std::unique_ptr<dist::distrun::HostedStore> store;
+  if (plan.host_here) {
+    rlimit files{};
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0) job.rank_open_files = files.rlim_cur;
+    absl::StatusOr<std::unique_ptr<dist::distrun::HostedStore>> started =
+        dist::distrun::HostedStore::Start(
+            job, !job.store_token.empty() ? job.store_token : (given != nullptr ? given : ""));
+    if (!started.ok()) {
+      std::fprintf(stderr, "distrun: %s\n", std::string(started.status().message()).c_str());
+      return 1;
+    }
+    store = *std::move(started);
+    job.store_port = store->port();
+  }
+  if (plan.external) job.init_method = dist::distrun::HostedStoreInitMethod(job.store_port);
+  if (job.master_port == 0) {
+    absl::StatusOr<int> port = dist::PickFreePort(job.master_addr);
+    if (!port.ok()) {
+      std::fprintf(stderr, "distrun: %s; check --master_addr or pass --master_port\n",
+                   std::string(port.status().message()).c_str());
+      return 2;
+    }
+    job.master_port = *port;
+  }
   // A reader of our output that goes away must not kill us before the
   // ranks are stopped; the ranks get default signal handling back (libuv
   // resets dispositions in the child).
   signal(SIGPIPE, SIG_IGN);
   dist::distrun::Launcher launcher(job);
-  return launcher.Run();
+  const int code = launcher.Run();
+  // Every rank of this node has exited by now.
+  if (store != nullptr) store->Stop(dist::distrun::StoreLinger(job, code));
+  return code;
 }

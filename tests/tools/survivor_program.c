@@ -1,0 +1,72 @@
+/* A real dist program for distrun --survive: dist_init(NULL) takes
+ * everything from the environment distrun sets. The ranks all-reduce
+ * rank + 1 until the group fails; rank VICTIM (the argument) SIGKILLs itself
+ * before the fourth. The survivors shrink the group and all-reduce their old
+ * rank + 1 on it, printing "rank R: rank r of n after the shrink, sum S" for
+ * the test to check against the survivors it knows. Any other outcome is
+ * one line on stderr and exit code 1. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "dist/dist.h"
+
+enum { kIterationsBefore = 3, kMaxIterations = 1000 };
+
+/* Prints WHAT: the error's code and message, takes the error, returns 1. */
+static int Fail(const char* what, dist_error_t* err) {
+  fprintf(stderr, "%s: %s: %s\n", what, dist_error_code_name(dist_error_code(err)),
+          dist_error_message(err));
+  dist_error_destroy(err);
+  return 1;
+}
+
+int main(int argc, char** argv) {
+  const int victim = argc > 1 ? atoi(argv[1]) : -1;
+  dist_process_group_t* group = NULL;
+  dist_error_t* err = dist_init(NULL, &group);
+  if (err != NULL) return Fail("dist_init", err);
+  const int rank = dist_rank(group), world = dist_world_size(group);
+  int iter = 0;
+  for (; iter < kMaxIterations; ++iter) {
+    if (rank == victim && iter == kIterationsBefore) {
+      printf("rank %d: SIGKILL\n", rank);
+      fflush(stdout);
+      raise(SIGKILL);
+    }
+    double value = rank + 1;
+    dist_buffer_t b = dist_make_buffer(&value, 1, DIST_FLOAT64, dist_cpu());
+    err = dist_all_reduce(group, &b, &b, DIST_SUM, NULL);
+    if (err != NULL) {
+      const dist_error_code_t code = dist_error_code(err);
+      /* The failure: the group revoked by the failure detector, or the
+       * backend's lost connection to the dead rank, whichever came first. */
+      if (iter < kIterationsBefore || (code != DIST_REVOKED && code != DIST_UNAVAILABLE)) {
+        return Fail("all_reduce", err);
+      }
+      dist_error_destroy(err);
+      break;
+    }
+    if (value != world * (world + 1) / 2) {
+      fprintf(stderr, "all_reduce %d: %g, want %d\n", iter, value, world * (world + 1) / 2);
+      return 1;
+    }
+  }
+  if (iter == kMaxIterations) {
+    fprintf(stderr, "rank %d: the group never failed\n", rank);
+    return 1;
+  }
+  dist_process_group_t* shrunk = NULL;
+  err = dist_shrink(group, NULL, &shrunk);
+  if (err != NULL) return Fail("dist_shrink", err);
+  double value = rank + 1;
+  dist_buffer_t b = dist_make_buffer(&value, 1, DIST_FLOAT64, dist_cpu());
+  err = dist_all_reduce(shrunk, &b, &b, DIST_SUM, NULL);
+  if (err != NULL) return Fail("all_reduce after the shrink", err);
+  printf("rank %d: rank %d of %d after the shrink, sum %g\n", rank, dist_rank(shrunk),
+         dist_world_size(shrunk), value);
+  fflush(stdout);
+  dist_destroy(shrunk);
+  dist_destroy(group);
+  return 0;
+}
