@@ -8,8 +8,8 @@ prints each build's median time over its runs and the median of the
 per-pair ratios B / A (< 1: B is faster), as a Markdown table.
 
   bazel build -c opt //tools/distbench //plugins/backends/gloo:all
-  cp bazel-bin/plugins/backends/gloo/libdist-backend-gloo.so /tmp/new.so   # and the old build's
-  tools/distbench/compare_builds.py --a /tmp/old.so --b /tmp/new.so -n 2,4 -- \\
+  mkdir -m 755 ~/ab && cp bazel-bin/plugins/backends/gloo/libdist-backend-gloo.so ~/ab/new.so   # and the old build to ~/ab/old.so (dist refuses plugins in world-writable folders)
+  tools/distbench/compare_builds.py --a ~/ab/old.so --b ~/ab/new.so -n 2,4 -- \\
       --op all_reduce,broadcast,all_gather,barrier -b 8 -e 256K -f 8 --rounds 7 --iters 20 --check
 
 Everything after `--` goes to distbench as it is.
