@@ -219,7 +219,8 @@ TEST(Capabilities, CudaOnlyEveryCollectiveNoBitwiseOps) {
   EXPECT_EQ(caps.all_reduce_ops, ops);
   EXPECT_EQ(caps.reduce_ops, ops);
   EXPECT_EQ(caps.reduce_scatter_ops, ops);
-  EXPECT_EQ(caps.flags, DIST_CAP_SUBGROUPS | DIST_CAP_STREAM_WAIT | DIST_CAP_CUDA_AWARE);
+  EXPECT_EQ(caps.flags,
+            DIST_CAP_SUBGROUPS | DIST_CAP_STREAM_WAIT | DIST_CAP_CUDA_AWARE | DIST_CAP_SHRINK);
   ASSERT_NE(caps.notes, nullptr);
 }
 
