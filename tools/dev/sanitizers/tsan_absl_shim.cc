@@ -56,7 +56,15 @@ struct Wrapped {
 // again without passing through Unlock when the condition is false: the
 // evaluation is a critical section of its own, so it acquires before and
 // releases after, or its reads would race with the next holder's writes.
+//
+// The wrapper lives on the waiter's stack, and absl hands its address to
+// whichever thread lets go of the mutex through its own (uninstrumented)
+// queue: the waiter releases on the wrapper's address after filling it in,
+// and the evaluation acquires there before reading it, or TSan reports the
+// read of the wrapper as a race with its writing (seen in survival_test,
+// two threads waiting on one Notification with timeouts).
 bool EvalWrapped(const ConditionLayout* c) {
+  __tsan_acquire(const_cast<ConditionLayout*>(c));
   const Wrapped* w = reinterpret_cast<const Wrapped*>(c);
   __tsan_acquire(w->mu);
   const bool result =
@@ -126,6 +134,7 @@ SHIM(void, _ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE, (void* mu, const v
 void _ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE(void* mu, const void* cond) {
   REAL(void (*)(void*, const void*), _ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE);
   Wrapped w = Wrap(mu, cond);
+  __tsan_release(&w);  // handed to other threads inside Abseil: see EvalWrapped
   real(mu, &w);
   __tsan_acquire(mu);
 }
@@ -133,6 +142,7 @@ SHIM(void, _ZN4absl7debian35Mutex14ReaderLockWhenERKNS0_9ConditionE, (void* mu, 
 void _ZN4absl7debian35Mutex14ReaderLockWhenERKNS0_9ConditionE(void* mu, const void* cond) {
   REAL(void (*)(void*, const void*), _ZN4absl7debian35Mutex14ReaderLockWhenERKNS0_9ConditionE);
   Wrapped w = Wrap(mu, cond);
+  __tsan_release(&w);  // handed to other threads inside Abseil: see EvalWrapped
   real(mu, &w);
   __tsan_acquire(mu);
 }
@@ -144,6 +154,7 @@ bool _ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE
   REAL(bool (*)(void*, const void*, Duration),
        _ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE);
   Wrapped w = Wrap(mu, cond);
+  __tsan_release(&w);  // handed to other threads inside Abseil: see EvalWrapped
   const bool result = real(mu, &w, d);
   __tsan_acquire(mu);  // held either way
   return result;
@@ -156,6 +167,7 @@ bool _ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE(vo
   REAL(bool (*)(void*, const void*, Time),
        _ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE);
   Wrapped w = Wrap(mu, cond);
+  __tsan_release(&w);  // handed to other threads inside Abseil: see EvalWrapped
   const bool result = real(mu, &w, t);
   __tsan_acquire(mu);
   return result;
@@ -180,6 +192,7 @@ SHIM(void, _ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE, (void* mu, const void
 void _ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE(void* mu, const void* cond) {
   REAL(void (*)(void*, const void*), _ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE);
   Wrapped w = Wrap(mu, cond);
+  __tsan_release(&w);  // handed to other threads inside Abseil: see EvalWrapped
   __tsan_release(mu);
   real(mu, &w);
   __tsan_acquire(mu);
@@ -192,6 +205,7 @@ bool _ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE(vo
   REAL(bool (*)(void*, const void*, Duration),
        _ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE);
   Wrapped w = Wrap(mu, cond);
+  __tsan_release(&w);  // handed to other threads inside Abseil: see EvalWrapped
   __tsan_release(mu);
   const bool result = real(mu, &w, d);
   __tsan_acquire(mu);
@@ -205,6 +219,7 @@ bool _ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE(void*
   REAL(bool (*)(void*, const void*, Time),
        _ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE);
   Wrapped w = Wrap(mu, cond);
+  __tsan_release(&w);  // handed to other threads inside Abseil: see EvalWrapped
   __tsan_release(mu);
   const bool result = real(mu, &w, t);
   __tsan_acquire(mu);
