@@ -74,6 +74,18 @@ absl::Status CheckHost(const char* op, const dist_buffer_t& send, const dist_buf
   return absl::OkStatus();
 }
 
+// The arguments of a variable-count collective's whole buffers (run_v, and
+// the core's own all_reduce for reduce_scatter_v).
+dist_op_args_t WholeBuffers(const dist_buffer_t& send, const dist_buffer_t& recv,
+                            dist_reduce_op_t op = DIST_SUM) {
+  dist_op_args_t args{};
+  args.struct_size = sizeof(args);
+  args.send = send;
+  args.recv = recv;
+  args.op = op;
+  return args;
+}
+
 }  // namespace
 
 std::optional<absl::Status> ProcessGroup::RunVariableOnBackend(const char* op,
@@ -125,10 +137,7 @@ absl::Status ProcessGroup::AllToAllV(const dist_buffer_t& send, const uint64_t* 
                                                    send_counts[rank_], " elements but expects ",
                                                    recv_counts[rank_], " from itself"));
   }
-  dist_op_args_t args{};
-  args.struct_size = sizeof(args);
-  args.send = send;
-  args.recv = recv;
+  const dist_op_args_t args = WholeBuffers(send, recv);
   const dist_op_counts_t counts{sizeof(dist_op_counts_t), send_counts, sd.data(), recv_counts,
                                 rd.data()};
   if (std::optional<absl::Status> done =
@@ -183,10 +192,7 @@ absl::Status ProcessGroup::AllGatherV(const dist_buffer_t& send, const dist_buff
   DIST_RETURN_IF_ERROR(CheckHost("all_gather_v", send, recv));
   const std::vector<uint64_t> rd = Displacements(recv_counts, recv_displs, world_size_);
   DIST_RETURN_IF_ERROR(CheckBlocks("all_gather_v", "recv", recv, recv_counts, rd, world_size_));
-  dist_op_args_t args{};
-  args.struct_size = sizeof(args);
-  args.send = send;
-  args.recv = recv;
+  const dist_op_args_t args = WholeBuffers(send, recv);
   const dist_op_counts_t counts{sizeof(dist_op_counts_t), nullptr, nullptr, recv_counts, rd.data()};
   if (std::optional<absl::Status> done =
           RunVariableOnBackend("all_gather_v", DIST_COLL_ALL_GATHER, args, counts)) {
@@ -214,11 +220,7 @@ absl::Status ProcessGroup::ReduceScatterV(const dist_buffer_t& send, const dist_
                      recv_counts[rank_], ", has ", recv.count, ")"));
   }
   const std::vector<uint64_t> packed = Displacements(recv_counts, nullptr, world_size_);
-  dist_op_args_t native{};
-  native.struct_size = sizeof(native);
-  native.send = send;
-  native.recv = recv;
-  native.op = op;
+  const dist_op_args_t native = WholeBuffers(send, recv, op);
   const dist_op_counts_t counts{sizeof(dist_op_counts_t), nullptr, nullptr, recv_counts,
                                 packed.data()};
   if (std::optional<absl::Status> done =
@@ -228,13 +230,9 @@ absl::Status ProcessGroup::ReduceScatterV(const dist_buffer_t& send, const dist_
   const size_t element = dist_dtype_size(send.dtype);
   std::vector<char> staging(total * element);
   if (total > 0) std::memcpy(staging.data(), send.data, staging.size());
-  dist_op_args_t args{};
-  args.struct_size = sizeof(args);
-  args.send = send;
-  args.send.data = staging.data();
-  args.recv = args.send;
-  args.op = op;
-  absl::Status status = Run(DIST_COLL_ALL_REDUCE, args);
+  dist_buffer_t staged = send;
+  staged.data = staging.data();
+  absl::Status status = Run(DIST_COLL_ALL_REDUCE, WholeBuffers(staged, staged, op));
   if (!status.ok()) {
     return absl::Status(status.code(), absl::StrCat("reduce_scatter_v: ", status.message()));
   }
