@@ -450,6 +450,46 @@ DIST_EXPORT dist_error_t* dist_shrink(dist_process_group_t* group,
   });
 }
 
+DIST_EXPORT dist_error_t* dist_grow(dist_process_group_t* group, const dist_grow_options_t* options,
+                                    dist_process_group_t** new_group) {
+  if (group == nullptr) return NullArgument("dist_grow", "group");
+  if (new_group == nullptr) return NullArgument("dist_grow", "new_group");
+  *new_group = nullptr;
+  if (dist_error_t* error = ForkedChildError("dist_grow", *group->group)) return error;
+  dist_grow_options_t read{};
+  if (options != nullptr) {
+    if (options->struct_size < offsetof(dist_grow_options_t, joiners) + sizeof(int32_t)) {
+      return dist_error_new(DIST_INVALID_ARGUMENT,
+                            "dist_grow: options->struct_size %zu is too small; set it to "
+                            "sizeof(dist_grow_options_t)",
+                            options->struct_size);
+    }
+    read.timeout_ms = options->timeout_ms;
+    read.joiners = options->joiners;
+  }
+  if (read.timeout_ms < 0 || read.timeout_ms > dist::kMaxTimeoutMs) {
+    return dist_error_new(DIST_INVALID_ARGUMENT,
+                          "dist_grow: timeout_ms %lld is outside [0, %lld]; 0 means the "
+                          "group's timeout",
+                          static_cast<long long>(read.timeout_ms),
+                          static_cast<long long>(dist::kMaxTimeoutMs));
+  }
+  if (read.joiners < 0) {
+    return dist_error_new(DIST_INVALID_ARGUMENT,
+                          "dist_grow: joiners %d is negative; pass how many joining processes "
+                          "to admit, or 0 for every one waiting",
+                          static_cast<int>(read.joiners));
+  }
+  return Guarded("dist_grow", [&]() -> dist_error_t* {
+    const absl::Duration timeout =
+        read.timeout_ms > 0 ? absl::Milliseconds(read.timeout_ms) : group->group->timeout();
+    absl::StatusOr<std::unique_ptr<ProcessGroup>> grown = group->group->Grow(read.joiners, timeout);
+    if (!grown.ok()) return ToError(grown.status());
+    *new_group = new dist_process_group{*std::move(grown)};
+    return nullptr;
+  });
+}
+
 DIST_EXPORT void dist_abort(dist_process_group_t* group, const char* reason) {
   if (group == nullptr) return;
   // Aborting the child's copy would abort the parent's job.

@@ -111,7 +111,7 @@ absl::StatusOr<FileConfig> LoadConfigFile(const std::string& path) {
   }
   const std::string usage =
       "known keys: backend, init_method, timeout, log_level, debug, trace_dir, trace_entries, "
-      "survival, failure_detect_ms, and tables [options] or "
+      "survival, failure_detect_ms, join, and tables [options] or "
       "[<plugin>] for backend and rendezvous options";
   for (const auto& [key, node] : table) {
     const std::string name(key.str());
@@ -120,20 +120,20 @@ absl::StatusOr<FileConfig> LoadConfigFile(const std::string& path) {
         name == "timeout" || name == "trace_entries" || name == "failure_detect_ms";
     if (name == "backend" || name == "init_method" || name == "log_level" || name == "timeout" ||
         name == "debug" || name == "trace_dir" || name == "trace_entries" || name == "survival" ||
-        name == "failure_detect_ms") {
+        name == "join" || name == "failure_detect_ms") {
       if (!node.is_value() || node.is_array()) {
         return absl::InvalidArgumentError(
             absl::StrCat("config file ", path, " line ", line, ": '", name, "' must be a value"));
       }
       const bool ok = node.is_string() || (numeric && node.is_number()) ||
-                      (name == "survival" && node.is_boolean());
+                      ((name == "survival" || name == "join") && node.is_boolean());
       if (!ok) {
-        return absl::InvalidArgumentError(absl::StrCat("config file ", path, " line ", line, ": '",
-                                                       name, "' must be a string",
-                                                       name == "timeout" ? " or a number of seconds"
-                                                       : numeric         ? " or a number"
-                                                       : name == "survival" ? " or a boolean"
-                                                                            : ""));
+        return absl::InvalidArgumentError(
+            absl::StrCat("config file ", path, " line ", line, ": '", name, "' must be a string",
+                         name == "timeout"                      ? " or a number of seconds"
+                         : numeric                              ? " or a number"
+                         : name == "survival" || name == "join" ? " or a boolean"
+                                                                : ""));
       }
       file.values[name] = TomlScalarToString(node);
     } else if (const toml::table* section = node.as_table()) {
@@ -236,6 +236,11 @@ absl::Status ResolveSurvivalOptions(const FileConfig& file, ResolvedConfig& conf
                      "' is not a failure detection bound in milliseconds in [50, 600000]"));
   }
   config.failure_detect = absl::Milliseconds(ms);
+  config.join = PickSetting(config, "dist.join", "DIST_JOIN", file, "join", "off");
+  absl::StatusOr<bool> join = ParseSwitch(config.join);
+  if (!join.ok()) return join.status();
+  config.join_enabled = *join;
+  config.join.value = *join ? "on" : "off";
   return absl::OkStatus();
 }
 
@@ -404,11 +409,6 @@ absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options)
   }
 
   if (HostStoreOf(options) != nullptr) {
-    if (options->world_size <= 0) {
-      return absl::InvalidArgumentError(
-          "argument: a store was given without rank and world_size; a host that brings its "
-          "own store must say who this rank is (dist_init_options_t.rank and .world_size)");
-    }
     config.init_method = {"store://host", "argument (a store from the host)"};
   }
   const std::string& url = config.init_method.value;
@@ -450,6 +450,12 @@ absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options)
     config.group_name = options->group_name;
   }
   DIST_RETURN_IF_ERROR(ResolveSurvivalOptions(file, config));
+  // A joining process gets its rank from the job it joins (dist_grow).
+  if (HostStoreOf(options) != nullptr && options->world_size <= 0 && !config.join_enabled) {
+    return absl::InvalidArgumentError(
+        "argument: a store was given without rank and world_size; a host that brings its "
+        "own store must say who this rank is (dist_init_options_t.rank and .world_size)");
+  }
   return config;
 }
 
@@ -467,6 +473,7 @@ std::vector<ConfigOption> ConfigRows(const ResolvedConfig& config) {
        config.trace_dir.source},
       {"survival", config.survival.value, config.survival.source},
       {"failure_detect_ms", config.failure_detect_ms.value, config.failure_detect_ms.source},
+      {"join", config.join.value, config.join.source},
   };
   for (const ConfigOption& option : config.options) {
     rows.push_back({absl::StrCat("option.", option.key), option.value, option.source});

@@ -49,6 +49,7 @@ struct ResolvedConfig {
   ConfigValue trace_dir;          // where dumps go (DIST_TRACE_DIR); value empty: none
   ConfigValue survival;           // "on" or "off" (DIST_SURVIVAL, option dist.survival)
   ConfigValue failure_detect_ms;  // DIST_FAILURE_DETECT_MS, option dist.failure_detect_ms
+  ConfigValue join;               // "on" or "off" (DIST_JOIN, option dist.join)
   std::vector<ConfigOption> options;
 
   // Parsed forms.
@@ -59,8 +60,9 @@ struct ResolvedConfig {
   int64_t trace_entries_value = 2000;
   bool survival_enabled = false;  // heartbeat, detect failed ranks, allow dist_shrink
   absl::Duration failure_detect = absl::Milliseconds(500);  // silent this long: failed
-  int32_t rank = -1;        // explicit only; -1: from the init method
-  int32_t world_size = -1;  // explicit only
+  bool join_enabled = false;  // join a running group through dist_grow (dist.h 1.5)
+  int32_t rank = -1;          // explicit only; -1: from the init method
+  int32_t world_size = -1;    // explicit only
   std::string group_name = "default";
 };
 

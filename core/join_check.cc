@@ -19,12 +19,6 @@ constexpr char kPrefix[] = "dist/join/";
 
 std::string RankKey(int rank) { return absl::StrCat(kPrefix, "rank/", rank); }
 
-std::string Identity() {
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
-  return absl::StrCat(host, ":", getpid());
-}
-
 std::string Seconds(absl::Duration d) { return absl::StrCat(absl::ToDoubleSeconds(d), " s"); }
 
 // Lists up to a few ranks, then how many more.
@@ -38,11 +32,17 @@ std::string RankList(const std::vector<int>& ranks) {
 
 }  // namespace
 
+std::string ProcessIdentity() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return absl::StrCat(host, ":", getpid());
+}
+
 absl::Status RunJoinCheck(const dist_store_t* raw_store, int rank, int world_size,
                           const std::string& url, absl::Duration timeout, absl::Time deadline) {
   const StoreView store(raw_store);
   const std::string conflict_key = absl::StrCat(kPrefix, "conflict");
-  const std::string me = Identity();
+  const std::string me = ProcessIdentity();
 
   auto fail = [&](absl::Status status) -> absl::Status {
     // Tell every other rank too, so nobody waits out the timeout.

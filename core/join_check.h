@@ -18,6 +18,9 @@ namespace dist {
 absl::Status RunJoinCheck(const dist_store_t* store, int rank, int world_size,
                           const std::string& url, absl::Duration timeout, absl::Time deadline);
 
+// "host:pid": how errors and the store's records name this process.
+std::string ProcessIdentity();
+
 }  // namespace dist
 
 #endif  // DIST_CORE_JOIN_CHECK_H_

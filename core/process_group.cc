@@ -232,17 +232,22 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
   hints.world_size = config->world_size;
   hints.options = group->option_views_.empty() ? nullptr : group->option_views_.data();
   hints.num_options = group->option_views_.size();
-  absl::StatusOr<dist_rendezvous_result_t> joined =
-      host_store ? JoinThroughHostStore(*host_store, *config, group->timeout_)
-                 : Rendezvous(config->init_method.value, hints, group->timeout_);
-  if (!joined.ok()) return joined.status();
-  group->store_ = host_store ? host_store : std::make_shared<StoreOwner>(joined->store);
-  group->rank_ = joined->rank;
-  group->world_size_ = joined->world_size;
-  group->local_rank_ = joined->local_rank;
-  group->local_world_size_ = joined->local_world_size;
-  group->parent_rank_ = joined->rank;
-  group->store_prefix_ = absl::StrCat("dist/", group->name_, "/");
+  group->join_prefix_ = absl::StrCat("dist/", group->name_, "/join/");
+  if (config->join_enabled) {
+    DIST_RETURN_IF_ERROR(group->JoinRunningGroup(*config, hints, host_store));
+  } else {
+    absl::StatusOr<dist_rendezvous_result_t> joined =
+        host_store ? JoinThroughHostStore(*host_store, *config, group->timeout_)
+                   : Rendezvous(config->init_method.value, hints, group->timeout_);
+    if (!joined.ok()) return joined.status();
+    group->store_ = host_store ? host_store : std::make_shared<StoreOwner>(joined->store);
+    group->rank_ = joined->rank;
+    group->world_size_ = joined->world_size;
+    group->local_rank_ = joined->local_rank;
+    group->local_world_size_ = joined->local_world_size;
+    group->parent_rank_ = joined->rank;
+    group->store_prefix_ = absl::StrCat("dist/", group->name_, "/");
+  }
   SetLogRank(group->rank_);
   group->global_rank_ = group->rank_;
   const absl::Time joined_at = absl::Now();
@@ -369,6 +374,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::MakeChild(
   group->timeout_ms_ = timeout_ms_;
   group->store_ = store_;
   group->store_prefix_ = std::move(prefix);
+  group->join_prefix_ = absl::StrCat(group->store_prefix_, "join/");  // shrink, grow: the job's
   group->options_ = options_;
   for (const auto& [key, value] : group->options_) {
     group->option_views_.push_back({key.c_str(), value.c_str()});
@@ -409,79 +415,6 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::MakeChild(
   group->survival_settings_ = survival_settings_;
   DIST_RETURN_IF_ERROR(group->StartSurvival());
   return group;
-}
-
-absl::Status ProcessGroup::StartSurvival() {
-  if (!survival_settings_.enabled || rank_ < 0) return absl::OkStatus();
-  absl::StatusOr<dist_store_t*> store =
-      MakePrefixStore(store_->get(), absl::StrCat(store_prefix_, "survival/"));
-  if (!store.ok()) return store.status();
-  survival_ = std::make_unique<SurvivalMonitor>(
-      *store, rank_, world_size_, name_, survival_settings_,
-      [this](const std::string& message) { ApplyRevoke(message); });
-  revocation_->SetPoll([monitor = survival_.get()] { monitor->PollRevoke(); });
-  return absl::OkStatus();
-}
-
-void ProcessGroup::Revoke(const std::string& reason) {
-  if (survival_ != nullptr) {
-    survival_->Revoke(reason);  // every rank, through the store
-  } else {
-    ApplyRevoke(absl::StrCat("group '", name_, "' was revoked by rank ", rank_, ": ", reason,
-                             " (survival is off: only on this rank)"));
-  }
-}
-
-absl::Status ProcessGroup::RevokedOr(absl::Status status) {
-  revocation_->Poll();
-  return revocation_->revoked() ? revocation_->status() : status;
-}
-
-void ProcessGroup::ApplyRevoke(const std::string& message) {
-  if (!revocation_->Revoke(message)) return;
-  if (store_ != nullptr) store_->MarkFailed(message);
-  AbortComms(message);
-}
-
-std::vector<FailedRank> ProcessGroup::FailedRanks() const {
-  return survival_ != nullptr ? survival_->Failed() : std::vector<FailedRank>();
-}
-
-absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Shrink(absl::Duration timeout) {
-  if (rank_ < 0) return NotMemberError();
-  if (survival_ == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "dist_shrink on group '", name_,
-        "': survival is off; set DIST_SURVIVAL=1 (or the option dist.survival=1) on every rank"));
-  }
-  for (const BackendComm& comm : comms_) {
-    // A backend that cannot make a communicator of the survivors (MPI ends
-    // the whole job when a process dies, and one without the dead ranks
-    // needs ULFM, which dist does not use yet) is refused at once rather
-    // than left to hang in comm_create.
-    const bool declares = comm.plugin->abi_minor >= 5;
-    const bool can = declares ? (comm.plugin->capabilities.flags & DIST_CAP_SHRINK) != 0
-                              : !IsMpiName(comm.plugin->name);
-    if (!can) {
-      return absl::UnimplementedError(
-          absl::StrCat("dist_shrink on group '", name_, "': backend '", comm.plugin->name,
-                       "' cannot make a communicator without the failed ranks (",
-                       IsMpiName(comm.plugin->name)
-                           ? "that needs MPI's ULFM extension, which dist does not use yet"
-                           : "its capabilities do not include DIST_CAP_SHRINK",
-                       "); use gloo or shm for jobs that must survive a failed rank"));
-    }
-  }
-  const int epoch = ++shrink_epoch_;
-  absl::StatusOr<std::vector<int32_t>> survivors = survival_->AgreeOnSurvivors(epoch, timeout);
-  if (!survivors.ok()) return survivors.status();
-  // The old communicators stay revoked; the new ones are made anew, under
-  // a namespace of this shrink, by the survivors alone.
-  Revoke(absl::StrCat("shrunk to ranks [", absl::StrJoin(*survivors, ","), "]"));
-  // The new communicators' set-up is bounded by the shrink's timeout; their
-  // operations keep the group's.
-  return MakeChild(*survivors, absl::StrCat(name_, ".shrink", epoch),
-                   absl::StrCat(store_prefix_, "shrink", epoch, "/"), /*may_split=*/false, timeout);
 }
 
 absl::Status ProcessGroup::StartTracing(const TraceOptions& options) {

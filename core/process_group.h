@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/config.h"
 #include "core/fork_guard.h"
 #include "core/group_tracing.h"
 #include "core/plugin_loader.h"
@@ -95,6 +96,8 @@ class ProcessGroup {
   void Revoke(const std::string& reason);
   std::vector<FailedRank> FailedRanks() const;
   absl::StatusOr<std::unique_ptr<ProcessGroup>> Shrink(absl::Duration timeout);
+  // dist_grow (core/grow_admission.h): `joiners` 0 admits every one waiting.
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> Grow(int32_t joiners, absl::Duration timeout);
 
   int32_t rank() const { return rank_; }
   int32_t world_size() const { return world_size_; }
@@ -167,6 +170,13 @@ class ProcessGroup {
   std::optional<absl::Status> RunVariableOnBackend(const char* op, dist_collective_t kind,
                                                    const dist_op_args_t& args,
                                                    const dist_op_counts_t& counts);
+  // dist_init of a joining process (DIST_JOIN): waits for a grow to admit
+  // it, then sets up its communicators in the grown group.
+  absl::Status JoinRunningGroup(const ResolvedConfig& config, const dist_rendezvous_hints_t& hints,
+                                std::shared_ptr<StoreOwner> host_store);
+  // Why `op` (dist_shrink, dist_grow) cannot make communicators of another
+  // set of ranks on some backend, or OK.
+  absl::Status CheckRebuild(const char* op) const;
   // Starts the survival monitor when survival is on (members only).
   absl::Status StartSurvival();
   // The group is revoked with `message`: operations fail with it from now.
@@ -198,6 +208,10 @@ class ProcessGroup {
   SurvivalSettings survival_settings_;
   const std::shared_ptr<Revocation> revocation_ = std::make_shared<Revocation>();
   int shrink_epoch_ = 0;
+  int grow_epoch_ = 0;
+  // Where joining processes wait for this group's dist_grow: the job's
+  // first group's namespace, kept through shrinks and grows.
+  std::string join_prefix_;
   absl::Mutex variable_count_mu_;
   std::unique_ptr<ProcessGroup> variable_count_group_ ABSL_GUARDED_BY(variable_count_mu_);
   // Last: its thread calls back into the members above; destroyed first.

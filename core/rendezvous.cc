@@ -1,6 +1,7 @@
 #include "core/rendezvous.h"
 
 #include <cstddef>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -82,6 +83,40 @@ absl::StatusOr<dist_rendezvous_result_t> Rendezvous(const std::string& url,
                        ", join check ",
                        absl::FormatDuration(absl::Trunc(now - resolved, absl::Microseconds(100)))));
   return result;
+}
+
+absl::StatusOr<dist_store_t*> OpenStoreToJoin(const std::string& url,
+                                              const dist_rendezvous_hints_t& hints,
+                                              absl::Duration timeout) {
+  absl::StatusOr<std::string> scheme = UrlScheme(url);
+  if (!scheme.ok()) return scheme.status();
+  absl::StatusOr<const PluginRecord*> plugin = PluginRegistry::Get().LoadRendezvous(*scheme);
+  if (!plugin.ok()) return plugin.status();
+  if ((*plugin)->abi_minor < 2) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "DIST_JOIN: rendezvous plugin ", (*plugin)->path, " (ABI ", (*plugin)->abi_major, ".",
+        (*plugin)->abi_minor, ") cannot open a running job's store for a joining process; ",
+        "it needs rendezvous ABI 1.2 (rebuild it against the current SDK)"));
+  }
+  // The caller's options, and the one that says this process joins.
+  std::vector<dist_kv_t> options(hints.options, hints.options + hints.num_options);
+  options.push_back({"dist.join", "1"});
+  dist_rendezvous_hints_t joining = hints;
+  joining.rank = -1;
+  joining.world_size = -1;
+  joining.options = options.data();
+  joining.num_options = options.size();
+  dist_rendezvous_result_t result{};
+  result.struct_size = sizeof(result);
+  result.local_rank = -1;
+  result.local_world_size = -1;
+  DIST_RETURN_IF_ERROR(TakeError((*plugin)->rendezvous.resolve(
+      url.c_str(), &joining, absl::ToInt64Milliseconds(timeout), &result)));
+  if (result.store == nullptr) {
+    return absl::InternalError(
+        absl::StrCat("rendezvous plugin ", (*plugin)->path, " returned no store for ", url));
+  }
+  return result.store;
 }
 
 }  // namespace dist

@@ -25,6 +25,13 @@ absl::StatusOr<dist_rendezvous_result_t> Rendezvous(const std::string& url,
                                                     const dist_rendezvous_hints_t& hints,
                                                     absl::Duration timeout);
 
+// The store of a running job, for a process that joins it (dist.h: DIST_JOIN):
+// the plugin opens it without claiming a rank (rendezvous ABI 1.2, the hint
+// option dist.join=1), and no join check runs. The caller owns the store.
+absl::StatusOr<dist_store_t*> OpenStoreToJoin(const std::string& url,
+                                              const dist_rendezvous_hints_t& hints,
+                                              absl::Duration timeout);
+
 }  // namespace dist
 
 #endif  // DIST_CORE_RENDEZVOUS_H_

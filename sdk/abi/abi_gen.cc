@@ -343,6 +343,10 @@ int main() {
   STRUCT(H, dist_shrink_options_t);
   FIELD(H, dist_shrink_options_t, struct_size);
   FIELD(H, dist_shrink_options_t, timeout_ms);
+  STRUCT(H, dist_grow_options_t);
+  FIELD(H, dist_grow_options_t, struct_size);
+  FIELD(H, dist_grow_options_t, timeout_ms);
+  FIELD(H, dist_grow_options_t, joiners);
 #endif
   return 0;
 }

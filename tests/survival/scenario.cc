@@ -32,7 +32,8 @@ struct Shared {
   int64_t failure_ns;
   int64_t error_ns[kMaxWorld];
   int64_t first_ok_ns[kMaxWorld];
-  char errors[kMaxWorld][512];
+  int64_t grown_ok_ns[kMaxWorld];   // by rank in the grown group
+  char errors[2 * kMaxWorld][512];  // ranks, then joiners
   // resume_victim: the resumed victim's shrink has answered; until then
   // the survivors keep the old group (and rank 0 the tcp:// store) alive.
   int victim_answered;
@@ -55,6 +56,8 @@ std::string Describe(dist_error_t* error) {
 dist_buffer_t Cpu(std::vector<float>& v) {
   return dist_make_buffer(v.data(), v.size(), DIST_FLOAT32, dist_cpu());
 }
+
+std::string CheckGrown(dist_process_group_t* g, int world, Shared* shared);
 
 class Rank {
  public:
@@ -173,6 +176,7 @@ class Rank {
     }
     if (error != nullptr) return "shrink: " + Describe(error);
     std::string failed = CheckShrunk(shrunk, shared);
+    if (failed.empty() && s_.grow) failed = Grow(shrunk, shared);
     dist_destroy(shrunk);
     if (!failed.empty()) return failed;
     // The old group: revoked for good, and it knows whom it lost.
@@ -253,11 +257,84 @@ class Rank {
     return "";
   }
 
+  // The survivors admit one joiner per lost rank and check the grown group.
+  std::string Grow(dist_process_group_t* shrunk, Shared* shared) {
+    dist_grow_options_t options{sizeof(dist_grow_options_t), kTimeoutMs,
+                                static_cast<int32_t>(s_.world - survivors_.size())};
+    dist_process_group_t* grown = nullptr;
+    if (dist_error_t* e = dist_grow(shrunk, &options, &grown)) return "grow: " + Describe(e);
+    const int32_t me = dist_rank(shrunk);
+    std::string failed = dist_rank(grown) != me
+                             ? absl::StrCat("grown group: rank ", dist_rank(grown), ", want ", me)
+                             : CheckGrown(grown, s_.world, shared);
+    dist_destroy(grown);
+    return failed;
+  }
+
   const Scenario& s_;
   const int rank_;
   std::vector<int> survivors_;
   bool resumed_ = false;
 };
+
+// A grown group of `world` ranks: every collective checked against values
+// computed from the ranks in it.
+std::string CheckGrown(dist_process_group_t* g, int world, Shared* shared) {
+  const int n = dist_world_size(g);
+  const int me = dist_rank(g);
+  if (n != world || me < 0) return absl::StrCat("grown group: rank ", me, " of ", n);
+  std::vector<float> v(kCount);
+  for (uint64_t i = 0; i < kCount; ++i) v[i] = static_cast<float>((me + 1) * (i % 5 + 1));
+  dist_buffer_t b = Cpu(v);
+  if (dist_error_t* e = dist_all_reduce(g, &b, &b, DIST_SUM, nullptr)) {
+    return "grown all_reduce: " + Describe(e);
+  }
+  shared->grown_ok_ns[me] = NowNs();
+  for (uint64_t i = 0; i < kCount; ++i) {
+    if (v[i] != static_cast<float>(n * (n + 1) / 2 * (i % 5 + 1))) {
+      return absl::StrCat("grown all_reduce [", i, "]: ", v[i]);
+    }
+  }
+  const int root = n - 1;  // a joiner
+  std::vector<float> c(kCount, -1.f);
+  if (me == root) {
+    for (uint64_t i = 0; i < kCount; ++i) c[i] = static_cast<float>(i * 5);
+  }
+  dist_buffer_t cb = Cpu(c);
+  if (dist_error_t* e = dist_broadcast(g, &cb, &cb, root, nullptr)) {
+    return "grown broadcast: " + Describe(e);
+  }
+  for (uint64_t i = 0; i < kCount; ++i) {
+    if (c[i] != static_cast<float>(i * 5)) return "grown broadcast: wrong values";
+  }
+  std::vector<float> mine(8), all(8 * n);
+  for (int i = 0; i < 8; ++i) mine[i] = static_cast<float>(me * 100 + i);
+  dist_buffer_t sb = Cpu(mine), rb = Cpu(all);
+  if (dist_error_t* e = dist_all_gather(g, &sb, &rb, nullptr)) {
+    return "grown all_gather: " + Describe(e);
+  }
+  for (int j = 0; j < n * 8; ++j) {
+    if (all[j] != static_cast<float>(j / 8 * 100 + j % 8)) return "grown all_gather: wrong block";
+  }
+  return "";
+}
+
+// A process started after the failure that joins the job (DIST_JOIN=1).
+std::string RunJoiner(const Scenario& s, Shared* shared) {
+  setenv("DIST_SURVIVAL", "1", 1);
+  setenv("DIST_JOIN", "1", 1);
+  const std::string url = s.tcp_port > 0 ? absl::StrCat("tcp://127.0.0.1:", s.tcp_port)
+                                         : absl::StrCat("file://", s.dir, "/store");
+  dist_init_options_t options = dist_init_options_default();
+  options.backend = s.backend.c_str();
+  options.init_method = url.c_str();
+  options.timeout_ms = kTimeoutMs;
+  dist_process_group_t* group = nullptr;
+  if (dist_error_t* e = dist_init(&options, &group)) return "joiner's init: " + Describe(e);
+  std::string failed = CheckGrown(group, s.world, shared);
+  dist_destroy(group);
+  return failed;
+}
 
 }  // namespace
 
@@ -287,13 +364,34 @@ Outcome Run(const Scenario& s) {
     pids.push_back(pid);
   }
   const absl::Time deadline = absl::Now() + kJobBound;
-  std::vector<bool> done(s.world, false);
+  // Joiners have the slots after the ranks' (their rank in the grown group
+  // is not known until it is admitted).
+  int slots = s.world;
+  if (s.grow) {
+    while (__atomic_load_n(&shared->failure_ns, __ATOMIC_ACQUIRE) == 0 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    for (int r = 0; r < s.world; ++r) {
+      if (!s.Lost(r)) continue;
+      const int slot = slots++;
+      const pid_t pid = fork();
+      if (pid == 0) {
+        const std::string failed = RunJoiner(s, shared);
+        std::snprintf(shared->errors[slot], sizeof(shared->errors[slot]), "%s", failed.c_str());
+        std::fflush(nullptr);
+        _exit(failed.empty() ? 0 : 1);
+      }
+      pids.push_back(pid);
+    }
+  }
+  outcome.rank_errors.assign(slots, "");
+  std::vector<bool> done(slots, false);
   // Waits for the ranks `wanted` says, until `until`; false when some
   // still run then (each is named hung).
   auto wait_for = [&](auto wanted, absl::Time until) {
     for (;;) {
       int waiting = 0;
-      for (int rank = 0; rank < s.world; ++rank) {
+      for (int rank = 0; rank < slots; ++rank) {
         if (done[rank] || !wanted(rank)) continue;
         int status = 0;
         if (waitpid(pids[rank], &status, WNOHANG) != pids[rank]) {
@@ -309,7 +407,7 @@ Outcome Run(const Scenario& s) {
       }
       if (waiting == 0) return true;
       if (absl::Now() > until) {
-        for (int rank = 0; rank < s.world; ++rank) {
+        for (int rank = 0; rank < slots; ++rank) {
           if (!done[rank] && wanted(rank)) {
             outcome.rank_errors[rank] =
                 absl::StrCat("still running after ", absl::FormatDuration(kJobBound), " (hung)");
@@ -335,9 +433,9 @@ Outcome Run(const Scenario& s) {
     kill(pids[s.victim], SIGCONT);
     wait_for([](int) { return true; }, deadline);
   } else {
-    wait_for([&](int rank) { return !s.Lost(rank); }, deadline);
+    wait_for([&](int rank) { return rank >= s.world || !s.Lost(rank); }, deadline);
   }
-  for (int rank = 0; rank < s.world; ++rank) {
+  for (int rank = 0; rank < slots; ++rank) {
     if (done[rank]) continue;
     kill(pids[rank], SIGKILL);
     waitpid(pids[rank], nullptr, 0);
@@ -350,6 +448,12 @@ Outcome Run(const Scenario& s) {
   }
   outcome.failure_to_first_collective = absl::Nanoseconds(first_ok - shared->failure_ns);
   outcome.failure_to_error = absl::Nanoseconds(error - shared->failure_ns);
+  if (s.grow) {
+    int64_t grown_ok = 0;
+    for (int rank = 0; rank < s.world; ++rank)
+      grown_ok = std::max(grown_ok, shared->grown_ok_ns[rank]);
+    outcome.failure_to_grown_collective = absl::Nanoseconds(grown_ok - shared->failure_ns);
+  }
   munmap(memory, sizeof(Shared));
   return outcome;
 }

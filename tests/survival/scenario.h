@@ -38,6 +38,10 @@ struct Scenario {
   // Until the failure, all_reduce through a work handle (issue, then
   // dist_work_wait) instead of the blocking call.
   bool asynchronous = false;
+  // Once the survivors have shrunk, they grow back to the full world: the
+  // test starts one joining process (DIST_JOIN=1) per lost rank once the
+  // failure happened, and every rank checks the grown group's collectives.
+  bool grow = false;
 
   // Whether rank `r` is one the survivors go on without.
   bool Lost(int r) const {
@@ -54,6 +58,9 @@ struct Outcome {
   absl::Duration failure_to_first_collective;
   // From the failure to the slowest survivor's first error on the old group.
   absl::Duration failure_to_error;
+  // grow: from the failure to the slowest rank's first successful
+  // collective on the grown group (joiners included).
+  absl::Duration failure_to_grown_collective;
 };
 
 inline Scenario MakeScenario(std::string backend, int world, int victim, Failure failure) {

@@ -17,6 +17,10 @@ std::optional<std::string> HintOption(const dist_rendezvous_hints_t* hints,
   return std::nullopt;
 }
 
+bool Joining(const dist_rendezvous_hints_t* hints) {
+  return HintOption(hints, "dist.join") == std::optional<std::string>("1");
+}
+
 std::string StoreToken(const dist_rendezvous_hints_t* hints) {
   if (std::optional<std::string> token = HintOption(hints, "store_token")) return *token;
   const char* env = getenv("DIST_STORE_TOKEN");

@@ -15,6 +15,10 @@ namespace dist::rendezvous {
 
 // The value of hint option `key`, if the caller passed one.
 std::optional<std::string> HintOption(const dist_rendezvous_hints_t* hints, const std::string& key);
+
+// Whether the core asks for the store of a running job for a joining
+// process (rendezvous ABI 1.2: the hint option dist.join=1).
+bool Joining(const dist_rendezvous_hints_t* hints);
 // The store's shared secret: hint option "store_token", else $DIST_STORE_TOKEN.
 std::string StoreToken(const dist_rendezvous_hints_t* hints);
 

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "plugins/rendezvous/common/plugin_support.h"
 #include "support/slurm.h"
 
 namespace dist::rendezvous {
@@ -79,6 +80,12 @@ absl::StatusOr<std::optional<int>> ReadIntVariable(const std::string& url, const
 absl::StatusOr<RankInfo> ResolveRanks(const Url& url, const Query& query,
                                       const dist_rendezvous_hints_t* hints) {
   RankInfo info;
+  // A joining process has no rank until the job admits it (dist_grow).
+  if (Joining(hints)) {
+    info.rank_source = info.world_size_source = "a joining process";
+    info.world_size = 0;
+    return info;
+  }
   // Hints first; a negative rank or a world size below 1 means unknown.
   if (hints != nullptr) {
     if (hints->rank >= 0) {

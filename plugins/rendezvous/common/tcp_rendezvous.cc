@@ -47,7 +47,8 @@ absl::Status WithUrl(const std::string& url, const absl::Status& status) {
 std::string Reporter(int rank) {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
-  return absl::StrCat("rank ", rank, " on ", host, ":", getpid());
+  return absl::StrCat(rank >= 0 ? absl::StrCat("rank ", rank) : "a joining process", " on ", host,
+                      ":", getpid());
 }
 
 }  // namespace

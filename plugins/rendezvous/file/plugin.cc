@@ -53,8 +53,9 @@ absl::Status ResolveFile(const char* text, const dist_rendezvous_hints_t* hints,
     // Messages from the store already name the file.
     return file_store.status();
   }
-  dist::Log(DIST_LOG_DEBUG,
-            absl::StrCat("rank ", ranks->rank, " joined the store file ", url->path));
+  dist::Log(DIST_LOG_DEBUG, absl::StrCat(ranks->rank >= 0 ? absl::StrCat("rank ", ranks->rank)
+                                                          : "a joining process",
+                                         " opened the store file ", url->path));
   FillResult(*ranks, store::MakeAbiStore(*std::move(file_store), options.timeout), result);
   return absl::OkStatus();
 }

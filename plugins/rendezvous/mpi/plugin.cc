@@ -29,6 +29,12 @@ const char* const kSchemes[] = {flavor::kName, nullptr};
 
 absl::Status ResolveMpi(const char* text, const dist_rendezvous_hints_t* hints, int64_t timeout_ms,
                         dist_rendezvous_result_t* result) {
+  if (Joining(hints)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "init method '", text,
+        "': a process cannot join a running MPI job (MPI starts all of a job's processes "
+        "together); let joining processes meet over tcp:// or env:// with ?external=1"));
+  }
   const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms);
   absl::StatusOr<Url> url = ParseUrl(text);
   if (!url.ok()) return url.status();

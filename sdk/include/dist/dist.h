@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 #define DIST_VERSION_MAJOR 1
-#define DIST_VERSION_MINOR 4
+#define DIST_VERSION_MINOR 5
 #define DIST_VERSION_PATCH 0
 
 typedef struct dist_process_group dist_process_group_t;
@@ -270,6 +270,38 @@ DIST_EXPORT dist_error_t* dist_reduce_scatter_v(dist_process_group_t* group,
                                                 const dist_buffer_t* recv,
                                                 const uint64_t* recv_counts, dist_reduce_op_t op,
                                                 dist_work_t** work);
+
+/* ---- Appended in 1.5: growing a group back -------------------------- */
+
+/* A process joins a running job instead of meeting its first ranks when
+ * DIST_JOIN=1 (or the option dist.join=1, or `join = true` in the config
+ * file): its dist_init opens the job's store through the init method
+ * without claiming a rank, takes a join ticket there and waits, up to its
+ * timeout, until the job's ranks admit it with dist_grow. It then returns
+ * the grown group, in which the joiner's rank follows the members'. The
+ * group name (dist_init_options_t.group_name, "default") names the job's
+ * group to join. The store must outlive any rank: tcp:// or env:// with
+ * ?external=1 (distrun gives this), file://, or a store from the host.
+ * distrun --max-restarts starts restarted ranks this way. */
+
+typedef struct dist_grow_options {
+  size_t struct_size; /* sizeof(dist_grow_options_t) */
+  int64_t timeout_ms; /* bound of waiting for joiners and of the new group's
+                         set-up; 0: the group's timeout */
+  int32_t joiners;    /* how many joining processes to admit (>= 1); 0: every
+                         one waiting now, waiting for at least one */
+} dist_grow_options_t;
+
+/* Called by every rank of `group` (which may be the result of dist_shrink):
+ * admits joining processes (DIST_JOIN=1) in the order they took their
+ * tickets, and each caller gets the grown group in *new_group, its own rank
+ * unchanged and the joiners numbered after the members, with the same
+ * backends and its own namespace in the store. Needs survival on. `group`
+ * stays usable (destroy it when done). A joiner that gave up before it was
+ * admitted is skipped. When a rank fails during the call, every caller gets
+ * an error within the timeout: shrink, then grow again. */
+DIST_EXPORT dist_error_t* dist_grow(dist_process_group_t* group, const dist_grow_options_t* options,
+                                    dist_process_group_t** new_group);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -8,7 +8,14 @@
  * It turns an init-method URL ("tcp://host:port?rank=0&world_size=4") into
  * this process's rank, the world size and a store shared by all ranks. The
  * core then runs the join check over that store (world sizes agree, ranks
- * unique, everyone arrived in time), so plugins need not. */
+ * unique, everyone arrived in time), so plugins need not.
+ *
+ * ABI 1.2: when the hints carry the option "dist.join" = "1", the process
+ * joins a running job (dist.h: DIST_JOIN): open the job's store as a plain
+ * client and claim no rank (host no store, write no join record; rank and
+ * world size in the result are ignored). A plugin that cannot (mpi://)
+ * returns DIST_FAILED_PRECONDITION saying why. The core asks this only of
+ * plugins of 1.2 and later. */
 #ifndef DIST_RENDEZVOUS_PLUGIN_H_
 #define DIST_RENDEZVOUS_PLUGIN_H_
 
@@ -22,7 +29,7 @@ extern "C" {
 #endif
 
 #define DIST_RENDEZVOUS_ABI_MAJOR 1
-#define DIST_RENDEZVOUS_ABI_MINOR 1
+#define DIST_RENDEZVOUS_ABI_MINOR 2
 #define DIST_RENDEZVOUS_ENTRY_SYMBOL "dist_rendezvous_plugin_v1"
 
 /* What the caller already knows. Borrowed for the call. */
