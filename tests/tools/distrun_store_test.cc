@@ -130,6 +130,43 @@ TEST(DistrunStoreTest, SurvivorsOfRankZeroShrinkAndComputeRight) {
   }
 }
 
+// --max_restarts: the killed rank is started again as a joining process;
+// the survivors shrink, then grow back and admit it, and all four
+// all-reduce right in the grown group (rank 0 too: the store is distrun's).
+TEST(DistrunStoreTest, ARestartedRankJoinsTheSurvivorsGrownGroup) {
+  for (const char* backend : {"gloo", "shm"}) {
+    for (int victim : {2, 0}) {
+      ProcessResult r = Subprocess::Run({Distrun(), "--max-restarts=1", "-n", "4", "--backend",
+                                         backend, Survivor(), absl::StrCat(victim)},
+                                        kEnv);
+      ASSERT_EQ(r.exit_code, 0) << backend << "\n" << r.out << r.err;
+      std::vector<int> survivors;
+      for (int rank = 0; rank < 4; ++rank) {
+        if (rank != victim) survivors.push_back(rank);
+      }
+      for (size_t i = 0; i < survivors.size(); ++i) {
+        const int rank = survivors[i];
+        EXPECT_THAT(r.out, HasSubstr(SurvivorLine(rank, survivors))) << backend;
+        EXPECT_THAT(r.out, HasSubstr(absl::StrCat("[", rank, "] rank ", rank, ": rank ", i,
+                                                  " of 4 after the grow, sum 10\n")))
+            << backend << "\n"
+            << r.out;
+      }
+      EXPECT_THAT(r.out, HasSubstr(absl::StrCat("[", victim,
+                                                "] joined: rank 3 of 4 after the "
+                                                "grow, sum 10\n")))
+          << backend << "\n"
+          << r.out;
+      EXPECT_THAT(r.err, HasSubstr(absl::StrCat("rank ", victim,
+                                                " killed by SIGKILL (Killed); restarting "
+                                                "it as a process that joins the running job "
+                                                "(restart 1 of 1, --max_restarts)")))
+          << r.err;
+      EXPECT_THAT(r.err, HasSubstr("1 restarted (--max_restarts)")) << r.err;
+    }
+  }
+}
+
 // --host_store=false is the old way: rank 0's store dies with it, and the
 // survivors' shrink says why it cannot work.
 TEST(DistrunStoreTest, WithoutItRankZerosDeathEndsTheJobAndSaysWhy) {

@@ -30,6 +30,10 @@ absl::Status ValidateJob(const Job& job) {
         absl::StrCat("--node_rank is ", job.node_rank, " but --nnodes is ", job.nnodes,
                      "; give a node rank in [0, ", job.nnodes - 1, "]"));
   }
+  if (job.max_restarts < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_restarts is ", job.max_restarts, "; give how many ranks may be restarted (>= 0)"));
+  }
   if (job.master_port < 0 || job.master_port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("--master_port is ", job.master_port, "; give a TCP port in 1..65535"));
@@ -74,7 +78,7 @@ std::optional<std::string> MasterAddrWarning(const Job& job) {
 }
 
 std::vector<std::string> RankEnvironment(const Job& job, int local_rank,
-                                         const std::vector<std::string>& base) {
+                                         const std::vector<std::string>& base, int restart) {
   std::vector<std::pair<std::string, std::string>> ours = {
       {"RANK", absl::StrCat(job.global_rank(local_rank))},
       {"WORLD_SIZE", absl::StrCat(job.world_size())},
@@ -86,6 +90,11 @@ std::vector<std::string> RankEnvironment(const Job& job, int local_rank,
   };
   if (!job.backend.empty()) ours.emplace_back("DIST_BACKEND", job.backend);
   if (job.survive) ours.emplace_back("DIST_SURVIVAL", "1");
+  if (job.max_restarts > 0) ours.emplace_back("DIST_MAX_RESTARTS", absl::StrCat(job.max_restarts));
+  if (restart > 0) {
+    ours.emplace_back("DIST_JOIN", "1");
+    ours.emplace_back("DIST_RESTART_COUNT", absl::StrCat(restart));
+  }
   if (!job.store_token.empty()) ours.emplace_back("DIST_STORE_TOKEN", job.store_token);
 
   absl::flat_hash_map<std::string, bool> replaced;

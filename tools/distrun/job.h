@@ -45,6 +45,11 @@ struct Job {
   // A rank killed by a signal does not stop the others: they may go on
   // without it (every rank gets DIST_SURVIVAL=1; docs/survival.md).
   bool survive = false;
+  // Under survive: how many times in all a rank killed by a signal is
+  // started again, as a process that joins the running job (DIST_JOIN=1;
+  // the survivors admit it with dist_grow). Every rank gets
+  // DIST_MAX_RESTARTS so that it knows to grow back.
+  int max_restarts = 0;
 
   int world_size() const { return nproc_per_node * nnodes; }
   int global_rank(int local_rank) const { return node_rank * nproc_per_node + local_rank; }
@@ -61,9 +66,10 @@ std::optional<std::string> MasterAddrWarning(const Job& job);
 // with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT, DIST_INIT_METHOD (job.init_method) and, with a backend, DIST_BACKEND
 // (with a store token, DIST_STORE_TOKEN) replaced. job.master_port must be resolved
-// (non-zero) by now.
+// (non-zero) by now. `restart` > 0: the rank's restart number (DIST_RESTART_COUNT),
+// started as a joining process (DIST_JOIN=1).
 std::vector<std::string> RankEnvironment(const Job& job, int local_rank,
-                                         const std::vector<std::string>& base);
+                                         const std::vector<std::string>& base, int restart = 0);
 
 // This process's environment (KEY=VALUE strings): the usual `base` above.
 std::vector<std::string> CurrentEnvironment();

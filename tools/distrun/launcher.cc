@@ -61,6 +61,7 @@ struct Launcher::Rank {
   int64_t exit_code = 0;
   int term_signal = 0;
   int signal_sent = 0;  // the last signal distrun sent it
+  int restart = 0;      // > 0: a restarted rank (--max_restarts), which joins the job
   absl::Duration elapsed;
 
   bool failed() const { return exit_code != 0 || term_signal != 0; }
@@ -106,7 +107,7 @@ int Launcher::Run() {
     // the ranks get the one distrun was given.
     RankOpenFilesLimit limit(job_.rank_open_files);
     for (int i = 0; i < job_.nproc_per_node; ++i) {
-      if (!StartRank(i)) {
+      if (!StartRank(*ranks_[i])) {
         if (i > 0) {
           BeginStop(absl::ZeroDuration(), "stopping the ranks already started");
         }
@@ -137,16 +138,18 @@ int Launcher::Run() {
   if (code == 0 && !lost_.empty()) {
     std::vector<int> lost;
     for (const Rank* rank : lost_) lost.push_back(rank->rank);
-    Log(absl::StrCat("the job survived the loss of rank", lost.size() == 1 ? " " : "s ",
-                     absl::StrJoin(lost, ", "), " (--survive)"));
+    Log(absl::StrCat(
+        "the job survived the loss of rank", lost.size() == 1 ? " " : "s ",
+        absl::StrJoin(lost, ", "), " (--survive)",
+        restarts_ > 0 ? absl::StrCat("; ", restarts_, " restarted (--max_restarts)") : ""));
   }
   if (code != 0) PrintSummary();
   return code;
 }
 
-bool Launcher::StartRank(int local_rank) {
-  Rank& rank = *ranks_[local_rank];
-  std::vector<std::string> env = RankEnvironment(job_, local_rank, CurrentEnvironment());
+bool Launcher::StartRank(Rank& rank) {
+  std::vector<std::string> env =
+      RankEnvironment(job_, rank.local_rank, CurrentEnvironment(), rank.restart);
   std::vector<char*> env_ptrs, arg_ptrs;
   for (std::string& e : env) env_ptrs.push_back(e.data());
   env_ptrs.push_back(nullptr);
@@ -242,8 +245,16 @@ void Launcher::OnRankExit(Rank& rank, int64_t exit_code, int term_signal) {
   uv_close(reinterpret_cast<uv_handle_t*>(&rank.process), nullptr);
   if (rank.failed() && job_.survive && term_signal != 0 && !stopping_ && !timed_out_) {
     lost_.push_back(&rank);
-    Log(absl::StrCat("rank ", rank.rank, " ", DescribeExit(exit_code, term_signal),
-                     "; the others go on without it (--survive)"));
+    if (restarts_ < job_.max_restarts) {
+      Log(absl::StrCat("rank ", rank.rank, " ", DescribeExit(exit_code, term_signal),
+                       "; restarting it as a process that joins the running job (restart ",
+                       restarts_ + 1, " of ", job_.max_restarts, ", --max_restarts)"));
+      if (Restart(rank)) return;
+    } else {
+      Log(absl::StrCat("rank ", rank.rank, " ", DescribeExit(exit_code, term_signal),
+                       "; the others go on without it (--survive",
+                       job_.max_restarts > 0 ? ", no restart left" : "", ")"));
+    }
     MaybeFinish();
     return;
   }
@@ -257,6 +268,18 @@ void Launcher::OnRankExit(Rank& rank, int64_t exit_code, int term_signal) {
     }
   }
   MaybeFinish();
+}
+
+bool Launcher::Restart(const Rank& lost) {
+  auto rank = std::make_unique<Rank>();
+  rank->launcher = this;
+  rank->local_rank = lost.local_rank;
+  rank->rank = lost.rank;
+  rank->restart = ++restarts_;
+  ranks_.push_back(std::move(rank));
+  RankOpenFilesLimit limit(job_.rank_open_files);
+  // A restart that cannot start is the launcher's failure, as at start-up.
+  return StartRank(*ranks_.back());
 }
 
 void Launcher::OnStreamClosed() {
@@ -377,7 +400,9 @@ void Launcher::PrintSummary() {
   Log(absl::StrCat("summary of ", ranks_.size(), ranks_.size() == 1 ? " rank" : " ranks",
                    " on node ", job_.node_rank, ":"));
   for (const auto& rank : ranks_) {
-    std::string line = absl::StrCat("  rank ", rank->rank, ": ");
+    std::string line =
+        absl::StrCat("  rank ", rank->rank,
+                     rank->restart > 0 ? absl::StrCat(" (restart ", rank->restart, ")") : "", ": ");
     if (!rank->started) {
       absl::StrAppend(&line, "not started");
     } else {

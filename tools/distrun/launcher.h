@@ -36,7 +36,10 @@ class Launcher {
   struct Stream;
   enum class NextStep { kNone, kTerminate, kKill };
 
-  bool StartRank(int local_rank);
+  bool StartRank(Rank& rank);
+  // --max_restarts: starts `lost` again as a joining process; false when
+  // no restart is left or it could not start.
+  bool Restart(const Rank& lost);
   void OnRankExit(Rank& rank, int64_t exit_code, int term_signal);
   void OnStreamClosed();
   void BeginStop(absl::Duration before_terminate, const std::string& why);
@@ -62,6 +65,7 @@ class Launcher {
   int start_error_code_ = 0;  // 126/127 when a rank could not start
   Rank* first_failure_ = nullptr;
   std::vector<Rank*> lost_;  // --survive: killed by a signal, the others went on
+  int restarts_ = 0;         // --max_restarts used so far
   int running_ = 0;
   int open_streams_ = 0;
   absl::Time start_time_;

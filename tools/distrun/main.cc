@@ -61,6 +61,11 @@ ABSL_FLAG(bool, survive, false,
           "(every rank gets DIST_SURVIVAL=1, and survivors call dist_shrink; see "
           "docs/survival.md). A rank that exits with an error still stops the job. distrun "
           "exits 0 when every rank that was not lost ended with 0, and names the lost ranks.");
+ABSL_FLAG(int, max_restarts, 0,
+          "Implies --survive. A rank killed by a signal is started again, up to this many "
+          "times in all, as a process that joins the running job (it gets DIST_JOIN=1 and "
+          "DIST_RESTART_COUNT; every rank gets DIST_MAX_RESTARTS): the survivors shrink, then "
+          "admit it with dist_grow (docs/survival.md).");
 ABSL_FLAG(bool, prefix, true, "Prefix every output line with \"[RANK] \".");
 
 namespace {
@@ -123,7 +128,8 @@ int main(int argc, char** argv) {
   job.grace = absl::GetFlag(FLAGS_grace);
   job.timeout = absl::GetFlag(FLAGS_timeout);
   job.prefix = absl::GetFlag(FLAGS_prefix);
-  job.survive = absl::GetFlag(FLAGS_survive);
+  job.max_restarts = absl::GetFlag(FLAGS_max_restarts);
+  job.survive = absl::GetFlag(FLAGS_survive) || job.max_restarts > 0;
   job.host_store = absl::GetFlag(FLAGS_host_store);
   job.store_port = absl::GetFlag(FLAGS_store_port);
   if (absl::Status valid = dist::distrun::ValidateJob(job); !valid.ok()) {
