@@ -10,12 +10,17 @@
 //   distrun -n 4 --survive ddp_train --steps 20 --check --kill_rank 2
 //     (rank 2 dies at step 5; the others shrink to 3 ranks and finish;
 //     each step still covers the whole batch, so --check still holds)
+//   distrun -n 4 --max-restarts 1 ddp_train --steps 20 --check --kill_rank 2
+//     (rank 2 dies at step 5; distrun restarts it as a joining process; the
+//     others shrink, grow back to 4 ranks admitting it, send it the weights
+//     and the step, and all four finish; --check still holds)
 //   ddp_train --bench ...   # step time: overlapped vs. reduce-after-backward
 #include <signal.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -141,6 +146,31 @@ double MaxDifference(const Mlp& a, const Mlp& b) {
   return worst;
 }
 
+// Whether this process was started to join a running job (distrun
+// --max-restarts sets DIST_JOIN=1), and whether the job restarts lost ranks
+// (DIST_MAX_RESTARTS), so that survivors grow back.
+bool EnvFlag(const char* name) {
+  const char* value = std::getenv(name);
+  int number = 0;
+  return value != nullptr && absl::SimpleAtoi(value, &number) && number > 0;
+}
+
+// Rank 0's weights and step go to every rank of a grown group: the joiners
+// start from where the survivors are.
+absl::Status ShareState(dist::ProcessGroup& group, Mlp& model, int& step) {
+  int64_t shared_step = step;
+  dist_buffer_t b = dist_make_buffer(&shared_step, 1, DIST_INT64, dist_cpu());
+  DIST_RETURN_IF_ERROR(group.Broadcast(b, b, 0));
+  step = static_cast<int>(shared_step);
+  for (ddp_example::Layer& layer : model.layers()) {
+    for (std::vector<float>* v : {&layer.weight, &layer.bias}) {
+      dist_buffer_t p = dist_make_buffer(v->data(), v->size(), DIST_FLOAT32, dist_cpu());
+      DIST_RETURN_IF_ERROR(group.Broadcast(p, p, 0));
+    }
+  }
+  return absl::OkStatus();
+}
+
 int Fail(int rank, const absl::Status& status) {
   std::fprintf(stderr, "ddp_train rank %d: %s\n", rank, std::string(status.message()).c_str());
   return 1;
@@ -166,13 +196,17 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  const int kill_rank = absl::GetFlag(FLAGS_kill_rank);
+  const bool joining = EnvFlag("DIST_JOIN");
+  const bool grow_back = EnvFlag("DIST_MAX_RESTARTS");
+  // A restarted process does not die again.
+  const int kill_rank = joining ? -2 : absl::GetFlag(FLAGS_kill_rank);
   dist::ProcessGroup::Options init;
-  if (kill_rank >= 0) init.options.push_back({"dist.survival", "1"});
+  if (kill_rank >= 0 || joining) init.options.push_back({"dist.survival", "1"});
   absl::StatusOr<dist::ProcessGroup> group = dist::ProcessGroup::Init(init);
   if (!group.ok()) return Fail(-1, group.status());
   int rank = group->rank();
   int world = group->world_size();
+  const int first_world = world;
   const int batch = absl::GetFlag(FLAGS_batch);
   if (batch % world != 0) {
     std::fprintf(stderr, "ddp_train: --batch %d must divide evenly among %d ranks\n", batch, world);
@@ -186,6 +220,13 @@ int main(int argc, char** argv) {
   dist::GradientReducer::Options options;
   options.bucket_bytes = absl::GetFlag(FLAGS_bucket_mb) << 20;
   auto replica_ptr = std::make_unique<Replica>(sizes, *group, options);
+  int first_step = 0;
+  if (joining) {  // admitted into a grown group: take the survivors' state
+    if (absl::Status s = ShareState(*group, replica_ptr->model, first_step); !s.ok()) {
+      return Fail(rank, s);
+    }
+    std::printf("rank %d: joined as rank %d of %d at step %d\n", rank, rank, world, first_step);
+  }
   if (absl::Status s = replica_ptr->Setup(); !s.ok()) return Fail(rank, s);
   Replica& replica = *replica_ptr;
 
@@ -217,7 +258,7 @@ int main(int argc, char** argv) {
 
   double loss = 0;
   bool shrunk = false;  // --kill_rank names a rank of the first group
-  for (int s = 0; s < steps;) {
+  for (int s = first_step; s < steps;) {
     if (!shrunk && rank == kill_rank && s == absl::GetFlag(FLAGS_kill_step)) {
       std::printf("rank %d: SIGKILL at step %d (--kill_rank)\n", rank, s);
       std::fflush(stdout);
@@ -236,9 +277,19 @@ int main(int argc, char** argv) {
     // the new group, split the batch anew and run step s again.
     absl::StatusOr<dist::ProcessGroup> survivors = group->Shrink();
     if (!survivors.ok()) return Fail(rank, survivors.status());
-    const Mlp model = replica_ptr->model;
+    Mlp model = replica_ptr->model;
     replica_ptr.reset();  // its reducer holds the old group
     const int old_rank = rank;
+    if (grow_back) {
+      // Admit the restarted ranks and hand them the weights and the step.
+      absl::StatusOr<dist::ProcessGroup> grown =
+          survivors->Grow(first_world - survivors->world_size());
+      if (!grown.ok()) return Fail(rank, grown.status());
+      survivors = std::move(grown);
+      if (absl::Status shared = ShareState(*survivors, model, s); !shared.ok()) {
+        return Fail(rank, shared);
+      }
+    }
     *group = *std::move(survivors);
     shrunk = true;
     rank = group->rank();

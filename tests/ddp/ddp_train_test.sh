@@ -41,6 +41,13 @@ for backend in gloo shm; do
       "$distrun" -n 4 --survive --backend "$backend" "$ddp_train" --check --steps 15 --kill_rank "$victim"
   done
 done
+# Grow back: distrun restarts the killed rank as a joining process, the
+# survivors shrink, admit it (dist_grow) and send it the weights and the
+# step; all four finish with weights equal to the single process's.
+for backend in gloo shm; do
+  EXPECT="joined as rank 3 of 4 at step 5" run "$backend, 4 ranks, rank 2 killed and restarted" \
+    "$distrun" -n 4 --max-restarts 1 --backend "$backend" "$ddp_train" --check --steps 15 --kill_rank 2
+done
 # A run that must fail: a tolerance of -1 can never be met, so --check has to report it.
 if timeout 60 "$distrun" -n 2 --backend gloo "$ddp_train" --check --steps 2 --tolerance -1 >/dev/null 2>&1; then
   echo "FAIL the check accepted an impossible tolerance"; failures=$((failures + 1))

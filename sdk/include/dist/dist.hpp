@@ -161,7 +161,8 @@ class ProcessGroup {
 
   void Abort(const std::string& reason) { dist_abort(group_, reason.c_str()); }
 
-  // Surviving a failed rank (docs/survival.md): dist_revoke, dist_shrink.
+  // Surviving a failed rank (docs/survival.md): dist_revoke, dist_shrink,
+  // dist_grow.
   absl::Status Revoke(const std::string& reason) {
     return TakeError(dist_revoke(group_, reason.c_str()));
   }
@@ -171,6 +172,18 @@ class ProcessGroup {
                                         absl::ToInt64Milliseconds(timeout)};
     dist_process_group_t* group = nullptr;
     absl::Status status = TakeError(dist_shrink(group_, &options, &group));
+    if (!status.ok()) return status;
+    return ProcessGroup(group);
+  }
+
+  // The group grown by `joiners` joining processes (0: every one waiting;
+  // dist_grow); zero `timeout`: this group's.
+  absl::StatusOr<ProcessGroup> Grow(int32_t joiners,
+                                    absl::Duration timeout = absl::ZeroDuration()) {
+    const dist_grow_options_t options{sizeof(dist_grow_options_t),
+                                      absl::ToInt64Milliseconds(timeout), joiners};
+    dist_process_group_t* group = nullptr;
+    absl::Status status = TakeError(dist_grow(group_, &options, &group));
     if (!status.ok()) return status;
     return ProcessGroup(group);
   }
