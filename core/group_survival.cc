@@ -75,7 +75,9 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Shrink(absl::Duratio
   absl::StatusOr<std::unique_ptr<ProcessGroup>> shrunk =
       MakeChild(*survivors, absl::StrCat(name_, ".shrink", epoch),
                 absl::StrCat(store_prefix_, "shrink", epoch, "/"), /*may_split=*/false, timeout);
-  if (shrunk.ok()) (*shrunk)->join_prefix_ = join_prefix_;  // joiners still find the job
+  if (!shrunk.ok()) return shrunk;
+  (*shrunk)->join_prefix_ = join_prefix_;  // joiners still find the job
+  store_->ClearFailure();                  // the job goes on
   return shrunk;
 }
 
@@ -127,7 +129,9 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Grow(int32_t joiners
   std::iota(ranks.begin(), ranks.end(), 0);  // members keep theirs; joiners follow
   absl::StatusOr<std::unique_ptr<ProcessGroup>> made =
       MakeChild(ranks, grown.name, grown.prefix, /*may_split=*/false, timeout);
-  if (made.ok()) (*made)->join_prefix_ = join_prefix_;
+  if (!made.ok()) return made;
+  (*made)->join_prefix_ = join_prefix_;
+  store_->ClearFailure();  // the job goes on
   return made;
 }
 

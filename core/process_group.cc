@@ -159,6 +159,11 @@ void StoreOwner::MarkFailed(const std::string& reason) {
   if (failure_.empty()) failure_ = reason.empty() ? "an operation failed" : reason;
 }
 
+void StoreOwner::ClearFailure() {
+  absl::MutexLock lock(&mu_);
+  failure_.clear();
+}
+
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
     const dist_init_options_t* options) {
   // Where start-up time goes, for the "ready" line (operators asking why

@@ -38,6 +38,10 @@ class StoreOwner {
   StoreOwner& operator=(const StoreOwner&) = delete;
   const dist_store_t* get() const { return store_; }
   void MarkFailed(const std::string& reason);
+  // The job went on after the failure (a shrink or grow succeeded): the
+  // store is handed back as usual again, so that a survivor that ends
+  // first does not report the job failed to a store the others still use.
+  void ClearFailure();
 
  private:
   dist_store_t* store_;

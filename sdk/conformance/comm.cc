@@ -466,6 +466,10 @@ absl::StatusOr<std::unique_ptr<Comm>> CreateCoreComm(const std::string& plugin,
   options.group_name = "conformance";
   dist_process_group_t* group = nullptr;
   DIST_RETURN_IF_ERROR(TakeError(dist_init(&options, &group)));
+  return AdoptCoreGroup(group);
+}
+
+std::unique_ptr<Comm> AdoptCoreGroup(dist_process_group_t* group) {
   return std::unique_ptr<Comm>(new CoreComm(group));
 }
 

@@ -121,6 +121,10 @@ absl::StatusOr<std::unique_ptr<Comm>> CreateAbiComm(const LoadedPlugin& plugin,
 absl::StatusOr<std::unique_ptr<Comm>> CreateCoreComm(const std::string& plugin,
                                                      const Rendezvous& rendezvous);
 
+// A group made through the core (dist_init, dist_shrink, dist_grow) as a
+// communicator; it owns the group (dist_destroy when it is destroyed).
+std::unique_ptr<Comm> AdoptCoreGroup(dist_process_group_t* group);
+
 }  // namespace dist::conformance
 
 #endif  // DIST_SDK_CONFORMANCE_COMM_H_

@@ -21,6 +21,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sdk/conformance/failure.h"
 #include "sdk/conformance/launcher.h"
 #include "sdk/conformance/worker.h"
 
@@ -50,7 +51,11 @@ ABSL_FLAG(std::vector<std::string>, skip_sections, {},
           "comma-separated sections not to run (reported as skipped): declared, matrix, p2p, "
           "barrier, async, work, subgroups, errors, abort, mismatched, peer_death");
 // Internal: how the launcher starts each rank.
+ABSL_FLAG(std::string, only, "",
+          "run only this: 'failure' (a rank dies in each round; the survivors shrink and grow "
+          "back; needs --via=core and the local launcher, and a backend with DIST_CAP_SHRINK)");
 ABSL_FLAG(bool, worker, false, "internal: run as one rank");
+ABSL_FLAG(int, join_round, -1, "internal: --only=failure, a process joining in this round");
 ABSL_FLAG(std::string, url, "", "internal: the init method URL of the ranks");
 ABSL_FLAG(int, rank, -1, "internal: this rank (-1: from the launcher's environment)");
 ABSL_FLAG(int, world_size, -1, "internal: the world size (-1: from the launcher's environment)");
@@ -110,6 +115,44 @@ int main(int argc, char** argv) {
     }
   }
 
+  const std::string only = absl::GetFlag(FLAGS_only);
+  if (!only.empty() && only != "failure") {
+    std::fprintf(stderr, "dist_conformance: --only=%s: the one section run alone is 'failure'\n",
+                 only.c_str());
+    return 2;
+  }
+  const bool failure = only == "failure";
+  if (failure && via != "core") {
+    std::fprintf(stderr,
+                 "dist_conformance: --only=failure needs --via=core (dist_shrink and dist_grow "
+                 "are the host API's)\n");
+    return 2;
+  }
+  // What every rank (and a joining process) is started with.
+  std::vector<std::string> worker_args = {
+      "--plugin=" + plugin,
+      "--via=" + via,
+      absl::StrCat("--quick=", suite.quick ? "true" : "false"),
+      absl::StrCat("--large_bytes=", suite.large_bytes),
+      absl::StrCat("--quick_large_bytes=", suite.quick_large_bytes),
+      absl::StrCat("--op_timeout_ms=", suite.op_timeout_ms),
+      "--skip_sections=" + absl::StrJoin(suite.skip_sections, ","),
+      "--only=" + only,
+  };
+
+  if (absl::GetFlag(FLAGS_worker) && failure) {
+    dist::conformance::FailureOptions run;
+    run.plugin = plugin;
+    run.url = absl::GetFlag(FLAGS_url);
+    run.rank = absl::GetFlag(FLAGS_rank);
+    run.world_size = absl::GetFlag(FLAGS_world_size);
+    run.results_file = absl::GetFlag(FLAGS_results_file);
+    run.join_round = absl::GetFlag(FLAGS_join_round);
+    run.op_timeout_ms = suite.op_timeout_ms;
+    run.self = SelfPath();
+    run.worker_args = worker_args;
+    return dist::conformance::RunFailureWorker(run);
+  }
   if (absl::GetFlag(FLAGS_worker)) {
     dist::conformance::WorkerOptions worker;
     worker.plugin = plugin;
@@ -145,14 +188,11 @@ int main(int argc, char** argv) {
   options.timeout_s = absl::GetFlag(FLAGS_timeout_s);
   options.only_failures = absl::GetFlag(FLAGS_only_failures);
   options.allow_all_skipped = absl::GetFlag(FLAGS_allow_all_skipped);
-  options.worker_args = {
-      "--plugin=" + plugin,
-      "--via=" + via,
-      absl::StrCat("--quick=", suite.quick ? "true" : "false"),
-      absl::StrCat("--large_bytes=", suite.large_bytes),
-      absl::StrCat("--quick_large_bytes=", suite.quick_large_bytes),
-      absl::StrCat("--op_timeout_ms=", suite.op_timeout_ms),
-      "--skip_sections=" + absl::StrJoin(suite.skip_sections, ","),
-  };
+  if (failure && launcher != "local") {
+    std::fprintf(stderr, "dist_conformance: --only=failure runs under the local launcher only\n");
+    return 2;
+  }
+  options.failure = failure;
+  options.worker_args = worker_args;
   return dist::conformance::Launch(options);
 }

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "sdk/conformance/failure.h"
 #include "sdk/conformance/report.h"
 #include "support/free_port.h"
 #include "support/local_launcher.h"
@@ -61,6 +62,21 @@ int AllSkippedExit(const std::vector<Row>& rows, bool allow_all_skipped) {
       "machine without a GPU)\n",
       why.c_str());
   return 1;
+}
+
+// --only=failure: rank 0 (which never dies) records a row per round and
+// brings in its joiners' failures; the other ranks record only what failed
+// on them (and a victim its death), so their failures are added as rows.
+std::vector<Row> MergeFailureRanks(const std::vector<std::vector<Row>>& per_rank) {
+  std::vector<Row> merged = per_rank.empty() ? std::vector<Row>{} : per_rank[0];
+  for (size_t r = 1; r < per_rank.size(); ++r) {
+    for (Row row : per_rank[r]) {
+      if (row.outcome != Outcome::kFail) continue;
+      row.detail = absl::StrCat("rank ", r, ": ", row.detail);
+      merged.push_back(std::move(row));
+    }
+  }
+  return merged;
 }
 
 }  // namespace
@@ -134,7 +150,7 @@ int Launch(const LaunchOptions& options) {
     absl::StatusOr<std::vector<Row>> rows = ReadRows(absl::StrCat(*dir, "/rank", r, ".tsv"));
     per_rank.push_back(rows.ok() ? *std::move(rows) : std::vector<Row>{});
   }
-  std::vector<Row> merged = MergeRanks(per_rank);
+  std::vector<Row> merged = options.failure ? MergeFailureRanks(per_rank) : MergeRanks(per_rank);
   std::string sections;  // where ranks were when they ended
   for (int r = 0; r < options.world_size; ++r) {
     const std::string last = LastSection(absl::StrCat(*dir, "/rank", r, ".tsv"));
@@ -144,8 +160,12 @@ int Launch(const LaunchOptions& options) {
   for (size_t i = 0; i < children.size(); ++i) {
     const LocalExit& e = ended->exits[i];
     // Exit code 1 means "some check failed", which the rows already say.
-    const bool clean = !e.timed_out && WIFEXITED(e.status) &&
-                       (WEXITSTATUS(e.status) == 0 || WEXITSTATUS(e.status) == 1);
+    const bool died_on_purpose = options.failure && WIFSIGNALED(e.status) && i < per_rank.size() &&
+                                 DiedOnPurpose(per_rank[i]);
+    const bool clean =
+        !e.timed_out &&
+        ((WIFEXITED(e.status) && (WEXITSTATUS(e.status) == 0 || WEXITSTATUS(e.status) == 1)) ||
+         died_on_purpose);
     merged.push_back(
         Row{absl::StrCat("process ", children[i].name, " ended cleanly"), "-", "-", "-",
             clean ? Outcome::kPass : Outcome::kFail,

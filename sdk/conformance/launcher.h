@@ -21,6 +21,9 @@ struct LaunchOptions {
   // A run in which every check was skipped (the probe failed) passes, with
   // a DIST_SKIPPED line, instead of failing.
   bool allow_all_skipped = false;
+  // --only=failure (failure.h): ranks may die on purpose, and rank 0's rows
+  // are the table (the others add their failures).
+  bool failure = false;
 };
 
 // Returns the exit code: 0 when every rank ran every check and all passed

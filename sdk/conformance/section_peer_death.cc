@@ -17,23 +17,6 @@
 
 namespace dist::conformance {
 
-namespace {
-
-// True when `text` names rank `rank` ("rank 3", "ranks 1, 3", "rank(s) [3]").
-bool NamesRank(const std::string& text, int32_t rank) {
-  if (text.find("rank") == std::string::npos) return false;
-  const std::string number = absl::StrCat(rank);
-  for (size_t at = text.find(number); at != std::string::npos; at = text.find(number, at + 1)) {
-    const bool left = at == 0 || !std::isdigit(static_cast<unsigned char>(text[at - 1]));
-    const size_t end = at + number.size();
-    const bool right = end >= text.size() || !std::isdigit(static_cast<unsigned char>(text[end]));
-    if (left && right) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
 void Suite::PeerDeath() {
   const int32_t world = comm_.world_size();
   const int32_t me = comm_.rank();

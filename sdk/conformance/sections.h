@@ -52,6 +52,9 @@ absl::StatusOr<std::unique_ptr<DeviceBuffer>> Filled(dist_device_t device, size_
     if (!conformance_status_.ok()) return conformance_status_; \
   } while (0)
 
+// True when `text` names rank `rank` ("rank 3", "ranks 1, 3", "rank(s) [3]").
+bool NamesRank(const std::string& text, int32_t rank);
+
 // `status` with "what: " before its message; OK stays OK.
 absl::Status Prefix(absl::Status status, const std::string& what);
 

@@ -2,6 +2,7 @@
 // of sections.h, RunCase and Suite's own helpers.
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -82,6 +83,18 @@ absl::Status StartAndWait(Comm& comm, dist_collective_t coll, const dist_op_args
                      timeout_ms + kWaitSlackMs, " ms: ", status.message()));
   }
   return status;
+}
+
+bool NamesRank(const std::string& text, int32_t rank) {
+  if (text.find("rank") == std::string::npos) return false;
+  const std::string number = absl::StrCat(rank);
+  for (size_t at = text.find(number); at != std::string::npos; at = text.find(number, at + 1)) {
+    const bool left = at == 0 || !std::isdigit(static_cast<unsigned char>(text[at - 1]));
+    const size_t end = at + number.size();
+    const bool right = end >= text.size() || !std::isdigit(static_cast<unsigned char>(text[end]));
+    if (left && right) return true;
+  }
+  return false;
 }
 
 absl::StatusOr<std::unique_ptr<DeviceBuffer>> Filled(dist_device_t device, size_t bytes,
