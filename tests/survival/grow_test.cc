@@ -3,11 +3,16 @@
 // replacements started after the failure, and every rank of the grown group
 // checks its collectives against values computed from the ranks.
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "dist/dist.h"
 #include "gtest/gtest.h"
@@ -164,6 +169,93 @@ TEST(Grow, GrowWithoutSurvivalSaysHowToTurnItOn) {
   EXPECT_EQ(code, DIST_FAILED_PRECONDITION) << text;
   EXPECT_NE(text.find("dist_grow on group 'default': survival is off"), std::string::npos) << text;
   dist_destroy(group);
+}
+
+// A process restarted with a live rank's RANK (not as a joiner) is refused
+// with an error naming both processes, and the job's ranks go on.
+TEST(Grow, AProcessPretendingToBeALiveRankIsRefusedAndTheJobGoesOn) {
+  const std::string dir = TempDir("impostor");
+  ASSERT_FALSE(dir.empty());
+  struct Shared {
+    int ready;          // ranks that finished their first all_reduce
+    int impostor_done;  // the impostor's dist_init has answered
+    char impostor[512];
+    char errors[2][256];
+  };
+  void* memory =
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(memory, MAP_FAILED);
+  auto* shared = new (memory) Shared{};
+  auto init = [&](int rank, int64_t timeout_ms, dist_process_group_t** group) {
+    setenv("DIST_SURVIVAL", "1", 1);
+    const std::string url = absl::StrCat("file://", dir, "/store?rank=", rank, "&world_size=2");
+    dist_init_options_t options = dist_init_options_default();
+    options.backend = "gloo";
+    options.init_method = url.c_str();
+    options.timeout_ms = timeout_ms;
+    return dist_init(&options, group);
+  };
+  auto all_reduce_ok = [](dist_process_group_t* group) {
+    float x = static_cast<float>(dist_rank(group) + 1);
+    dist_buffer_t b = dist_make_buffer(&x, 1, DIST_FLOAT32, dist_cpu());
+    dist_error_t* e = dist_all_reduce(group, &b, &b, DIST_SUM, nullptr);
+    const bool ok = e == nullptr && x == 3.f;
+    dist_error_destroy(e);
+    return ok;
+  };
+  std::vector<pid_t> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      dist_process_group_t* group = nullptr;
+      const char* failed = nullptr;
+      if (dist_error_t* e = init(rank, 20000, &group)) {
+        std::snprintf(shared->errors[rank], sizeof(shared->errors[rank]), "init: %s",
+                      dist_error_message(e));
+        _exit(1);
+      }
+      if (!all_reduce_ok(group)) failed = "the first all_reduce";
+      __atomic_add_fetch(&shared->ready, 1, __ATOMIC_ACQ_REL);
+      const absl::Time until = absl::Now() + absl::Seconds(30);
+      while (__atomic_load_n(&shared->impostor_done, __ATOMIC_ACQUIRE) == 0 &&
+             absl::Now() < until) {
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+      if (failed == nullptr && !all_reduce_ok(group)) failed = "the all_reduce after the impostor";
+      if (failed != nullptr) {
+        std::snprintf(shared->errors[rank], sizeof(shared->errors[rank]), "%s failed", failed);
+      }
+      dist_destroy(group);
+      _exit(failed == nullptr ? 0 : 1);
+    }
+    ranks.push_back(pid);
+  }
+  const absl::Time until = absl::Now() + absl::Seconds(30);
+  while (__atomic_load_n(&shared->ready, __ATOMIC_ACQUIRE) < 2 && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const pid_t impostor = fork();
+  if (impostor == 0) {
+    dist_process_group_t* group = nullptr;
+    dist_error_t* e = init(1, 3000, &group);
+    std::snprintf(shared->impostor, sizeof(shared->impostor), "%s: %s",
+                  e != nullptr ? dist_error_code_name(dist_error_code(e)) : "OK",
+                  e != nullptr ? dist_error_message(e) : "");
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(impostor, &status, 0);
+  __atomic_store_n(&shared->impostor_done, 1, __ATOMIC_RELEASE);
+  for (int rank = 0; rank < 2; ++rank) {
+    waitpid(ranks[rank], &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "rank " << rank << ": " << shared->errors[rank];
+  }
+  const std::string impostor_said = shared->impostor;
+  EXPECT_NE(impostor_said.find("ALREADY_EXISTS"), std::string::npos) << impostor_said;
+  EXPECT_NE(impostor_said.find("rank 1 claimed by two processes"), std::string::npos)
+      << impostor_said;
+  munmap(memory, sizeof(Shared));
 }
 
 }  // namespace
