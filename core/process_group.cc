@@ -113,6 +113,15 @@ dist_comm_config_t MakeCommConfig(int32_t rank, int32_t world_size, int32_t loca
   return config;
 }
 
+// Whether `plugin`'s comm_split makes a communicator of `ranks` (member i
+// being ranks[i]): any split of ascending ranks, others where the backend
+// declares DIST_CAP_SPLIT_ORDERED (backend ABI 1.6).
+bool SplitsFromParent(const PluginRecord& plugin, const std::vector<int32_t>& ranks) {
+  if (plugin.backend.comm_split == nullptr) return false;
+  return std::is_sorted(ranks.begin(), ranks.end()) ||
+         (plugin.abi_minor >= 6 && (plugin.capabilities.flags & DIST_CAP_SPLIT_ORDERED) != 0);
+}
+
 // "12.3 ms": start-up phases are milliseconds long.
 std::string FormatMs(absl::Duration d) {
   return absl::StrFormat("%.1f ms", absl::ToDoubleMilliseconds(d));
@@ -347,20 +356,21 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Split(int32_t color,
     if (their_color >= 0) members[their_color].push_back({their_key, r});
   }
   std::unique_ptr<ProcessGroup> mine;
-  // Colours in ascending order on every rank. A colour whose key order is
-  // the parent's rank order is split from the parent's communicators where
-  // the backend can (mpi: MPI_Comm_split), which every parent rank joins;
-  // any other is created anew by its members alone.
+  // Colours in ascending order on every rank. A colour is split from the
+  // parent's communicators where a backend can (mpi: MPI_Comm_split with the
+  // keys), which every parent rank joins; else it is created anew by its
+  // members alone.
   for (auto& [group_color, entries] : members) {
     std::sort(entries.begin(), entries.end());
     std::vector<int32_t> ranks;
     for (const auto& entry : entries) ranks.push_back(entry.second);
-    const bool ascending = std::is_sorted(ranks.begin(), ranks.end());
+    bool splits = false;
+    for (const BackendComm& comm : comms_) splits = splits || SplitsFromParent(*comm.plugin, ranks);
     const bool member = group_color == color;
-    if (!member && !ascending) continue;
-    absl::StatusOr<std::unique_ptr<ProcessGroup>> child = MakeChild(
-        ranks, absl::StrCat(name_, ".split", id, ".", group_color),
-        absl::StrCat(prefix, "color", group_color, "/"), /*may_split=*/ascending, timeout_);
+    if (!member && !splits) continue;
+    absl::StatusOr<std::unique_ptr<ProcessGroup>> child =
+        MakeChild(ranks, absl::StrCat(name_, ".split", id, ".", group_color),
+                  absl::StrCat(prefix, "color", group_color, "/"), /*may_split=*/splits, timeout_);
     if (!child.ok()) {
       return absl::Status(child.status().code(), absl::StrCat("split_group (colour ", group_color,
                                                               "): ", child.status().message()));
@@ -402,7 +412,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::MakeChild(
         MakeCommConfig(group->rank_, group->world_size_, -1, -1, made.store, setup_timeout,
                        group->option_views_, group->name_);
     absl::Status status;
-    if (may_split && parent.plugin->backend.comm_split != nullptr) {
+    if (may_split && SplitsFromParent(*parent.plugin, ranks)) {
       status = TakeError(parent.plugin->backend.comm_split(parent.comm, ranks.data(), ranks.size(),
                                                            &config, &made.comm));
     } else if (group->rank_ >= 0) {

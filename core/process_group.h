@@ -158,10 +158,11 @@ class ProcessGroup {
   absl::Status NotMemberError() const;
   absl::Status StartTracing(const TraceOptions& options);  // core/group_tracing.h
   void AbortComms(const std::string& reason);
-  // A group of `ranks` (ascending ranks of this group) named `name`, whose
-  // communicators live under `prefix` in the store: split from this
-  // group's where the backend can and `may_split`, else created anew, with
-  // `setup_timeout` bounding their creation.
+  // A group of `ranks` (ranks of this group; member i is ranks[i]) named
+  // `name`, whose communicators live under `prefix` in the store: split
+  // from this group's where the backend can split those ranks and
+  // `may_split` (every rank of this group calls it then), else created anew
+  // by the members, with `setup_timeout` bounding their creation.
   absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeChild(const std::vector<int32_t>& ranks,
                                                           std::string name, std::string prefix,
                                                           bool may_split,

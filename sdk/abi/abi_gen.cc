@@ -188,6 +188,7 @@ int main() {
   CONST(P, DIST_CAP_CUDA_AWARE);
 #if DIST_BACKEND_ABI_MINOR >= 5
   CONST(P, DIST_CAP_SHRINK);
+  CONST(P, DIST_CAP_SPLIT_ORDERED);
   STRUCT(P, dist_op_counts_t);
   FIELD(P, dist_op_counts_t, struct_size);
   FIELD(P, dist_op_counts_t, send_counts);

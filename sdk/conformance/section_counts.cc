@@ -3,6 +3,7 @@
 // dist_reduce_scatter_v) and dist_split_group, with uneven and zero
 // counts. The core builds them from every backend's operations, so they
 // are checked through the core only; a raw table records one skip.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -124,6 +125,37 @@ absl::Status SplitByParity(dist_process_group_t* group, int rank, int world) {
   return status;
 }
 
+// Keys that reverse the parent's order: member i of each half is the
+// half's (size - 1 - i)th parent rank, which an all_gather of parent ranks
+// shows.
+absl::Status SplitReversed(dist_process_group_t* group, int rank, int world) {
+  dist_process_group_t* half = nullptr;
+  DIST_RETURN_IF_ERROR(TakeError(dist_split_group(group, rank % 2, world - rank, &half)));
+  if (half == nullptr) return absl::InternalError("split_group: a rank with a colour got no group");
+  const int size = dist_world_size(half);
+  const int want_size = (world - rank % 2 + 1) / 2;
+  absl::Status status;
+  std::vector<int32_t> order(std::max(size, 1), -1);
+  int32_t mine = rank;
+  const dist_buffer_t send = dist_make_buffer(&mine, 1, DIST_INT32, dist_cpu());
+  const dist_buffer_t recv = dist_make_buffer(order.data(), order.size(), DIST_INT32, dist_cpu());
+  if (size != want_size) {
+    status = absl::InternalError(absl::StrCat("split_group: ", size, " ranks, want ", want_size));
+  } else {
+    status = TakeError(dist_all_gather(half, &send, &recv, nullptr));
+  }
+  for (int i = 0; status.ok() && i < size; ++i) {
+    // The half's parent ranks in descending order: parity + 2 * (size - 1 - i).
+    const int want = rank % 2 + 2 * (size - 1 - i);
+    if (order[i] != want) {
+      status = absl::InternalError(absl::StrCat("split_group with reversing keys: member ", i,
+                                                " is parent rank ", order[i], ", want ", want));
+    }
+  }
+  dist_destroy(half);
+  return status;
+}
+
 }  // namespace
 
 void Suite::PerRankCounts() {
@@ -156,6 +188,12 @@ void Suite::PerRankCounts() {
   }
   Record("split_group: by parity, numbered by key", "-", "-", "-",
          SplitByParity(group, rank, world));
+  if (Declared(DIST_COLL_ALL_GATHER) && DeclaredDtype(DIST_INT32)) {
+    Record("split_group: keys that reverse the order", "-", "-", "-",
+           SplitReversed(group, rank, world));
+  } else {
+    Skip("split_group: keys that reverse the order", "needs all_gather on int32");
+  }
 }
 
 }  // namespace dist::conformance

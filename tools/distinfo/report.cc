@@ -212,7 +212,8 @@ std::vector<std::string> ReduceOpNames(uint32_t mask) {
 
 std::vector<std::string> FlagNames(uint32_t flags) {
   static constexpr const char* kNames[] = {"subgroups",      "stream_wait", "thread_multiple",
-                                           "needs_launcher", "cuda_aware",  "shrink"};
+                                           "needs_launcher", "cuda_aware",  "shrink",
+                                           "split_ordered"};
   return BitNames(flags, 6, [](int bit) { return kNames[bit]; });
 }
 

@@ -140,7 +140,9 @@ Comm::Comm(MPI_Comm comm, MPI_Comm p2p_comm, int rank, int size, const dist_comm
 
 absl::StatusOr<std::shared_ptr<Comm>> Comm::Split(const int32_t* ranks, size_t num_ranks,
                                                   const dist_comm_config_t& config) {
-  const bool member = std::binary_search(ranks, ranks + num_ranks, rank_);
+  // Member i of the child is ranks[i] (DIST_CAP_SPLIT_ORDERED): the key.
+  const int32_t* me = std::find(ranks, ranks + num_ranks, rank_);
+  const bool member = me != ranks + num_ranks;
   if (member && (config.rank < 0 || config.world_size != static_cast<int>(num_ranks))) {
     return absl::InvalidArgumentError(absl::StrCat(
         "mpi: comm_split on parent rank ", rank_, " (a member) got config rank ", config.rank,
@@ -163,7 +165,8 @@ absl::StatusOr<std::shared_ptr<Comm>> Comm::Split(const int32_t* ranks, size_t n
     absl::MutexLock lock(&mu_);  // keeps the parent's issue order
     if (aborted_.load()) return AbortedError();
     MpiCallGuard guard;
-    const int rc = MPI_Comm_split(comm_, member ? 0 : MPI_UNDEFINED, rank_, &child);
+    const int rc = MPI_Comm_split(comm_, member ? 0 : MPI_UNDEFINED,
+                                  member ? static_cast<int>(me - ranks) : 0, &child);
     if (rc != MPI_SUCCESS) return MpiStatus(rc, "MPI_Comm_split");
   }
   if (!member) {
@@ -187,7 +190,7 @@ absl::StatusOr<std::shared_ptr<Comm>> Comm::Split(const int32_t* ranks, size_t n
     return absl::InternalError(absl::StrCat("mpi: MPI_Comm_split made rank ", child_rank, " of ",
                                             child_size, " but the core expects rank ", config.rank,
                                             " of ", config.world_size,
-                                            "; the ranks list must be ascending parent ranks"));
+                                            "; member i of the child is ranks[i]"));
   }
   // The child's second communicator; every member got here right after
   // the split, so the deadline only guards against a rank dying meanwhile.

@@ -58,7 +58,8 @@ void FillCapabilities(dist_backend_capabilities_t& caps) {
   caps.all_reduce_ops = kAll8;
   caps.reduce_ops = kAll8;
   caps.reduce_scatter_ops = kAll8;
-  caps.flags = DIST_CAP_SUBGROUPS | DIST_CAP_NEEDS_LAUNCHER;
+  // MPI_Comm_split orders the new ranks by key.
+  caps.flags = DIST_CAP_SUBGROUPS | DIST_CAP_NEEDS_LAUNCHER | DIST_CAP_SPLIT_ORDERED;
   if (runtime.thread_multiple()) caps.flags |= DIST_CAP_THREAD_MULTIPLE;
   if (runtime.cuda_aware()) caps.flags |= DIST_CAP_CUDA_AWARE;
   caps.notes = runtime.thread_notes();

@@ -46,7 +46,7 @@ extern "C" {
 #endif
 
 #define DIST_BACKEND_ABI_MAJOR 1
-#define DIST_BACKEND_ABI_MINOR 5
+#define DIST_BACKEND_ABI_MINOR 6
 #define DIST_BACKEND_ENTRY_SYMBOL "dist_backend_plugin_v1"
 
 typedef struct dist_backend_comm dist_backend_comm_t; /* plugin-defined */
@@ -81,6 +81,11 @@ typedef struct dist_backend_capabilities {
  * backend). Without it dist_shrink refuses at once and says why. Plugins
  * older than 1.5 are judged as before: every backend but MPI's. */
 #define DIST_CAP_SHRINK (1u << 5)
+/* Backend ABI 1.6: comm_split takes `ranks` in any order, member i of the
+ * new communicator being ranks[i] (MPI_Comm_split's key), so the core splits
+ * a colour whose keys reorder the ranks from the parent too (dist_split_group)
+ * instead of creating it anew. */
+#define DIST_CAP_SPLIT_ORDERED (1u << 6)
 
 /* Everything a communicator is created from. Borrowed for the duration of
  * comm_create/comm_split, except `store`, which stays valid until
@@ -185,7 +190,9 @@ typedef struct dist_backend_plugin {
   dist_error_t* (*comm_create)(const dist_comm_config_t* config, dist_backend_comm_t** comm);
 
   /* Makes a subgroup communicator. Called on EVERY rank of `parent` in the
-   * same order; `ranks` (parent ranks, ascending, unique) lists the members.
+   * same order; `ranks` (parent ranks, unique; ascending unless the backend
+   * declares DIST_CAP_SPLIT_ORDERED, then in the new ranks' order) lists
+   * the members.
    * On members, config describes the new communicator (its rank, size and a
    * fresh store namespace) and *comm receives it; on non-members
    * config->rank is -1 and *comm must be set to NULL. May be NULL in the

@@ -236,9 +236,9 @@ DIST_EXPORT dist_error_t* dist_shrink(dist_process_group_t* group,
  * colour (>= 0) form one new group, numbered by (key, parent rank); each
  * gets that group in *group (the caller owns it: dist_destroy). A rank that
  * passes a negative colour (DIST_SPLIT_NONE) joins none: *group = NULL and
- * no error. A colour whose key order is the parent's order is split from
- * the parent's communicators where the backend can (mpi: MPI_Comm_split);
- * on mpi, any other order is refused by the backend. */
+ * no error. A colour is split from the parent's communicators where the
+ * backend can (mpi: MPI_Comm_split with the keys, any order; others: a
+ * colour in the parent's order), else created anew by its members. */
 DIST_EXPORT dist_error_t* dist_split_group(dist_process_group_t* parent, int32_t color, int32_t key,
                                            dist_process_group_t** group);
 
