@@ -416,6 +416,28 @@ DIST_EXPORT dist_error_t* dist_failed_ranks(const dist_process_group_t* group, i
   });
 }
 
+namespace {
+
+// An options struct of dist_shrink/dist_grow shorter than the fields read.
+dist_error_t* CheckOptionsSize(const char* call, const char* type, size_t struct_size,
+                               size_t needed) {
+  if (struct_size >= needed) return nullptr;
+  return dist_error_new(DIST_INVALID_ARGUMENT,
+                        "%s: options->struct_size %zu is too small; set it to sizeof(%s)", call,
+                        struct_size, type);
+}
+
+// A timeout_ms of dist_shrink/dist_grow: 0 is the group's.
+dist_error_t* CheckGroupCallTimeout(const char* call, int64_t timeout_ms) {
+  if (timeout_ms >= 0 && timeout_ms <= dist::kMaxTimeoutMs) return nullptr;
+  return dist_error_new(DIST_INVALID_ARGUMENT,
+                        "%s: timeout_ms %lld is outside [0, %lld]; 0 means the group's timeout",
+                        call, static_cast<long long>(timeout_ms),
+                        static_cast<long long>(dist::kMaxTimeoutMs));
+}
+
+}  // namespace
+
 DIST_EXPORT dist_error_t* dist_shrink(dist_process_group_t* group,
                                       const dist_shrink_options_t* options,
                                       dist_process_group_t** new_group) {
@@ -425,21 +447,14 @@ DIST_EXPORT dist_error_t* dist_shrink(dist_process_group_t* group,
   if (dist_error_t* error = ForkedChildError("dist_shrink", *group->group)) return error;
   dist_shrink_options_t read{};
   if (options != nullptr) {
-    if (options->struct_size < sizeof(size_t) + sizeof(int64_t)) {
-      return dist_error_new(DIST_INVALID_ARGUMENT,
-                            "dist_shrink: options->struct_size %zu is too small; set it to "
-                            "sizeof(dist_shrink_options_t)",
-                            options->struct_size);
+    if (dist_error_t* error =
+            CheckOptionsSize("dist_shrink", "dist_shrink_options_t", options->struct_size,
+                             offsetof(dist_shrink_options_t, timeout_ms) + sizeof(int64_t))) {
+      return error;
     }
     read.timeout_ms = options->timeout_ms;
   }
-  if (read.timeout_ms < 0 || read.timeout_ms > dist::kMaxTimeoutMs) {
-    return dist_error_new(DIST_INVALID_ARGUMENT,
-                          "dist_shrink: timeout_ms %lld is outside [0, %lld]; 0 means the "
-                          "group's timeout",
-                          static_cast<long long>(read.timeout_ms),
-                          static_cast<long long>(dist::kMaxTimeoutMs));
-  }
+  if (dist_error_t* error = CheckGroupCallTimeout("dist_shrink", read.timeout_ms)) return error;
   return Guarded("dist_shrink", [&]() -> dist_error_t* {
     const absl::Duration timeout =
         read.timeout_ms > 0 ? absl::Milliseconds(read.timeout_ms) : group->group->timeout();
@@ -458,22 +473,15 @@ DIST_EXPORT dist_error_t* dist_grow(dist_process_group_t* group, const dist_grow
   if (dist_error_t* error = ForkedChildError("dist_grow", *group->group)) return error;
   dist_grow_options_t read{};
   if (options != nullptr) {
-    if (options->struct_size < offsetof(dist_grow_options_t, joiners) + sizeof(int32_t)) {
-      return dist_error_new(DIST_INVALID_ARGUMENT,
-                            "dist_grow: options->struct_size %zu is too small; set it to "
-                            "sizeof(dist_grow_options_t)",
-                            options->struct_size);
+    if (dist_error_t* error =
+            CheckOptionsSize("dist_grow", "dist_grow_options_t", options->struct_size,
+                             offsetof(dist_grow_options_t, joiners) + sizeof(int32_t))) {
+      return error;
     }
     read.timeout_ms = options->timeout_ms;
     read.joiners = options->joiners;
   }
-  if (read.timeout_ms < 0 || read.timeout_ms > dist::kMaxTimeoutMs) {
-    return dist_error_new(DIST_INVALID_ARGUMENT,
-                          "dist_grow: timeout_ms %lld is outside [0, %lld]; 0 means the "
-                          "group's timeout",
-                          static_cast<long long>(read.timeout_ms),
-                          static_cast<long long>(dist::kMaxTimeoutMs));
-  }
+  if (dist_error_t* error = CheckGroupCallTimeout("dist_grow", read.timeout_ms)) return error;
   if (read.joiners < 0) {
     return dist_error_new(DIST_INVALID_ARGUMENT,
                           "dist_grow: joiners %d is negative; pass how many joining processes "

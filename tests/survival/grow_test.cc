@@ -21,14 +21,6 @@
 namespace dist_survival {
 namespace {
 
-std::string TempDir(const std::string& name) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(root != nullptr ? root : "/tmp", "/", name);
-  std::string command = absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "'");
-  if (std::system(command.c_str()) != 0) return "";
-  return dir;
-}
-
 void ExpectGrowsBack(Scenario s, const std::string& name) {
   s.grow = true;
   s.dir = TempDir(name);

@@ -338,6 +338,14 @@ std::string RunJoiner(const Scenario& s, Shared* shared) {
 
 }  // namespace
 
+std::string TempDir(const std::string& name) {
+  const char* root = std::getenv("TEST_TMPDIR");
+  std::string dir = absl::StrCat(root != nullptr ? root : "/tmp", "/", name);
+  std::string command = absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "'");
+  if (std::system(command.c_str()) != 0) return "";
+  return dir;
+}
+
 Outcome Run(const Scenario& s) {
   Outcome outcome;
   outcome.rank_errors.assign(s.world, "");

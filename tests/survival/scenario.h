@@ -74,6 +74,9 @@ inline Scenario MakeScenario(std::string backend, int world, int victim, Failure
 
 Outcome Run(const Scenario& scenario);
 
+// An empty folder `name` under TEST_TMPDIR (else /tmp); "" if it cannot be made.
+std::string TempDir(const std::string& name);
+
 }  // namespace dist_survival
 
 #endif  // DIST_TESTS_SURVIVAL_SCENARIO_H_

@@ -17,14 +17,6 @@
 namespace dist_survival {
 namespace {
 
-std::string TempDir(const std::string& name) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(root != nullptr ? root : "/tmp", "/", name);
-  std::string command = absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "'");
-  if (std::system(command.c_str()) != 0) return "";
-  return dir;
-}
-
 void ExpectSurvives(Scenario s, const std::string& name) {
   s.dir = TempDir(name);
   ASSERT_FALSE(s.dir.empty());
