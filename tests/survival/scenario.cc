@@ -82,6 +82,10 @@ class Rank {
     dist_process_group_t* group = nullptr;
     if (dist_error_t* e = dist_init(&options, &group)) return "init: " + Describe(e);
     std::string failed = UntilFailure(group, shared);
+    if (failed.empty() && rank_ == s_.second_victim && s_.second_dies_during_shrink) {
+      absl::SleepFor(absl::Milliseconds(100));  // the others are in their shrink by now
+      raise(SIGKILL);
+    }
     if (failed.empty()) failed = AfterFailure(group, shared);
     if (resumed_) {
       __atomic_store_n(&shared->victim_answered, 1, __ATOMIC_RELEASE);
@@ -112,7 +116,9 @@ class Rank {
     std::vector<float> v(kCount);
     const int w = s_.world;
     for (int iter = 0; iter < 100000; ++iter) {
-      if ((rank_ == s_.victim || rank_ == s_.second_victim) && iter == s_.iterations_before) {
+      const bool dies_now =
+          rank_ == s_.victim || (rank_ == s_.second_victim && !s_.second_dies_during_shrink);
+      if (dies_now && iter == s_.iterations_before) {
         shared->failure_ns = NowNs();
         if (s_.failure == Failure::kKill) raise(SIGKILL);
         if (s_.failure == Failure::kStop) {

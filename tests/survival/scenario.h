@@ -32,6 +32,9 @@ struct Scenario {
   int tcp_port = 0;
   // >= 0: a second rank fails the same way at the same moment.
   int second_victim = -1;
+  // The second victim dies later instead: once the group failed, while the
+  // others run their shrink (SIGKILL, before it would join the agreement).
+  bool second_dies_during_shrink = false;
   // kStop: once the survivors have shrunk, the victim is resumed; its own
   // shrink must then tell it that the others went on without it.
   bool resume_victim = false;

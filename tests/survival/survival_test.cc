@@ -94,6 +94,13 @@ TEST(Survival, GlooShrinksWhenTwoRanksDieAtOnce) {
   ExpectSurvives(s, "gloo_kill_two");
 }
 
+TEST(Survival, ARankDyingDuringTheShrinkIsLeftOutToo) {
+  Scenario s = MakeScenario("gloo", 4, 1, Failure::kKill);
+  s.second_victim = 2;
+  s.second_dies_during_shrink = true;
+  ExpectSurvives(s, "gloo_kill_during_shrink");
+}
+
 TEST(Survival, ARankResumedAfterTheShrinkIsToldItWasLeftOut) {
   Scenario s = MakeScenario("shm", 3, 1, Failure::kStop);
   s.resume_victim = true;
