@@ -164,9 +164,9 @@ class FailureRun {
                        " died: want DIST_REVOKED or an error naming it, got ", error.ToString()));
     }
     if (took > kErrorBound) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("the error came ", absl::FormatDuration(took), " after rank ", victim,
-                       " died, over the bound of ", absl::FormatDuration(kErrorBound)));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the error came ", absl::FormatDuration(took), " after rank ", victim,
+          " died, over the bound of ", absl::FormatDuration(kErrorBound), ": ", error.ToString()));
     }
 
     // Shrink; a stopped victim is ended once the others went on.

@@ -468,6 +468,9 @@ void Communicator::P2pLoop() {
       pending = std::move(p2p_.front());
       p2p_.pop_front();
       p2p_waiting_ = true;
+      p2p_current_ = &pending.posted;
+      // Aborted while it was queued: its wait returns at once.
+      if (!abort_reason_.empty()) InterruptWait(pending.posted);
     }
     absl::Status status;
     try {
@@ -481,6 +484,10 @@ void Communicator::P2pLoop() {
       status = Fail(pending.op, e.what());
     } catch (...) {
       status = Fail(pending.op, "unknown exception from Gloo");
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      p2p_current_ = nullptr;  // before the buffer goes
     }
     pending.posted.buffer.reset();
     pending.work->Complete(std::move(status));
@@ -532,6 +539,7 @@ void Communicator::Abort(const std::string& reason) {
     if (!abort_reason_.empty()) return;
     abort_reason_ = reason.empty() ? "gloo backend: communicator aborted" : reason;
     dropped.swap(queue_);
+    if (p2p_current_ != nullptr) InterruptWait(*p2p_current_);
   }
   // Wakes an operation blocked in Gloo (and the peers, whose connections
   // to this rank close).
@@ -541,6 +549,15 @@ void Communicator::Abort(const std::string& reason) {
   if (sync_ != nullptr) sync_->Abort(abort_reason_);
   const absl::Status aborted = absl::AbortedError(abort_reason_);
   for (Task& task : dropped) task.work->Complete(aborted);
+}
+
+void Communicator::InterruptWait(PostedP2p& posted) {
+  if (posted.buffer == nullptr) return;
+  if (posted.is_send) {
+    posted.buffer->abortWaitSend();
+  } else {
+    posted.buffer->abortWaitRecv();
+  }
 }
 
 void Communicator::Shutdown() {

@@ -102,6 +102,8 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // Ends an operation the caller ran on its own thread (TryRunInline, Run):
   // clears running_ and hands what was queued meanwhile to the worker.
   void EndCallerRun();
+  // Makes P2pLoop's wait on `posted` return at once (Gloo's abortWait*).
+  void InterruptWait(PostedP2p& posted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs (or, for send/recv, posts) a task on the caller's thread, which
   // set running_ for it: Execute with SIGPIPE kept away, then EndCallerRun.
   void ExecuteHere(Task task);
@@ -143,6 +145,9 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<PendingP2p> p2p_ ABSL_GUARDED_BY(mu_);
   bool p2p_waiting_ ABSL_GUARDED_BY(mu_) = false;
+  // The posted send/recv P2pLoop waits on, for Abort to interrupt: a failed
+  // pair does not reach a recv whose sender had already announced itself.
+  PostedP2p* p2p_current_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool worker_polling_ ABSL_GUARDED_BY(mu_) = false;
   bool poked_ ABSL_GUARDED_BY(mu_) = false;
