@@ -111,7 +111,7 @@ absl::StatusOr<FileConfig> LoadConfigFile(const std::string& path) {
   }
   const std::string usage =
       "known keys: backend, init_method, timeout, log_level, debug, trace_dir, trace_entries, "
-      "survival, failure_detect_ms, join, and tables [options] or "
+      "survival, failure_detect_ms, join, hierarchical, and tables [options] or "
       "[<plugin>] for backend and rendezvous options";
   for (const auto& [key, node] : table) {
     const std::string name(key.str());
@@ -120,20 +120,21 @@ absl::StatusOr<FileConfig> LoadConfigFile(const std::string& path) {
         name == "timeout" || name == "trace_entries" || name == "failure_detect_ms";
     if (name == "backend" || name == "init_method" || name == "log_level" || name == "timeout" ||
         name == "debug" || name == "trace_dir" || name == "trace_entries" || name == "survival" ||
-        name == "join" || name == "failure_detect_ms") {
+        name == "join" || name == "failure_detect_ms" || name == "hierarchical") {
       if (!node.is_value() || node.is_array()) {
         return absl::InvalidArgumentError(
             absl::StrCat("config file ", path, " line ", line, ": '", name, "' must be a value"));
       }
-      const bool ok = node.is_string() || (numeric && node.is_number()) ||
-                      ((name == "survival" || name == "join") && node.is_boolean());
+      const bool ok =
+          node.is_string() || (numeric && node.is_number()) ||
+          ((name == "survival" || name == "join" || name == "hierarchical") && node.is_boolean());
       if (!ok) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("config file ", path, " line ", line, ": '", name, "' must be a string",
-                         name == "timeout"                      ? " or a number of seconds"
-                         : numeric                              ? " or a number"
-                         : name == "survival" || name == "join" ? " or a boolean"
-                                                                : ""));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "config file ", path, " line ", line, ": '", name, "' must be a string",
+            name == "timeout" ? " or a number of seconds"
+            : numeric         ? " or a number"
+            : name == "survival" || name == "join" || name == "hierarchical" ? " or a boolean"
+                                                                             : ""));
       }
       file.values[name] = TomlScalarToString(node);
     } else if (const toml::table* section = node.as_table()) {
@@ -241,6 +242,26 @@ absl::Status ResolveSurvivalOptions(const FileConfig& file, ResolvedConfig& conf
   if (!join.ok()) return join.status();
   config.join_enabled = *join;
   config.join.value = *join ? "on" : "off";
+  return absl::OkStatus();
+}
+
+// DIST_HIERARCHICAL (docs/performance.md, "Several hosts"): auto, or off.
+absl::Status ResolveHierarchical(const FileConfig& file, ResolvedConfig& config) {
+  config.hierarchical =
+      PickSetting(config, "dist.hierarchical", "DIST_HIERARCHICAL", file, "hierarchical", "auto");
+  const std::string value = absl::AsciiStrToLower(config.hierarchical.value);
+  if (value == "auto" || value == "1" || value == "on" || value == "true" || value == "yes") {
+    config.hierarchical_auto = true;
+  } else {
+    absl::StatusOr<bool> on = ParseSwitch(config.hierarchical);
+    if (!on.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(config.hierarchical.source, ": '", config.hierarchical.value,
+                       "' is not a hierarchical setting; use auto or off"));
+    }
+    config.hierarchical_auto = false;
+  }
+  config.hierarchical.value = config.hierarchical_auto ? "auto" : "off";
   return absl::OkStatus();
 }
 
@@ -450,6 +471,7 @@ absl::StatusOr<ResolvedConfig> ResolveConfig(const dist_init_options_t* options)
     config.group_name = options->group_name;
   }
   DIST_RETURN_IF_ERROR(ResolveSurvivalOptions(file, config));
+  DIST_RETURN_IF_ERROR(ResolveHierarchical(file, config));
   // A joining process gets its rank from the job it joins (dist_grow).
   if (HostStoreOf(options) != nullptr && options->world_size <= 0 && !config.join_enabled) {
     return absl::InvalidArgumentError(
@@ -474,6 +496,7 @@ std::vector<ConfigOption> ConfigRows(const ResolvedConfig& config) {
       {"survival", config.survival.value, config.survival.source},
       {"failure_detect_ms", config.failure_detect_ms.value, config.failure_detect_ms.source},
       {"join", config.join.value, config.join.source},
+      {"hierarchical", config.hierarchical.value, config.hierarchical.source},
   };
   for (const ConfigOption& option : config.options) {
     rows.push_back({absl::StrCat("option.", option.key), option.value, option.source});

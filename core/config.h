@@ -50,6 +50,7 @@ struct ResolvedConfig {
   ConfigValue survival;           // "on" or "off" (DIST_SURVIVAL, option dist.survival)
   ConfigValue failure_detect_ms;  // DIST_FAILURE_DETECT_MS, option dist.failure_detect_ms
   ConfigValue join;               // "on" or "off" (DIST_JOIN, option dist.join)
+  ConfigValue hierarchical;       // "auto" or "off" (DIST_HIERARCHICAL, option dist.hierarchical)
   std::vector<ConfigOption> options;
 
   // Parsed forms.
@@ -61,8 +62,10 @@ struct ResolvedConfig {
   bool survival_enabled = false;  // heartbeat, detect failed ranks, allow dist_shrink
   absl::Duration failure_detect = absl::Milliseconds(500);  // silent this long: failed
   bool join_enabled = false;  // join a running group through dist_grow (dist.h 1.5)
-  int32_t rank = -1;          // explicit only; -1: from the init method
-  int32_t world_size = -1;    // explicit only
+  // Hierarchical collectives where ranks share hosts (core/host_hierarchy.h).
+  bool hierarchical_auto = true;
+  int32_t rank = -1;        // explicit only; -1: from the init method
+  int32_t world_size = -1;  // explicit only
   std::string group_name = "default";
 };
 

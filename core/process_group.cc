@@ -284,6 +284,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
       {config->debug_detail, config->trace_entries_value, config->trace_dir.value}));
   group->survival_settings_ = {config->survival_enabled, config->failure_detect,
                                config->failure_detect / 5};
+  DIST_RETURN_IF_ERROR(group->SetUpHierarchy(config->hierarchical_auto));
   DIST_RETURN_IF_ERROR(group->StartSurvival());
   const absl::Time ready = absl::Now();
   LogLine(DIST_LOG_INFO, "core",
@@ -299,6 +300,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
 ProcessGroup::~ProcessGroup() {
   revocation_->SetPoll(nullptr);  // work handles that outlive the group stop asking
   survival_.reset();              // its thread may abort the communicators
+  hierarchy_.reset();             // subgroups: before the communicators they came from
   {
     absl::MutexLock lock(&variable_count_mu_);
     variable_count_group_.reset();  // a subgroup: before the communicators it came from
@@ -382,7 +384,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Split(int32_t color,
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::MakeChild(
     const std::vector<int32_t>& ranks, std::string name, std::string prefix, bool may_split,
-    absl::Duration setup_timeout) {
+    absl::Duration setup_timeout, const PluginRecord* only) {
   std::unique_ptr<ProcessGroup> group(new ProcessGroup());
   group->name_ = std::move(name);
   group->timeout_ = timeout_;
@@ -395,15 +397,29 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::MakeChild(
     group->option_views_.push_back({key.c_str(), value.c_str()});
   }
   group->comm_for_device_ = comm_for_device_;
+  // The backends to make communicators of, and the parent's communicator of
+  // each (nullptr: none to split from).
+  std::vector<std::pair<const PluginRecord*, dist_backend_comm_t*>> backends;
+  if (only != nullptr) {
+    group->comm_for_device_.fill(-1);
+    group->comm_for_device_[DIST_DEVICE_CPU] = 0;
+    dist_backend_comm_t* parent = nullptr;
+    for (const BackendComm& comm : comms_) {
+      if (comm.plugin == only) parent = comm.comm;
+    }
+    backends.push_back({only, parent});
+  } else {
+    for (const BackendComm& comm : comms_) backends.push_back({comm.plugin, comm.comm});
+  }
   group->parent_ranks_ = ranks;
   group->parent_rank_ = rank_;
   const auto me = std::find(ranks.begin(), ranks.end(), rank_);
   group->rank_ = me == ranks.end() ? -1 : static_cast<int32_t>(me - ranks.begin());
   group->world_size_ = static_cast<int32_t>(ranks.size());
-  for (const BackendComm& parent : comms_) {
-    BackendComm comm{parent.plugin, nullptr, nullptr};
-    absl::StatusOr<dist_store_t*> store = MakePrefixStore(
-        store_->get(), absl::StrCat(group->store_prefix_, parent.plugin->name, "/"));
+  for (const auto& [plugin, parent_comm] : backends) {
+    BackendComm comm{plugin, nullptr, nullptr};
+    absl::StatusOr<dist_store_t*> store =
+        MakePrefixStore(store_->get(), absl::StrCat(group->store_prefix_, plugin->name, "/"));
     if (!store.ok()) return store.status();
     comm.store = *store;
     group->comms_.push_back(comm);
@@ -412,17 +428,16 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::MakeChild(
         MakeCommConfig(group->rank_, group->world_size_, -1, -1, made.store, setup_timeout,
                        group->option_views_, group->name_);
     absl::Status status;
-    if (may_split && SplitsFromParent(*parent.plugin, ranks)) {
-      status = TakeError(parent.plugin->backend.comm_split(parent.comm, ranks.data(), ranks.size(),
-                                                           &config, &made.comm));
+    if (may_split && parent_comm != nullptr && SplitsFromParent(*plugin, ranks)) {
+      status = TakeError(
+          plugin->backend.comm_split(parent_comm, ranks.data(), ranks.size(), &config, &made.comm));
     } else if (group->rank_ >= 0) {
-      status = TakeError(parent.plugin->backend.comm_create(&config, &made.comm));
+      status = TakeError(plugin->backend.comm_create(&config, &made.comm));
     }
     if (!status.ok()) {
-      return absl::Status(
-          status.code(),
-          absl::StrCat(may_split ? "new_group [" : "shrink to [", absl::StrJoin(ranks, ","),
-                       "] on backend '", parent.plugin->name, "': ", status.message()));
+      return absl::Status(status.code(), absl::StrCat(may_split ? "new_group [" : "shrink to [",
+                                                      absl::StrJoin(ranks, ","), "] on backend '",
+                                                      plugin->name, "': ", status.message()));
     }
   }
   group->global_rank_ = global_rank_;
@@ -598,7 +613,9 @@ absl::Status ProcessGroup::Run(dist_collective_t kind, const dist_op_args_t& arg
   const dist_backend_plugin_t& backend = prepared.route.plugin->backend;
   const int64_t timeout_ms = timeout_ms_;
   absl::Status status;
-  if (backend.run != nullptr) {
+  if (hierarchy_ != nullptr && hierarchy_->Takes(kind, prepared.args)) {
+    status = hierarchy_->Run(kind, prepared.args);
+  } else if (backend.run != nullptr) {
     // One call, no work handle (ABI 1.2); its errors are reported as a
     // wait's, whether the backend refused the operation or it failed.
     status = TakeError(backend.run(prepared.route.comm->comm, kind, &prepared.args, timeout_ms));
@@ -714,6 +731,7 @@ void ProcessGroup::Abort(const std::string& reason) {
 }
 
 void ProcessGroup::AbortComms(const std::string& reason) {
+  if (hierarchy_ != nullptr) hierarchy_->Abort(reason);
   for (BackendComm& comm : comms_) {
     if (comm.comm != nullptr && comm.plugin->backend.comm_abort != nullptr) {
       comm.plugin->backend.comm_abort(comm.comm, reason.c_str());

@@ -17,6 +17,7 @@
 #include "core/config.h"
 #include "core/fork_guard.h"
 #include "core/group_tracing.h"
+#include "core/host_hierarchy.h"
 #include "core/plugin_loader.h"
 #include "core/survival.h"
 #include "dist/backend_plugin.h"
@@ -58,6 +59,8 @@ struct BackendComm {
 
 class ProcessGroup {
  public:
+  friend class HostHierarchy;  // aborts its subgroups' communicators
+
   // dist_init.
   static absl::StatusOr<std::unique_ptr<ProcessGroup>> Create(const dist_init_options_t* options);
   ~ProcessGroup();
@@ -163,10 +166,17 @@ class ProcessGroup {
   // from this group's where the backend can split those ranks and
   // `may_split` (every rank of this group calls it then), else created anew
   // by the members, with `setup_timeout` bounding their creation.
+  // `only`: the child has that backend alone, for CPU buffers (the host
+  // hierarchy's subgroups), split from this group's communicator of it
+  // where there is one.
   absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeChild(const std::vector<int32_t>& ranks,
                                                           std::string name, std::string prefix,
                                                           bool may_split,
-                                                          absl::Duration setup_timeout);
+                                                          absl::Duration setup_timeout,
+                                                          const PluginRecord* only = nullptr);
+  // At dist_init: hierarchical collectives where ranks share hosts
+  // (core/host_hierarchy.cc), if `wanted` (DIST_HIERARCHICAL) and they pay.
+  absl::Status SetUpHierarchy(bool wanted);
   // The same ranks again, made at the first variable-count collective, whose
   // exchanges run there apart from the caller's tags.
   absl::StatusOr<ProcessGroup*> VariableCountGroup();
@@ -219,6 +229,9 @@ class ProcessGroup {
   std::string join_prefix_;
   absl::Mutex variable_count_mu_;
   std::unique_ptr<ProcessGroup> variable_count_group_ ABSL_GUARDED_BY(variable_count_mu_);
+  // Runs all_reduce, broadcast, all_gather and barrier where ranks share
+  // hosts (nullptr: flat); before the communicators it came from.
+  std::unique_ptr<HostHierarchy> hierarchy_;
   // Last: its thread calls back into the members above; destroyed first.
   std::unique_ptr<SurvivalMonitor> survival_;
 };

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "dist/cpp/host_identity.hpp"
 #include "dist/cpp/job_cpus.hpp"
 #include "dist/cpp/status.hpp"
 #include "dist/cpp/store.hpp"
@@ -179,7 +180,7 @@ absl::StatusOr<std::unique_ptr<Segment>> JoinSegment(const dist_comm_config_t& c
                                                      const std::string& group) {
   const dist::StoreView store(config.store);
   const absl::Time deadline = absl::Now() + absl::Milliseconds(config.timeout_ms);
-  const std::string host = HostIdentity();
+  const std::string host = dist::HostIdentity();
   absl::StatusOr<Keys> keys_or = KeysFor(store, config.rank);
   if (!keys_or.ok()) return keys_or.status();
   const Keys keys = *keys_or;

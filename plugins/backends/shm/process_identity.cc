@@ -36,13 +36,6 @@ bool ReadStat(pid_t pid, char* state, uint64_t* start_time) {
   return true;
 }
 
-std::string ReadFirstLine(const char* path) {
-  std::ifstream file(path);
-  std::string line;
-  if (file) std::getline(file, line);
-  return line;
-}
-
 }  // namespace
 
 ProcessIdentity SelfIdentity() {
@@ -61,17 +54,6 @@ bool IsAlive(const ProcessIdentity& process) {
   if (!ReadStat(process.pid, &state, &start_time)) return false;
   if (state == 'Z' || state == 'X') return false;
   return start_time == process.start_time;
-}
-
-std::string HostIdentity() {
-  char hostname[256] = {0};
-  gethostname(hostname, sizeof(hostname) - 1);
-  struct stat pidns {};
-  stat("/proc/self/ns/pid", &pidns);
-  struct stat shm {};
-  stat("/dev/shm", &shm);
-  return absl::StrCat("host=", hostname, " boot=", ReadFirstLine("/proc/sys/kernel/random/boot_id"),
-                      " pidns=", pidns.st_ino, " shm=", shm.st_dev);
 }
 
 }  // namespace dist_shm

@@ -21,11 +21,6 @@ ProcessIdentity SelfIdentity();
 // pid now belongs to another process.
 bool IsAlive(const ProcessIdentity& process);
 
-// "host=<hostname> boot=<boot id> pidns=<inode> shm=<device>": equal strings
-// mean the two processes share the machine, the pid namespace (liveness
-// checks work) and /dev/shm (the segment is visible to both).
-std::string HostIdentity();
-
 }  // namespace dist_shm
 
 #endif  // DIST_PLUGINS_BACKENDS_SHM_PROCESS_IDENTITY_H_
