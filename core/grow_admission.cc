@@ -136,7 +136,8 @@ absl::StatusOr<int32_t> GrowAdmission::Admit(const GrownGroup& grown, int32_t wo
         absl::StatusOr<std::string> after = store.CompareSet(key, *record, admission);
         if (!after.ok()) return Fail(grown.prefix, after.status());
         if (*after == admission) {
-          DIST_RETURN_IF_ERROR(store.Set(absl::StrCat(key, "/answer"), "1"));
+          absl::Status answered = store.Set(absl::StrCat(key, "/answer"), "1");
+          if (!answered.ok()) return Fail(grown.prefix, answered);
           ++admitted;
         }
       }

@@ -18,6 +18,15 @@
 namespace dist {
 namespace {
 
+// Below this size (hosts of equal size) every rail carries the whole
+// buffer: two steps (within the host, then across on every rail at once)
+// instead of three through the leaders, for L times the network bytes.
+// From kShareRailsFromBytes an all-reduce gives each rail 1/L of the buffer
+// (AllReduceOnRails). Between them, the leaders. Measured on 2 namespace
+// hosts x 2 and x 4 ranks (docs/launching.md, "Ranks that share a host").
+constexpr uint64_t kEveryRailBelowBytes = 64 << 10;
+constexpr uint64_t kShareRailsFromBytes = 1 << 20;
+
 dist_op_args_t OpArgs(const dist_buffer_t& send, const dist_buffer_t& recv) {
   dist_op_args_t args{};
   args.struct_size = sizeof(args);
@@ -70,6 +79,14 @@ HostLayout HostLayout::FromDigests(const std::vector<uint64_t>& digests) {
   return layout;
 }
 
+std::vector<int32_t> HostLayout::Rail(int32_t index) const {
+  std::vector<int32_t> ranks;
+  for (const std::vector<int32_t>& host : hosts) {
+    if (static_cast<size_t>(index) < host.size()) ranks.push_back(host[index]);
+  }
+  return ranks;
+}
+
 bool HostLayout::WorthIt() const {
   if (hosts.size() < 2) return false;
   for (const std::vector<int32_t>& ranks : hosts) {
@@ -88,13 +105,13 @@ std::string HostLayout::Describe() const {
 }
 
 HostHierarchy::HostHierarchy(HostLayout layout, int32_t rank, std::unique_ptr<ProcessGroup> local,
-                             std::unique_ptr<ProcessGroup> leaders, std::string leaders_name)
+                             std::unique_ptr<ProcessGroup> rail)
     : layout_(std::move(layout)),
       rank_(rank),
-      leaders_name_(std::move(leaders_name)),
       host_(layout_.host_of[rank]),
+      local_index_(layout_.local_index_of[rank]),
       local_(std::move(local)),
-      leaders_(std::move(leaders)) {}
+      rail_(std::move(rail)) {}
 
 HostHierarchy::~HostHierarchy() = default;
 
@@ -148,25 +165,38 @@ absl::Status HostHierarchy::Run(dist_collective_t kind, const dist_op_args_t& ar
       return absl::StrCat("in group '", group, "' ranks ", absl::StrJoin(own, ","), " are ranks ",
                           absl::StrJoin(ranks, ","));
     };
-    std::vector<int32_t> leaders;
-    for (const std::vector<int32_t>& ranks : layout_.hosts) leaders.push_back(ranks[0]);
     return absl::Status(
         status.code(),
         absl::StrCat("hierarchical ", dist_collective_name(kind), " (", layout_.Describe(), "; ",
-                     map(local_->name_, layout_.hosts[host_]), ", ", map(leaders_name_, leaders),
-                     "): ", status.message()));
+                     map(local_->name_, layout_.hosts[host_]), ", ",
+                     map(rail_->name_, layout_.Rail(local_index_)), "): ", status.message()));
   }
   return status;
 }
 
 void HostHierarchy::Abort(const std::string& reason) {
   local_->AbortComms(reason);
-  if (leaders_ != nullptr) leaders_->AbortComms(reason);
+  rail_->AbortComms(reason);
 }
 
 // The host's ranks reduce onto their leader; the leaders all-reduce; each
 // leader broadcasts the result to its host.
 absl::Status HostHierarchy::AllReduce(const dist_op_args_t& args) {
+  const uint64_t per_host = layout_.hosts[host_].size();
+  const uint64_t bytes = args.send.count * dist_dtype_size(args.send.dtype);
+  if (layout_.equal_hosts && bytes < kEveryRailBelowBytes) {
+    // Every rank of a host holds the host's sum, and every rail adds the
+    // hosts' sums in the same order: the same bits on every rank.
+    dist_op_args_t within = OpArgs(args.send, args.recv);
+    within.op = args.op;
+    DIST_RETURN_IF_ERROR(local_->Run(DIST_COLL_ALL_REDUCE, within));
+    dist_op_args_t across = OpArgs(args.recv, args.recv);
+    across.op = args.op;
+    return rail_->Run(DIST_COLL_ALL_REDUCE, across);
+  }
+  if (layout_.equal_hosts && args.send.count % per_host == 0 && bytes >= kShareRailsFromBytes) {
+    return AllReduceOnRails(args);
+  }
   dist_op_args_t reduce = OpArgs(args.send, args.recv);
   reduce.op = args.op;
   reduce.root = 0;
@@ -174,11 +204,31 @@ absl::Status HostHierarchy::AllReduce(const dist_op_args_t& args) {
   if (leader()) {
     dist_op_args_t across = OpArgs(args.recv, args.recv);
     across.op = args.op;
-    DIST_RETURN_IF_ERROR(leaders_->Run(DIST_COLL_ALL_REDUCE, across));
+    DIST_RETURN_IF_ERROR(rail_->Run(DIST_COLL_ALL_REDUCE, across));
   }
   dist_op_args_t share = OpArgs(args.recv, args.recv);
   share.root = 0;
   return local_->Run(DIST_COLL_BROADCAST, share);
+}
+
+// Each rank of a host reduces its share of the buffer (reduce_scatter over
+// shm), all-reduces that share with the same share of the other hosts on
+// its rail, and the host all-gathers the shares: every rank moves 1/L of
+// the bytes across hosts, all rails at once.
+absl::Status HostHierarchy::AllReduceOnRails(const dist_op_args_t& args) {
+  const uint64_t share = args.send.count / layout_.hosts[host_].size();
+  dist_buffer_t mine = args.recv;
+  mine.data =
+      static_cast<char*>(args.recv.data) + local_index_ * share * dist_dtype_size(args.recv.dtype);
+  mine.count = share;
+  dist_op_args_t scatter = OpArgs(args.send, mine);
+  scatter.op = args.op;
+  if (args.send.data == args.recv.data) scatter.send = args.recv;  // in place: recv's block
+  DIST_RETURN_IF_ERROR(local_->Run(DIST_COLL_REDUCE_SCATTER, scatter));
+  dist_op_args_t across = OpArgs(mine, mine);
+  across.op = args.op;
+  DIST_RETURN_IF_ERROR(rail_->Run(DIST_COLL_ALL_REDUCE, across));
+  return local_->Run(DIST_COLL_ALL_GATHER, OpArgs(mine, args.recv));
 }
 
 // The root's host first gets the data to its leader (all of that host at
@@ -189,6 +239,18 @@ absl::Status HostHierarchy::Broadcast(const dist_op_args_t& args) {
   const int32_t root_local = layout_.local_index_of[args.root];
   const bool root_leads = root_local == 0;
   const dist_buffer_t& payload = rank_ == args.root ? args.send : args.recv;
+  if (layout_.equal_hosts &&
+      args.recv.count * dist_dtype_size(args.recv.dtype) < kEveryRailBelowBytes) {
+    // The root's host, then every rail from its member there.
+    if (host_ == root_host) {
+      dist_op_args_t within = OpArgs(payload, args.recv);
+      within.root = root_local;
+      DIST_RETURN_IF_ERROR(local_->Run(DIST_COLL_BROADCAST, within));
+    }
+    dist_op_args_t across = OpArgs(args.recv, args.recv);
+    across.root = root_host;
+    return rail_->Run(DIST_COLL_BROADCAST, across);
+  }
   if (host_ == root_host && !root_leads) {
     dist_op_args_t within = OpArgs(payload, args.recv);
     within.root = root_local;
@@ -199,7 +261,7 @@ absl::Status HostHierarchy::Broadcast(const dist_op_args_t& args) {
     // a root that leads sends from its send buffer.
     dist_op_args_t across = OpArgs(rank_ == args.root ? args.send : args.recv, args.recv);
     across.root = root_host;
-    DIST_RETURN_IF_ERROR(leaders_->Run(DIST_COLL_BROADCAST, across));
+    DIST_RETURN_IF_ERROR(rail_->Run(DIST_COLL_BROADCAST, across));
   }
   if (host_ != root_host || root_leads) {
     dist_op_args_t within = OpArgs(args.recv, args.recv);
@@ -218,6 +280,7 @@ absl::Status HostHierarchy::AllGather(const dist_op_args_t& args) {
   const size_t element = dist_dtype_size(args.send.dtype);
   const size_t host_bytes = block * per_host * element;
   absl::MutexLock lock(&scratch_mu_);
+  if (host_bytes < kEveryRailBelowBytes) return AllGatherOnEveryRail(args);
   if (leader()) {
     if (gathered_.size() < host_bytes) gathered_.resize(host_bytes);
   }
@@ -229,27 +292,62 @@ absl::Status HostHierarchy::AllGather(const dist_op_args_t& args) {
     const dist_buffer_t host_blocks = HostBuffer(gathered_, block * per_host, args.send);
     if (layout_.contiguous) {
       // Host h's blocks are ranks h*L..h*L+L-1: exactly recv's h-th part.
-      DIST_RETURN_IF_ERROR(leaders_->Run(DIST_COLL_ALL_GATHER, OpArgs(host_blocks, args.recv)));
+      DIST_RETURN_IF_ERROR(rail_->Run(DIST_COLL_ALL_GATHER, OpArgs(host_blocks, args.recv)));
     } else {
       const size_t all_bytes = host_bytes * layout_.hosts.size();
       if (exchanged_.size() < all_bytes) exchanged_.resize(all_bytes);
-      DIST_RETURN_IF_ERROR(leaders_->Run(
+      DIST_RETURN_IF_ERROR(rail_->Run(
           DIST_COLL_ALL_GATHER,
           OpArgs(host_blocks,
                  HostBuffer(exchanged_, block * per_host * layout_.hosts.size(), args.send))));
-      char* out = static_cast<char*>(args.recv.data);
-      const size_t block_bytes = block * element;
-      for (size_t h = 0; h < layout_.hosts.size(); ++h) {
-        for (size_t i = 0; i < per_host; ++i) {
-          std::memcpy(out + layout_.hosts[h][i] * block_bytes,
-                      exchanged_.data() + (h * per_host + i) * block_bytes, block_bytes);
-        }
-      }
+      Unpermute(args);
     }
   }
   dist_op_args_t share = OpArgs(args.recv, args.recv);
   share.root = 0;
   return local_->Run(DIST_COLL_BROADCAST, share);
+}
+
+// Every rank all-gathers its host's blocks over shm, then every rail
+// all-gathers the host blocks (each rail all of them).
+absl::Status HostHierarchy::AllGatherOnEveryRail(const dist_op_args_t& args) {
+  const uint64_t block = args.send.count;
+  const uint64_t per_host = layout_.hosts[0].size();
+  const size_t element = dist_dtype_size(args.send.dtype);
+  const size_t host_bytes = block * per_host * element;
+  if (layout_.contiguous) {
+    // This host's part of recv holds its blocks, in place for the rail.
+    dist_buffer_t host_part = args.recv;
+    host_part.data = static_cast<char*>(args.recv.data) + host_ * host_bytes;
+    host_part.count = block * per_host;
+    DIST_RETURN_IF_ERROR(local_->Run(DIST_COLL_ALL_GATHER, OpArgs(args.send, host_part)));
+    return rail_->Run(DIST_COLL_ALL_GATHER, OpArgs(host_part, args.recv));
+  }
+  if (gathered_.size() < host_bytes) gathered_.resize(host_bytes);
+  const size_t all_bytes = host_bytes * layout_.hosts.size();
+  if (exchanged_.size() < all_bytes) exchanged_.resize(all_bytes);
+  const dist_buffer_t host_blocks = HostBuffer(gathered_, block * per_host, args.send);
+  DIST_RETURN_IF_ERROR(local_->Run(DIST_COLL_ALL_GATHER, OpArgs(args.send, host_blocks)));
+  DIST_RETURN_IF_ERROR(rail_->Run(
+      DIST_COLL_ALL_GATHER,
+      OpArgs(host_blocks,
+             HostBuffer(exchanged_, block * per_host * layout_.hosts.size(), args.send))));
+  Unpermute(args);
+  return absl::OkStatus();
+}
+
+// exchanged_ (host by host, each host's ranks in order) into recv's rank
+// order.
+void HostHierarchy::Unpermute(const dist_op_args_t& args) {
+  const uint64_t per_host = layout_.hosts[0].size();
+  const size_t block_bytes = args.send.count * dist_dtype_size(args.send.dtype);
+  char* out = static_cast<char*>(args.recv.data);
+  for (size_t h = 0; h < layout_.hosts.size(); ++h) {
+    for (size_t i = 0; i < per_host; ++i) {
+      std::memcpy(out + layout_.hosts[h][i] * block_bytes,
+                  exchanged_.data() + (h * per_host + i) * block_bytes, block_bytes);
+    }
+  }
 }
 
 // Nobody leaves before every rank arrived: a rank passes the last host
@@ -258,7 +356,10 @@ absl::Status HostHierarchy::AllGather(const dist_op_args_t& args) {
 absl::Status HostHierarchy::Barrier() {
   const dist_op_args_t none = OpArgs(dist_buffer_t{}, dist_buffer_t{});
   DIST_RETURN_IF_ERROR(local_->Run(DIST_COLL_BARRIER, none));
-  if (leader()) DIST_RETURN_IF_ERROR(leaders_->Run(DIST_COLL_BARRIER, none));
+  // With hosts of equal size every rail has a rank of every host, which
+  // enters its rail's barrier only after its whole host arrived.
+  if (layout_.equal_hosts) return rail_->Run(DIST_COLL_BARRIER, none);
+  if (leader()) DIST_RETURN_IF_ERROR(rail_->Run(DIST_COLL_BARRIER, none));
   return local_->Run(DIST_COLL_BARRIER, none);
 }
 
@@ -319,26 +420,24 @@ absl::Status ProcessGroup::SetUpHierarchy(bool wanted) {
     return absl::Status(local.status().code(),
                         absl::StrCat("hierarchical collectives: ", local.status().message()));
   }
-  std::vector<int32_t> leader_ranks;
-  for (const std::vector<int32_t>& ranks : layout.hosts) leader_ranks.push_back(ranks[0]);
-  absl::StatusOr<std::unique_ptr<ProcessGroup>> leaders =
-      MakeChild(leader_ranks, absl::StrCat(name_, ".leaders"), absl::StrCat(prefix, "leaders/"),
-                /*may_split=*/true, timeout_, comms_[cpu].plugin);
-  if (!leaders.ok()) {
-    return absl::Status(leaders.status().code(),
-                        absl::StrCat("hierarchical collectives: ", leaders.status().message()));
+  // Each rank's rail (rail 0: the hosts' leaders), made by its members.
+  const int32_t index = layout.local_index_of[rank_];
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> rail = MakeChild(
+      layout.Rail(index), absl::StrCat(name_, ".rail", index),
+      absl::StrCat(prefix, "rail", index, "/"), /*may_split=*/false, timeout_, comms_[cpu].plugin);
+  if (!rail.ok()) {
+    return absl::Status(rail.status().code(),
+                        absl::StrCat("hierarchical collectives: ", rail.status().message()));
   }
-  if ((*leaders)->rank_ < 0) leaders->reset();
   if (rank_ == 0) {
     LogLine(DIST_LOG_INFO, "core",
             absl::StrCat("group '", name_, "': hierarchical all_reduce, broadcast, all_gather ",
                          "and barrier on ", layout.Describe(), ": shm within a host, ",
-                         comms_[cpu].plugin->name, " between ", leader_ranks.size(),
+                         comms_[cpu].plugin->name, " between ", layout.hosts.size(),
                          " leaders (DIST_HIERARCHICAL=off runs them flat)"));
   }
-  hierarchy_ =
-      std::make_unique<HostHierarchy>(std::move(layout), rank_, *std::move(local),
-                                      *std::move(leaders), absl::StrCat(name_, ".leaders"));
+  hierarchy_ = std::make_unique<HostHierarchy>(std::move(layout), rank_, *std::move(local),
+                                               *std::move(rail));
   return absl::OkStatus();
 }
 

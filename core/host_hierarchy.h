@@ -1,9 +1,15 @@
 // Hierarchical collectives for a group whose ranks share hosts: the ranks of
-// one host meet over shared memory (the shm backend), and one leader per
-// host (its lowest rank) carries the data between hosts over the group's
-// own CPU backend. all_reduce, broadcast, all_gather and barrier then send
-// each byte across the network once per host instead of once per rank, as
-// Open MPI's han and NCCL do.
+// one host meet over shared memory (the shm backend), and the data crosses
+// between hosts over the group's own CPU backend on "rails": rail i joins
+// the i-th rank of every host, rail 0 being the hosts' leaders (their lowest
+// ranks). all_reduce, broadcast, all_gather and barrier then send each byte
+// across the network once per host instead of once per rank, as Open MPI's
+// han and NCCL do. Small all-reduces, broadcasts, all-gathers and barriers
+// go through the leaders; large all-reduces are reduce-scattered within the
+// host, all-reduced on every rail at once (each rail its share) and
+// all-gathered within the host again. Where hosts have equal numbers of
+// ranks, small operations run on every rail at once, each the whole buffer,
+// in two steps instead of three.
 //
 // Where it runs: the default group of a job whose CPU backend is gloo, on
 // two or more hosts with two or more ranks each, with survival off
@@ -43,6 +49,8 @@ struct HostLayout {
   bool contiguous = false;                  // host h holds ranks [h*L, (h+1)*L)
 
   static HostLayout FromDigests(const std::vector<uint64_t>& digests);
+  // Rail `index`: the index-th rank of every host that has one.
+  std::vector<int32_t> Rail(int32_t index) const;
   // Two hosts or more, each with two ranks or more: then the hierarchy pays.
   bool WorthIt() const;
   std::string Describe() const;  // "2 hosts x 2 ranks"
@@ -50,11 +58,10 @@ struct HostLayout {
 
 class HostHierarchy {
  public:
-  // `local`: this host's ranks, on shm; `leaders`: every host's lowest rank,
-  // on the group's CPU backend (nullptr on the other ranks), named
-  // `leaders_name` on every rank.
+  // `local`: this host's ranks, on shm; `rail`: this rank's rail, on the
+  // group's CPU backend.
   HostHierarchy(HostLayout layout, int32_t rank, std::unique_ptr<ProcessGroup> local,
-                std::unique_ptr<ProcessGroup> leaders, std::string leaders_name);
+                std::unique_ptr<ProcessGroup> rail);
   ~HostHierarchy();
 
   // Whether the operation runs here (checked already by the group).
@@ -65,18 +72,22 @@ class HostHierarchy {
   void Abort(const std::string& reason);
 
  private:
-  bool leader() const { return leaders_ != nullptr; }
+  bool leader() const { return local_index_ == 0; }
   absl::Status AllReduce(const dist_op_args_t& args);
+  absl::Status AllReduceOnRails(const dist_op_args_t& args);
   absl::Status Broadcast(const dist_op_args_t& args);
   absl::Status AllGather(const dist_op_args_t& args);
+  absl::Status AllGatherOnEveryRail(const dist_op_args_t& args)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(scratch_mu_);
+  void Unpermute(const dist_op_args_t& args) ABSL_EXCLUSIVE_LOCKS_REQUIRED(scratch_mu_);
   absl::Status Barrier();
 
   const HostLayout layout_;
   const int32_t rank_;
-  const std::string leaders_name_;
-  const int32_t host_;  // this rank's host index
+  const int32_t host_;         // this rank's host index
+  const int32_t local_index_;  // its place on the host, and its rail
   std::unique_ptr<ProcessGroup> local_;
-  std::unique_ptr<ProcessGroup> leaders_;
+  std::unique_ptr<ProcessGroup> rail_;
   absl::Mutex scratch_mu_;  // all_gather's host blocks on the leader
   std::vector<char> gathered_ ABSL_GUARDED_BY(scratch_mu_);
   std::vector<char> exchanged_ ABSL_GUARDED_BY(scratch_mu_);

@@ -1,6 +1,7 @@
 #include "core/rendezvous.h"
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -42,16 +43,18 @@ absl::StatusOr<std::string> UrlScheme(const std::string& url) {
   return absl::AsciiStrToLower(scheme);
 }
 
-absl::StatusOr<dist_rendezvous_result_t> Rendezvous(const std::string& url,
-                                                    const dist_rendezvous_hints_t& hints,
-                                                    absl::Duration timeout) {
+namespace {
+
+// What a rendezvous and a joining process share: the scheme's plugin (which
+// `check` may refuse), its resolve, and a store in the result.
+absl::StatusOr<dist_rendezvous_result_t> Resolve(
+    const std::string& url, const dist_rendezvous_hints_t& hints, absl::Duration timeout,
+    const std::function<absl::Status(const PluginRecord&)>& check) {
   absl::StatusOr<std::string> scheme = UrlScheme(url);
   if (!scheme.ok()) return scheme.status();
-  // One deadline for resolving and joining together.
-  const absl::Time start = absl::Now();
-  const absl::Time deadline = start + timeout;
   absl::StatusOr<const PluginRecord*> plugin = PluginRegistry::Get().LoadRendezvous(*scheme);
   if (!plugin.ok()) return plugin.status();
+  DIST_RETURN_IF_ERROR(check(**plugin));
   dist_rendezvous_result_t result{};
   result.struct_size = sizeof(result);
   result.local_rank = -1;
@@ -63,22 +66,36 @@ absl::StatusOr<dist_rendezvous_result_t> Rendezvous(const std::string& url,
     return absl::InternalError(
         absl::StrCat("rendezvous plugin ", (*plugin)->path, " returned no store for ", url));
   }
-  if (result.world_size <= 0 || result.rank < 0 || result.rank >= result.world_size) {
-    result.store->release(result.store->ctx);
-    return absl::InvalidArgumentError(absl::StrCat("rendezvous ", url, " gave rank ", result.rank,
-                                                   " of world size ", result.world_size,
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<dist_rendezvous_result_t> Rendezvous(const std::string& url,
+                                                    const dist_rendezvous_hints_t& hints,
+                                                    absl::Duration timeout) {
+  // One deadline for resolving and joining together.
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + timeout;
+  absl::StatusOr<dist_rendezvous_result_t> result =
+      Resolve(url, hints, timeout, [](const PluginRecord&) { return absl::OkStatus(); });
+  if (!result.ok()) return result.status();
+  if (result->world_size <= 0 || result->rank < 0 || result->rank >= result->world_size) {
+    result->store->release(result->store->ctx);
+    return absl::InvalidArgumentError(absl::StrCat("rendezvous ", url, " gave rank ", result->rank,
+                                                   " of world size ", result->world_size,
                                                    "; rank must be in [0, world_size)"));
   }
   const absl::Time resolved = absl::Now();
   absl::Status joined =
-      RunJoinCheck(result.store, result.rank, result.world_size, url, timeout, deadline);
+      RunJoinCheck(result->store, result->rank, result->world_size, url, timeout, deadline);
   if (!joined.ok()) {
-    ReleaseFailed(result.store, joined);
+    ReleaseFailed(result->store, joined);
     return joined;
   }
   const absl::Time now = absl::Now();
   LogLine(DIST_LOG_DEBUG, "core",
-          absl::StrCat("rendezvous ", url, ": rank ", result.rank, " resolved in ",
+          absl::StrCat("rendezvous ", url, ": rank ", result->rank, " resolved in ",
                        absl::FormatDuration(absl::Trunc(resolved - start, absl::Microseconds(100))),
                        ", join check ",
                        absl::FormatDuration(absl::Trunc(now - resolved, absl::Microseconds(100)))));
@@ -88,16 +105,6 @@ absl::StatusOr<dist_rendezvous_result_t> Rendezvous(const std::string& url,
 absl::StatusOr<dist_store_t*> OpenStoreToJoin(const std::string& url,
                                               const dist_rendezvous_hints_t& hints,
                                               absl::Duration timeout) {
-  absl::StatusOr<std::string> scheme = UrlScheme(url);
-  if (!scheme.ok()) return scheme.status();
-  absl::StatusOr<const PluginRecord*> plugin = PluginRegistry::Get().LoadRendezvous(*scheme);
-  if (!plugin.ok()) return plugin.status();
-  if ((*plugin)->abi_minor < 2) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "DIST_JOIN: rendezvous plugin ", (*plugin)->path, " (ABI ", (*plugin)->abi_major, ".",
-        (*plugin)->abi_minor, ") cannot open a running job's store for a joining process; ",
-        "it needs rendezvous ABI 1.2 (rebuild it against the current SDK)"));
-  }
   // The caller's options, and the one that says this process joins.
   std::vector<dist_kv_t> options(hints.options, hints.options + hints.num_options);
   options.push_back({"dist.join", "1"});
@@ -106,17 +113,16 @@ absl::StatusOr<dist_store_t*> OpenStoreToJoin(const std::string& url,
   joining.world_size = -1;
   joining.options = options.data();
   joining.num_options = options.size();
-  dist_rendezvous_result_t result{};
-  result.struct_size = sizeof(result);
-  result.local_rank = -1;
-  result.local_world_size = -1;
-  DIST_RETURN_IF_ERROR(TakeError((*plugin)->rendezvous.resolve(
-      url.c_str(), &joining, absl::ToInt64Milliseconds(timeout), &result)));
-  if (result.store == nullptr) {
-    return absl::InternalError(
-        absl::StrCat("rendezvous plugin ", (*plugin)->path, " returned no store for ", url));
-  }
-  return result.store;
+  absl::StatusOr<dist_rendezvous_result_t> result =
+      Resolve(url, joining, timeout, [](const PluginRecord& plugin) {
+        if (plugin.abi_minor >= 2) return absl::OkStatus();
+        return absl::FailedPreconditionError(absl::StrCat(
+            "DIST_JOIN: rendezvous plugin ", plugin.path, " (ABI ", plugin.abi_major, ".",
+            plugin.abi_minor, ") cannot open a running job's store for a joining process; ",
+            "it needs rendezvous ABI 1.2 (rebuild it against the current SDK)"));
+      });
+  if (!result.ok()) return result.status();
+  return result->store;
 }
 
 }  // namespace dist

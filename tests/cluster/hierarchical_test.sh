@@ -108,7 +108,7 @@ reported=$(grep -l "all_reduce failed" "$CLUSTER_DIR"/killed.r0 "$CLUSTER_DIR"/k
 # Rank 1 (h2's leader) saw rank 3 die, as rank 1 of h2's shm group: its
 # message says which ranks that group holds.
 if [[ $reported == 3 ]] && ((took < 30)) &&
-    grep -q "in group 'default.host1' ranks 0,1 are ranks 1,3, in group 'default.leaders' ranks 0,1 are ranks 0,1): shm: reduce on group 'default.host1' failed: rank 1 (pid [0-9]*) died" \
+    grep -q "in group 'default.host1' ranks 0,1 are ranks 1,3, in group 'default.rail0' ranks 0,1 are ranks 0,1): shm: [a-z_]* on group 'default.host1' failed: rank 1 (pid [0-9]*) died" \
       "$CLUSTER_DIR/killed.r1"; then
   echo "ok   killed: ranks 0, 1 and 2 failed within ${took}s of the kill (timeout 60s)"
   grep -h "all_reduce failed" "$CLUSTER_DIR"/killed.r[012] | cut -c1-300

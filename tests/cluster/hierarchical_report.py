@@ -1,0 +1,50 @@
+"""Table of hierarchical_bench.sh's runs: median time per mode and the ratio.
+
+    python3 hierarchical_report.py RESULTS_DIR
+
+RESULTS_DIR holds distbench --json files named MODE.N.TURN.json (MODE auto
+or off, N ranks per host). Prints one Markdown table per layout: for each
+operation and size, the median over turns of flat (off) and hierarchical
+(auto) time in microseconds, flat/hierarchical, and wrong results.
+"""
+import collections
+import glob
+import json
+import os
+import statistics
+import sys
+
+
+def human(size):
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return "%d %s" % (size >> shift, unit)
+    return "%d B" % size
+
+
+def main(results_dir):
+    # (n, op, size) -> mode -> [time_us]
+    times = collections.defaultdict(lambda: collections.defaultdict(list))
+    wrong = collections.Counter()
+    for path in sorted(glob.glob(os.path.join(results_dir, "*.json"))):
+        mode, n, _, _ = os.path.basename(path).split(".")
+        with open(path) as f:
+            run = json.load(f)
+        for row in run["results"]:
+            times[(int(n), row["op"], row["size"])][mode].append(row["time_us"])
+            wrong[int(n)] += row.get("wrong") or 0
+    for n in sorted({key[0] for key in times}):
+        print("\n2 hosts x %d ranks (%d wrong results)\n" % (n, wrong[n]))
+        print("| op | size | flat (us) | hierarchical (us) | flat / hierarchical |")
+        print("|---|---:|---:|---:|---:|")
+        for (layout, op, size), modes in sorted(times.items(), key=lambda kv: (kv[0][1], kv[0][2])):
+            if layout != n or "auto" not in modes or "off" not in modes:
+                continue
+            flat = statistics.median(modes["off"])
+            hier = statistics.median(modes["auto"])
+            print("| %s | %s | %.0f | %.0f | %.2f |" % (op, human(size) if op != "barrier" else "-",
+                                                   flat, hier, flat / hier))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
