@@ -231,7 +231,7 @@ absl::Status HostHierarchy::AllReduceOnRails(const dist_op_args_t& args) {
   return local_->Run(DIST_COLL_ALL_GATHER, OpArgs(mine, args.recv));
 }
 
-// The root's host first gets the data to its leader (all of that host at
+// Hosts of unequal size: the root's host first gets the data to its leader (all of that host at
 // once, by broadcast), the leaders pass it on, and each other leader
 // broadcasts it to its host.
 absl::Status HostHierarchy::Broadcast(const dist_op_args_t& args) {
@@ -239,17 +239,18 @@ absl::Status HostHierarchy::Broadcast(const dist_op_args_t& args) {
   const int32_t root_local = layout_.local_index_of[args.root];
   const bool root_leads = root_local == 0;
   const dist_buffer_t& payload = rank_ == args.root ? args.send : args.recv;
-  if (layout_.equal_hosts &&
-      args.recv.count * dist_dtype_size(args.recv.dtype) < kEveryRailBelowBytes) {
-    // The root's host, then every rail from its member there.
-    if (host_ == root_host) {
-      dist_op_args_t within = OpArgs(payload, args.recv);
-      within.root = root_local;
-      DIST_RETURN_IF_ERROR(local_->Run(DIST_COLL_BROADCAST, within));
+  if (layout_.equal_hosts) {
+    // The root's rail carries the data to the root's place on every host;
+    // each host broadcasts it from there. Two steps, and the bytes cross
+    // between hosts once per host, for any root.
+    if (local_index_ == root_local) {
+      dist_op_args_t across = OpArgs(payload, args.recv);
+      across.root = root_host;
+      DIST_RETURN_IF_ERROR(rail_->Run(DIST_COLL_BROADCAST, across));
     }
-    dist_op_args_t across = OpArgs(args.recv, args.recv);
-    across.root = root_host;
-    return rail_->Run(DIST_COLL_BROADCAST, across);
+    dist_op_args_t within = OpArgs(args.recv, args.recv);
+    within.root = root_local;
+    return local_->Run(DIST_COLL_BROADCAST, within);
   }
   if (host_ == root_host && !root_leads) {
     dist_op_args_t within = OpArgs(payload, args.recv);
@@ -281,6 +282,7 @@ absl::Status HostHierarchy::AllGather(const dist_op_args_t& args) {
   const size_t host_bytes = block * per_host * element;
   absl::MutexLock lock(&scratch_mu_);
   if (host_bytes < kEveryRailBelowBytes) return AllGatherOnEveryRail(args);
+  if (host_bytes * layout_.hosts.size() >= kShareRailsFromBytes) return AllGatherOnRails(args);
   if (leader()) {
     if (gathered_.size() < host_bytes) gathered_.resize(host_bytes);
   }
@@ -333,6 +335,34 @@ absl::Status HostHierarchy::AllGatherOnEveryRail(const dist_op_args_t& args) {
       OpArgs(host_blocks,
              HostBuffer(exchanged_, block * per_host * layout_.hosts.size(), args.send))));
   Unpermute(args);
+  return absl::OkStatus();
+}
+
+// Rail i gathers the i-th block of every host, the host all-gathers what
+// its rails gathered, and a copy puts the blocks in rank order: every rank
+// sends its own block across hosts, all rails at once.
+absl::Status HostHierarchy::AllGatherOnRails(const dist_op_args_t& args) {
+  const uint64_t block = args.send.count;
+  const uint64_t hosts = layout_.hosts.size();
+  const uint64_t per_host = layout_.hosts[0].size();
+  const size_t block_bytes = block * dist_dtype_size(args.send.dtype);
+  if (gathered_.size() < hosts * block_bytes) gathered_.resize(hosts * block_bytes);
+  if (exchanged_.size() < per_host * hosts * block_bytes) {
+    exchanged_.resize(per_host * hosts * block_bytes);
+  }
+  const dist_buffer_t rail_blocks = HostBuffer(gathered_, hosts * block, args.send);
+  DIST_RETURN_IF_ERROR(rail_->Run(DIST_COLL_ALL_GATHER, OpArgs(args.send, rail_blocks)));
+  DIST_RETURN_IF_ERROR(local_->Run(
+      DIST_COLL_ALL_GATHER,
+      OpArgs(rail_blocks, HostBuffer(exchanged_, per_host * hosts * block, args.send))));
+  // exchanged_ holds rail by rail, each rail's blocks host by host.
+  char* out = static_cast<char*>(args.recv.data);
+  for (size_t i = 0; i < per_host; ++i) {
+    for (size_t h = 0; h < hosts; ++h) {
+      std::memcpy(out + layout_.hosts[h][i] * block_bytes,
+                  exchanged_.data() + (i * hosts + h) * block_bytes, block_bytes);
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -7,7 +7,8 @@
 // han and NCCL do. Small all-reduces, broadcasts, all-gathers and barriers
 // go through the leaders; large all-reduces are reduce-scattered within the
 // host, all-reduced on every rail at once (each rail its share) and
-// all-gathered within the host again. Where hosts have equal numbers of
+// all-gathered within the host again; large all-gathers gather on every
+// rail, then within the host. Where hosts have equal numbers of
 // ranks, small operations run on every rail at once, each the whole buffer,
 // in two steps instead of three.
 //
@@ -78,6 +79,8 @@ class HostHierarchy {
   absl::Status Broadcast(const dist_op_args_t& args);
   absl::Status AllGather(const dist_op_args_t& args);
   absl::Status AllGatherOnEveryRail(const dist_op_args_t& args)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(scratch_mu_);
+  absl::Status AllGatherOnRails(const dist_op_args_t& args)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(scratch_mu_);
   void Unpermute(const dist_op_args_t& args) ABSL_EXCLUSIVE_LOCKS_REQUIRED(scratch_mu_);
   absl::Status Barrier();

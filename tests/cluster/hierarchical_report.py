@@ -5,7 +5,8 @@
 RESULTS_DIR holds distbench --json files named MODE.N.TURN.json (MODE auto
 or off, N ranks per host). Prints one Markdown table per layout: for each
 operation and size, the median over turns of flat (off) and hierarchical
-(auto) time in microseconds, flat/hierarchical, and wrong results.
+(auto) time in microseconds, and hierarchical/flat (below 1: the hierarchy
+is faster; 0.67 is 1.5x).
 """
 import collections
 import glob
@@ -35,7 +36,7 @@ def main(results_dir):
             wrong[int(n)] += row.get("wrong") or 0
     for n in sorted({key[0] for key in times}):
         print("\n2 hosts x %d ranks (%d wrong results)\n" % (n, wrong[n]))
-        print("| op | size | flat (us) | hierarchical (us) | flat / hierarchical |")
+        print("| op | size | flat (us) | hierarchical (us) | hierarchical / flat |")
         print("|---|---:|---:|---:|---:|")
         for (layout, op, size), modes in sorted(times.items(), key=lambda kv: (kv[0][1], kv[0][2])):
             if layout != n or "auto" not in modes or "off" not in modes:
@@ -43,7 +44,7 @@ def main(results_dir):
             flat = statistics.median(modes["off"])
             hier = statistics.median(modes["auto"])
             print("| %s | %s | %.0f | %.0f | %.2f |" % (op, human(size) if op != "barrier" else "-",
-                                                   flat, hier, flat / hier))
+                                                   flat, hier, hier / flat))
 
 
 if __name__ == "__main__":

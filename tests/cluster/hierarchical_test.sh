@@ -60,37 +60,46 @@ expect two_by_four 8 "2 hosts x 4 ranks"
 run off 2 "DIST_HIERARCHICAL=off"
 expect off 4 flat
 
-# start NAME PROGRAM...: ranks 0 and 2 on h1, 1 and 3 on h2 (env://).
+# start NAME "H H ..." PROGRAM...: rank r on host H (the r-th word), env://.
 start() {
-  local name=$1 r
-  shift
+  local name=$1 placement=($2) r
+  shift 2
   port=$((port + 1))
   pids=()
-  for r in 0 1 2 3; do
-    on $((r % 2 + 1)) env DIST_LOG_LEVEL=info DIST_TIMEOUT=60s RANK=$r WORLD_SIZE=4 DCH_RUN=$name \
-      MASTER_ADDR="$(cluster_addr 1)" MASTER_PORT=$port timeout 300 "$@" \
-      >"$CLUSTER_DIR/$name.r$r" 2>&1 &
+  for r in "${!placement[@]}"; do
+    on "${placement[$r]}" env DIST_LOG_LEVEL=info DIST_TIMEOUT=60s RANK=$r \
+      WORLD_SIZE=${#placement[@]} DCH_RUN=$name MASTER_ADDR="$(cluster_addr 1)" \
+      MASTER_PORT=$port timeout 300 "$@" >"$CLUSTER_DIR/$name.r$r" 2>&1 &
     pids[$r]=$!
   done
 }
 
-start alternating "$check"
-correct=0
-for r in 0 1 2 3; do
-  wait "${pids[$r]}" && grep -q "rank $r of 4: hierarchy checks correct" "$CLUSTER_DIR/alternating.r$r" &&
-    correct=$((correct + 1))
-done
-if [[ $correct == 4 ]] && grep -q "hierarchical all_reduce.* on 2 hosts x 2 ranks" "$CLUSTER_DIR/alternating.r0"; then
-  echo "ok   alternating: ranks 0,2 on h1 and 1,3 on h2, 4 ranks correct"
-else
-  fail "alternating ($correct of 4 correct)"; tail -n 20 "$CLUSTER_DIR"/alternating.r*
-fi
+# expect_started NAME WORLD LAYOUT: every rank of a started job correct.
+expect_started() {
+  local name=$1 world=$2 layout=$3 correct=0 r
+  for ((r = 0; r < world; r++)); do
+    wait "${pids[$r]}" && grep -q "rank $r of $world: hierarchy checks correct" \
+      "$CLUSTER_DIR/$name.r$r" && correct=$((correct + 1))
+  done
+  if [[ $correct == "$world" ]] && grep -q "hierarchical all_reduce.* on $layout" "$CLUSTER_DIR/$name.r0"; then
+    echo "ok   $name: $world ranks correct ($layout)"
+  else
+    fail "$name ($correct of $world correct)"; tail -n 20 "$CLUSTER_DIR/$name".r*
+  fi
+}
+
+# Ranks 0,2 on h1 and 1,3 on h2: the subgroups' ranks are not the group's.
+start alternating "1 2 1 2" "$check"
+expect_started alternating 4 "2 hosts x 2 ranks"
+# Three ranks on h1, two on h2: through the leaders, all_gather flat.
+start unequal "1 1 2 2 1" "$check"
+expect_started unequal 5 "2 hosts (3+2 ranks)"
 
 # A rank killed mid-job (rank 3, no leader: h2's ranks are 1 and 3). The
 # others fail at once, well inside the 60 s timeout: h2's leader sees the
 # shm peer die and aborts the leaders' group, h1's leader hears it from
 # gloo and aborts h1's shm group, where rank 2 waits.
-start killed "$loop" 100000 5
+start killed "1 2 1 2" "$loop" 100000 5
 for _ in $(seq 300); do
   (( $(cat "$CLUSTER_DIR"/killed.r* | grep -c " step 20 correct") == 4 )) && break
   sleep 0.1

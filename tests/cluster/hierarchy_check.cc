@@ -184,7 +184,9 @@ int main() {
     return 1;
   }
   // 300000 int32 split evenly over 2 and 4 ranks a host: large all-reduces run on the rails.
-  for (size_t n : {size_t{1}, size_t{5}, size_t{1000}, size_t{300001}, size_t{300000}}) {
+  // 20000: through the leaders (64 KiB to 1 MiB).
+  for (size_t n :
+       {size_t{1}, size_t{5}, size_t{1000}, size_t{20000}, size_t{300001}, size_t{300000}}) {
     CheckAllReduce(*group, *flat, n);
     CheckBroadcast(*group, n);
     CheckAllGather(*group, *flat, n);
