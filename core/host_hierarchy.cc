@@ -18,12 +18,19 @@
 namespace dist {
 namespace {
 
-// Below this size (hosts of equal size) every rail carries the whole
-// buffer: two steps (within the host, then across on every rail at once)
-// instead of three through the leaders, for L times the network bytes.
-// From kShareRailsFromBytes an all-reduce gives each rail 1/L of the buffer
-// (AllReduceOnRails). Between them, the leaders. Measured on 2 namespace
-// hosts x 2 and x 4 ranks (docs/launching.md, "Ranks that share a host").
+// Which path an operation takes (hosts of equal size; elsewhere the
+// leaders, and all_gather runs flat):
+//   broadcast   the root's rail, then every host from the root's place
+//   below kEveryRailBelowBytes: all_reduce, all_gather within the host, then
+//               on every rail at once, each rail the whole buffer (two
+//               steps instead of three, for L times the network bytes)
+//   from kShareRailsFromBytes: all_reduce reduce-scattered within the host,
+//               each rail its share, all-gathered within the host again;
+//               all_gather on every rail, then within the host
+//   between     the leaders: into the leader, across, back out
+//   barrier     within the host, then every rail
+// Measured on 2 namespace hosts x 2 and x 4 ranks (docs/performance.md,
+// "Several hosts").
 constexpr uint64_t kEveryRailBelowBytes = 64 << 10;
 constexpr uint64_t kShareRailsFromBytes = 1 << 20;
 
@@ -115,23 +122,26 @@ HostHierarchy::HostHierarchy(HostLayout layout, int32_t rank, std::unique_ptr<Pr
 
 HostHierarchy::~HostHierarchy() = default;
 
+// Decided by what every rank passes alike (the kind, op, counts, the
+// buffers every rank uses), so that all ranks take the same path.
 bool HostHierarchy::Takes(dist_collective_t kind, const dist_op_args_t& args) const {
+  // Device maps send other devices to other backends (cpu:gloo,cuda:nccl).
+  const bool on_cpu = args.recv.device.type == DIST_DEVICE_CPU;
   switch (kind) {
     case DIST_COLL_BARRIER:
       return true;
     case DIST_COLL_ALL_REDUCE:
-      if (args.op == DIST_AVG) return false;
-      break;
+      return on_cpu && args.send.device.type == DIST_DEVICE_CPU && args.op != DIST_AVG &&
+             args.send.count > 0;
     case DIST_COLL_BROADCAST:
-      break;
+      // The send buffer is the root's alone.
+      return on_cpu && args.recv.count > 0;
     case DIST_COLL_ALL_GATHER:
-      if (!layout_.equal_hosts) return false;
-      break;
+      return on_cpu && args.send.device.type == DIST_DEVICE_CPU && layout_.equal_hosts &&
+             args.send.count > 0;
     default:
       return false;
   }
-  // Device maps send other devices to other backends (cpu:gloo,cuda:nccl).
-  return args.send.device.type == DIST_DEVICE_CPU && args.recv.device.type == DIST_DEVICE_CPU;
 }
 
 absl::Status HostHierarchy::Run(dist_collective_t kind, const dist_op_args_t& args) {

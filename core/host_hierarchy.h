@@ -4,13 +4,8 @@
 // the i-th rank of every host, rail 0 being the hosts' leaders (their lowest
 // ranks). all_reduce, broadcast, all_gather and barrier then send each byte
 // across the network once per host instead of once per rank, as Open MPI's
-// han and NCCL do. Small all-reduces, broadcasts, all-gathers and barriers
-// go through the leaders; large all-reduces are reduce-scattered within the
-// host, all-reduced on every rail at once (each rail its share) and
-// all-gathered within the host again; large all-gathers gather on every
-// rail, then within the host. Where hosts have equal numbers of
-// ranks, small operations run on every rail at once, each the whole buffer,
-// in two steps instead of three.
+// han and NCCL do. Which path each size takes is at the top of
+// host_hierarchy.cc and in docs/launching.md ("Ranks that share a host").
 //
 // Where it runs: the default group of a job whose CPU backend is gloo, on
 // two or more hosts with two or more ranks each, with survival off
