@@ -249,17 +249,17 @@ absl::Status ResolveSurvivalOptions(const FileConfig& file, ResolvedConfig& conf
 absl::Status ResolveHierarchical(const FileConfig& file, ResolvedConfig& config) {
   config.hierarchical =
       PickSetting(config, "dist.hierarchical", "DIST_HIERARCHICAL", file, "hierarchical", "auto");
-  const std::string value = absl::AsciiStrToLower(config.hierarchical.value);
-  if (value == "auto" || value == "1" || value == "on" || value == "true" || value == "yes") {
+  if (absl::AsciiStrToLower(config.hierarchical.value) == "auto") {
     config.hierarchical_auto = true;
   } else {
+    // A switch: on is auto (the hierarchy runs where it pays), off is off.
     absl::StatusOr<bool> on = ParseSwitch(config.hierarchical);
     if (!on.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat(config.hierarchical.source, ": '", config.hierarchical.value,
                        "' is not a hierarchical setting; use auto or off"));
     }
-    config.hierarchical_auto = false;
+    config.hierarchical_auto = *on;
   }
   config.hierarchical.value = config.hierarchical_auto ? "auto" : "off";
   return absl::OkStatus();

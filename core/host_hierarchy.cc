@@ -189,8 +189,6 @@ void HostHierarchy::Abort(const std::string& reason) {
   rail_->AbortComms(reason);
 }
 
-// The host's ranks reduce onto their leader; the leaders all-reduce; each
-// leader broadcasts the result to its host.
 absl::Status HostHierarchy::AllReduce(const dist_op_args_t& args) {
   const uint64_t per_host = layout_.hosts[host_].size();
   const uint64_t bytes = args.send.count * dist_dtype_size(args.send.dtype);
@@ -207,6 +205,8 @@ absl::Status HostHierarchy::AllReduce(const dist_op_args_t& args) {
   if (layout_.equal_hosts && args.send.count % per_host == 0 && bytes >= kShareRailsFromBytes) {
     return AllReduceOnRails(args);
   }
+  // The host's ranks reduce onto their leader; the leaders all-reduce; each
+  // leader broadcasts the result to its host.
   dist_op_args_t reduce = OpArgs(args.send, args.recv);
   reduce.op = args.op;
   reduce.root = 0;
@@ -233,7 +233,6 @@ absl::Status HostHierarchy::AllReduceOnRails(const dist_op_args_t& args) {
   mine.count = share;
   dist_op_args_t scatter = OpArgs(args.send, mine);
   scatter.op = args.op;
-  if (args.send.data == args.recv.data) scatter.send = args.recv;  // in place: recv's block
   DIST_RETURN_IF_ERROR(local_->Run(DIST_COLL_REDUCE_SCATTER, scatter));
   dist_op_args_t across = OpArgs(mine, mine);
   across.op = args.op;
@@ -241,9 +240,10 @@ absl::Status HostHierarchy::AllReduceOnRails(const dist_op_args_t& args) {
   return local_->Run(DIST_COLL_ALL_GATHER, OpArgs(mine, args.recv));
 }
 
-// Hosts of unequal size: the root's host first gets the data to its leader (all of that host at
-// once, by broadcast), the leaders pass it on, and each other leader
-// broadcasts it to its host.
+// Hosts of equal size: the root's rail, then every host. Else the root's
+// host first gets the data to its leader (all of that host at once, by
+// broadcast), the leaders pass it on, and each other leader broadcasts it to
+// its host.
 absl::Status HostHierarchy::Broadcast(const dist_op_args_t& args) {
   const int32_t root_host = layout_.host_of[args.root];
   const int32_t root_local = layout_.local_index_of[args.root];
@@ -312,7 +312,7 @@ absl::Status HostHierarchy::AllGather(const dist_op_args_t& args) {
           DIST_COLL_ALL_GATHER,
           OpArgs(host_blocks,
                  HostBuffer(exchanged_, block * per_host * layout_.hosts.size(), args.send))));
-      Unpermute(args);
+      Unpermute(args, /*rail_by_rail=*/false);
     }
   }
   dist_op_args_t share = OpArgs(args.recv, args.recv);
@@ -344,7 +344,7 @@ absl::Status HostHierarchy::AllGatherOnEveryRail(const dist_op_args_t& args) {
       DIST_COLL_ALL_GATHER,
       OpArgs(host_blocks,
              HostBuffer(exchanged_, block * per_host * layout_.hosts.size(), args.send))));
-  Unpermute(args);
+  Unpermute(args, /*rail_by_rail=*/false);
   return absl::OkStatus();
 }
 
@@ -365,27 +365,23 @@ absl::Status HostHierarchy::AllGatherOnRails(const dist_op_args_t& args) {
   DIST_RETURN_IF_ERROR(local_->Run(
       DIST_COLL_ALL_GATHER,
       OpArgs(rail_blocks, HostBuffer(exchanged_, per_host * hosts * block, args.send))));
-  // exchanged_ holds rail by rail, each rail's blocks host by host.
-  char* out = static_cast<char*>(args.recv.data);
-  for (size_t i = 0; i < per_host; ++i) {
-    for (size_t h = 0; h < hosts; ++h) {
-      std::memcpy(out + layout_.hosts[h][i] * block_bytes,
-                  exchanged_.data() + (i * hosts + h) * block_bytes, block_bytes);
-    }
-  }
+  Unpermute(args, /*rail_by_rail=*/true);
   return absl::OkStatus();
 }
 
-// exchanged_ (host by host, each host's ranks in order) into recv's rank
-// order.
-void HostHierarchy::Unpermute(const dist_op_args_t& args) {
-  const uint64_t per_host = layout_.hosts[0].size();
+// exchanged_ into recv's rank order. It holds the blocks host by host, each
+// host's ranks in order, or (rail_by_rail) rail by rail, each rail's blocks
+// host by host.
+void HostHierarchy::Unpermute(const dist_op_args_t& args, bool rail_by_rail) {
+  const size_t hosts = layout_.hosts.size();
+  const size_t per_host = layout_.hosts[0].size();
   const size_t block_bytes = args.send.count * dist_dtype_size(args.send.dtype);
   char* out = static_cast<char*>(args.recv.data);
-  for (size_t h = 0; h < layout_.hosts.size(); ++h) {
+  for (size_t h = 0; h < hosts; ++h) {
     for (size_t i = 0; i < per_host; ++i) {
-      std::memcpy(out + layout_.hosts[h][i] * block_bytes,
-                  exchanged_.data() + (h * per_host + i) * block_bytes, block_bytes);
+      const size_t from = rail_by_rail ? i * hosts + h : h * per_host + i;
+      std::memcpy(out + layout_.hosts[h][i] * block_bytes, exchanged_.data() + from * block_bytes,
+                  block_bytes);
     }
   }
 }

@@ -77,7 +77,8 @@ class HostHierarchy {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(scratch_mu_);
   absl::Status AllGatherOnRails(const dist_op_args_t& args)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(scratch_mu_);
-  void Unpermute(const dist_op_args_t& args) ABSL_EXCLUSIVE_LOCKS_REQUIRED(scratch_mu_);
+  void Unpermute(const dist_op_args_t& args, bool rail_by_rail)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(scratch_mu_);
   absl::Status Barrier();
 
   const HostLayout layout_;

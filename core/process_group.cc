@@ -403,11 +403,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::MakeChild(
   if (only != nullptr) {
     group->comm_for_device_.fill(-1);
     group->comm_for_device_[DIST_DEVICE_CPU] = 0;
-    dist_backend_comm_t* parent = nullptr;
-    for (const BackendComm& comm : comms_) {
-      if (comm.plugin == only) parent = comm.comm;
-    }
-    backends.push_back({only, parent});
+    backends.push_back({only, nullptr});
   } else {
     for (const BackendComm& comm : comms_) backends.push_back({comm.plugin, comm.comm});
   }
@@ -435,9 +431,12 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::MakeChild(
       status = TakeError(plugin->backend.comm_create(&config, &made.comm));
     }
     if (!status.ok()) {
-      return absl::Status(status.code(), absl::StrCat(may_split ? "new_group [" : "shrink to [",
-                                                      absl::StrJoin(ranks, ","), "] on backend '",
-                                                      plugin->name, "': ", status.message()));
+      const std::string what = only != nullptr ? absl::StrCat("group '", group->name_, "' [")
+                               : may_split     ? "new_group ["
+                                               : "shrink to [";
+      return absl::Status(status.code(),
+                          absl::StrCat(what, absl::StrJoin(ranks, ","), "] on backend '",
+                                       plugin->name, "': ", status.message()));
     }
   }
   group->global_rank_ = global_rank_;

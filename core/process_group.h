@@ -166,9 +166,8 @@ class ProcessGroup {
   // from this group's where the backend can split those ranks and
   // `may_split` (every rank of this group calls it then), else created anew
   // by the members, with `setup_timeout` bounding their creation.
-  // `only`: the child has that backend alone, for CPU buffers (the host
-  // hierarchy's subgroups), split from this group's communicator of it
-  // where there is one.
+  // `only`: the child has that backend alone, for CPU buffers, created anew
+  // by the members (the host hierarchy's subgroups; `may_split` false).
   absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeChild(const std::vector<int32_t>& ranks,
                                                           std::string name, std::string prefix,
                                                           bool may_split,
