@@ -11,24 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "dist/dist.h"
 #include "gtest/gtest.h"
+#include "tests/gloo/rank_checks.h"
 
 namespace {
-
-#define CHECK_RANK(cond)                                                             \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      std::fprintf(stderr, "rank %d: %s:%d: %s\n", rank, __FILE__, __LINE__, #cond); \
-      std::_Exit(1);                                                                 \
-    }                                                                                \
-  } while (0)
-#define OK_RANK(expr)                                                                        \
-  do {                                                                                       \
-    dist_error_t* e_ = (expr);                                                               \
-    if (e_ != nullptr) {                                                                     \
-      std::fprintf(stderr, "rank %d: %s failed: %s\n", rank, #expr, dist_error_message(e_)); \
-      std::_Exit(1);                                                                         \
-    }                                                                                        \
-  } while (0)
 
 int Rank(int rank, int world, const std::string& store) {
   dist_init_options_t options = dist_init_options_default();

@@ -20,6 +20,7 @@
 #include "plugins/backends/gloo/gloo_store.h"
 #include "plugins/backends/gloo/pair_access.h"
 #include "plugins/backends/gloo/sync_limit.h"
+#include "plugins/backends/gloo/variable_counts.h"
 
 namespace dist_gloo {
 namespace {
@@ -67,6 +68,7 @@ std::string Setting(const dist_comm_config_t& config, const char* option, const 
 }
 
 absl::Status RunCollective(const Op& op, const OpEnv& env) {
+  if (op.counts != nullptr) return RunVariableCollective(op, env);
   switch (op.kind) {
     case DIST_COLL_ALL_REDUCE:
       return RunAllReduce(op, env);
@@ -250,6 +252,11 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t kind
                                                           const dist_op_args_t& args) {
   absl::Status valid = ValidateOp(kind, args, rank_);
   if (!valid.ok()) return valid;
+  return Enqueue(Op{kind, args, 0, OpTimeout(args)});
+}
+
+absl::StatusOr<std::shared_ptr<Work>> Communicator::Enqueue(Op op) {
+  const dist_collective_t kind = op.kind;
   auto work = std::make_shared<Work>();
   Task task;
   {
@@ -260,7 +267,8 @@ absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t kind
           absl::StrCat("gloo backend: group '", group_,
                        "' is being destroyed; issue operations before comm_destroy"));
     }
-    task = Task{Op{kind, args, ++next_seq_, OpTimeout(args)}, work};
+    op.seq = ++next_seq_;
+    task = Task{std::move(op), work};
     last_issue_ = absl::Now();
     // A send or recv issued while nothing is queued or running is posted
     // here, in order: posting never waits (P2pLoop does), and the worker,
@@ -361,12 +369,26 @@ void Communicator::Poke() {
 
 absl::Status Communicator::Run(dist_collective_t kind, const dist_op_args_t& args,
                                absl::Duration wait_timeout) {
-  const bool p2p = kind == DIST_COLL_SEND || kind == DIST_COLL_RECV;
+  absl::Status valid = ValidateOp(kind, args, rank_);
+  if (!valid.ok()) return valid;
+  return RunChecked(Op{kind, args, 0, OpTimeout(args)}, wait_timeout);
+}
+
+absl::Status Communicator::RunVariable(dist_collective_t kind, const dist_op_args_t& args,
+                                       const dist_op_counts_t& counts,
+                                       absl::Duration wait_timeout) {
+  absl::StatusOr<std::shared_ptr<const VariableCounts>> copied =
+      CheckVariable(kind, args, counts, rank_, size_);
+  if (!copied.ok()) return copied.status();
   Op op{kind, args, 0, OpTimeout(args)};
+  op.counts = *std::move(copied);
+  return RunChecked(std::move(op), wait_timeout);
+}
+
+absl::Status Communicator::RunChecked(Op op, absl::Duration wait_timeout) {
+  const bool p2p = op.kind == DIST_COLL_SEND || op.kind == DIST_COLL_RECV;
   bool here = false;
   if (inline_wait_ && !p2p && wait_timeout >= absl::FromChrono(op.timeout)) {
-    absl::Status valid = ValidateOp(kind, args, rank_);
-    if (!valid.ok()) return valid;
     absl::MutexLock lock(&mu_);
     if (!abort_reason_.empty()) return AbortedStatus();
     // In order with what was issued before: only when nothing is waiting.
@@ -378,7 +400,7 @@ absl::Status Communicator::Run(dist_collective_t kind, const dist_op_args_t& arg
     }
   }
   if (!here) {  // the queue's way, as work_wait would
-    absl::StatusOr<std::shared_ptr<Work>> work = Issue(kind, args);
+    absl::StatusOr<std::shared_ptr<Work>> work = Enqueue(std::move(op));
     if (!work.ok()) return work.status();
     if (!TryRunInline(*work, wait_timeout)) Poke();
     return (*work)->Wait(wait_timeout);
@@ -401,8 +423,11 @@ std::optional<absl::Status> Communicator::SettledWithoutGloo(const Op& op) const
     absl::MutexLock lock(&mu_);
     if (!abort_reason_.empty()) return AbortedStatus();
   }
-  if (op.kind != DIST_COLL_BARRIER && OpCount(op.kind, op.args, size_) == 0) {
-    return absl::OkStatus();  // nothing to move, on every rank alike
+  // Nothing to move, on every rank alike.
+  if (op.counts != nullptr) {
+    if (VariableSettled(op)) return absl::OkStatus();
+  } else if (op.kind != DIST_COLL_BARRIER && OpCount(op.kind, op.args, size_) == 0) {
+    return absl::OkStatus();
   }
   return std::nullopt;
 }
@@ -513,8 +538,9 @@ absl::Status Communicator::Fail(const Op& op, const std::string& what, bool on_s
   if (failure.peer < 0 && !failure.timed_out && !second.empty()) {
     failure = ClassifyGlooError(what, second);
   }
-  const std::string where = absl::StrCat(dist_collective_name(op.kind), " #", op.seq, " on group '",
-                                         group_, "' (rank ", rank_, " of ", size_, ")");
+  const std::string where =
+      absl::StrCat(dist_collective_name(op.kind), op.counts != nullptr ? "_v" : "", " #", op.seq,
+                   " on group '", group_, "' (rank ", rank_, " of ", size_, ")");
   const std::string report = absl::StrCat("rank ", rank_, " ", where, ": ", failure.Describe());
   // Most of the grace period, so that the error still arrives within the
   // operation's timeout.

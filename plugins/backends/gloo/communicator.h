@@ -53,6 +53,12 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // `wait_timeout`. No work handle, no queue, no worker wake-up.
   absl::Status Run(dist_collective_t kind, const dist_op_args_t& args, absl::Duration wait_timeout);
 
+  // A collective with a count per rank (the table's run_v) that
+  // RunsVariable: checked, its counts copied, then run as Run runs one, in
+  // order with the operations issued before it.
+  absl::Status RunVariable(dist_collective_t kind, const dist_op_args_t& args,
+                           const dist_op_counts_t& counts, absl::Duration wait_timeout);
+
   // Runs `work` on the calling thread if it is next in line, nobody is
   // running an operation, and the caller is willing to wait as long as the
   // operation may take. Returns whether it ran.
@@ -90,6 +96,11 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
                std::shared_ptr<gloo::Context> context, AlgorithmPolicy policy, bool inline_wait,
                bool sync_pairs, size_t sync_max_bytes, absl::Duration spin);
 
+  // Queues a checked operation (numbering it), or posts a send/recv at once
+  // when nothing is ahead of it.
+  absl::StatusOr<std::shared_ptr<Work>> Enqueue(Op op);
+  // Run's body for a checked operation.
+  absl::Status RunChecked(Op op, absl::Duration wait_timeout);
   void WorkerLoop();
   void P2pLoop();
   void Execute(Task task);

@@ -16,11 +16,16 @@
 
 namespace dist_gloo {
 
+struct VariableCounts;  // variable_counts.h
+
 struct Op {
   dist_collective_t kind;
   dist_op_args_t args;  // a copy; the buffers' memory belongs to the caller
   int64_t seq;          // 1-based issue number on the communicator
   std::chrono::milliseconds timeout;
+  // Set for a collective with a count per rank (run_v), whose args hold
+  // the whole buffers: all_to_all_v, all_gather_v (variable_counts.h).
+  std::shared_ptr<const VariableCounts> counts = nullptr;
 };
 
 // What an operation runs with.

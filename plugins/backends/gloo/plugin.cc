@@ -7,6 +7,7 @@
 #include "dist/cpp/backend_adapter.hpp"
 #include "gloo/config.h"
 #include "plugins/backends/gloo/communicator.h"
+#include "plugins/backends/gloo/variable_counts.h"
 #include "plugins/backends/gloo/work.h"
 
 namespace dist_gloo {
@@ -55,6 +56,16 @@ class GlooComm : public dist::BackendComm {
                    absl::Duration timeout) override {
     return comm_->Run(kind, args, timeout);
   }
+  // dist_all_to_all_v and dist_all_gather_v on Gloo's own alltoallv and
+  // allgatherv; reduce_scatter_v goes back to the core (variable_counts.h).
+  absl::Status RunVariable(dist_collective_t kind, const dist_op_args_t& args,
+                           const dist_op_counts_t& counts, absl::Duration timeout) override {
+    if (!RunsVariable(kind)) {
+      return absl::UnimplementedError(
+          absl::StrCat("gloo backend: the core builds ", dist_collective_name(kind), "_v"));
+    }
+    return comm_->RunVariable(kind, args, counts, timeout);
+  }
   void Abort(const std::string& reason) override {
     comm_->Abort("gloo backend: communicator aborted: " + reason);
   }
@@ -80,6 +91,7 @@ class GlooBackend : public dist::Backend {
                      " (pinned upstream 5b143513 with third_party/gloo patches, TCP transport)"));
     return text->c_str();
   }
+  bool has_variable_counts() const override { return true; }
   void Capabilities(dist_backend_capabilities_t& caps) override {
     caps.device_types = 1u << DIST_DEVICE_CPU;
     caps.dtypes = dist::kAllDtypes;
