@@ -219,6 +219,13 @@ void CheckAllReduces(int rank, int world, dist_backend_comm_t* comm, const std::
       CheckAllReduce(rank, world, comm, what, t, DIST_SUM, 131072, repeat == 1);
     }
   }
+  // Above 1 MiB (the pipelined ring where the synchronous pairs allow it,
+  // else gloo::allreduce): many chunks a block, blocks of unequal length.
+  for (dist_dtype_t t : {DIST_FLOAT32, DIST_INT64, DIST_BFLOAT16}) {
+    for (dist_reduce_op_t op : {DIST_SUM, DIST_MAX, DIST_AVG}) {
+      CheckAllReduce(rank, world, comm, what, t, op, 400003, op == DIST_MAX);
+    }
+  }
 }
 
 // A barrier holds every rank until all have reached it: each rank leaves a
@@ -279,7 +286,7 @@ void RunWorld(int world, const std::string& dir_name) {
   auto results = RunRanks(world, absl::Seconds(240), [&](int rank) {
     for (const char* algorithm :
          {"auto", "AllreduceRing", "AllreduceRingChunked", "AllreduceHalvingDoubling",
-          "AllreduceBcube", "RecursiveDoubling"}) {
+          "AllreduceBcube", "RecursiveDoubling", "RingPipelined"}) {
       // A store per communicator: Gloo's rendezvous keys are bare ranks.
       dist_store_t* store = OpenStore(absl::StrCat(dir, "/store_", algorithm));
       CommOptions options;
@@ -293,7 +300,7 @@ void RunWorld(int world, const std::string& dir_name) {
       dist_backend_comm_t* comm = nullptr;
       RANK_OK(rank, CreateComm(store, rank, world, options, &comm));
       CheckAllReduces(rank, world, comm, algorithm);
-      if (mixed) {
+      if (mixed || std::string(algorithm) == "RingPipelined") {
         CheckDataOps(rank, world, comm);
         CheckBarriers(rank, world, comm, dir);
       }
@@ -492,6 +499,96 @@ TEST(GlooBoundAlgorithms, DirectBroadcastAndAllGatherReusedWithNewInputs) {
       dist_backend_comm_t* comm = nullptr;
       RANK_OK(rank, CreateComm(store, rank, world, CommOptions(), &comm));
       CheckDirectReusedWithNewInputs(rank, world, comm);
+      Plugin()->comm_destroy(comm);
+      return 0;
+    });
+    for (const RankResult& r : results)
+      EXPECT_TRUE(r.ok()) << "world " << world << ": " << r.Describe();
+  }
+}
+
+// The pipelined ring (ring_pipelined.h) sends with no go-ahead, chunk after
+// chunk, straight into the peers' buffers: a rank may be up to W-1 chunks
+// ahead of its right neighbour, and a run's last messages share the pairs
+// with the next run's first. Reused with new inputs every run, in place and
+// not, all_reduces of several sizes in turn (one chunk, many, fewer
+// elements than ranks) with all_gathers and broadcasts (from every root in
+// turn) between them, every element checked against values computed here.
+void CheckRingReusedWithNewInputs(int rank, int world, dist_backend_comm_t* comm) {
+  const dist_backend_plugin_t* p = Plugin();
+  auto value = [](int run, int from, size_t k) {  // integers: float sums are exact
+    return static_cast<float>((k * 13 + static_cast<size_t>(from) * 101 + run * 7) % 4099);
+  };
+  for (int run = 0; run < 12; ++run) {
+    for (size_t n : {size_t{3}, size_t{70000}, size_t{700001}}) {
+      const bool in_place = (run + n) % 2 == 0;
+      std::vector<float> send(n), recv(n, -1.0f);
+      for (size_t k = 0; k < n; ++k) send[k] = value(run, rank, k);
+      dist_op_args_t a = Args();
+      a.send = Buffer(send.data(), n, DIST_FLOAT32);
+      a.recv = in_place ? a.send : Buffer(recv.data(), n, DIST_FLOAT32);
+      a.op = DIST_SUM;
+      RANK_OK(rank, RunOp(p->all_reduce, comm, a));
+      const std::vector<float>& out = in_place ? send : recv;
+      for (size_t k = 0; k < n; ++k) {
+        float want = 0;
+        for (int r = 0; r < world; ++r) want += value(run, r, k);
+        if (out[k] != want) {
+          std::fprintf(stderr,
+                       "rank %d: ring all_reduce n=%zu run %d: element %zu is %g, want %g\n", rank,
+                       n, run, k, out[k], want);
+          std::_Exit(1);
+        }
+      }
+    }
+    const size_t block = 300007;  // bytes a rank: 0.6-1.2 MB in all
+    std::vector<uint8_t> send(block), recv(block * world, 0);
+    for (size_t k = 0; k < block; ++k) send[k] = static_cast<uint8_t>(value(run, rank, k));
+    dist_op_args_t a = Args();
+    a.send = Buffer(send.data(), block, DIST_UINT8);
+    a.recv = Buffer(recv.data(), block * world, DIST_UINT8);
+    RANK_OK(rank, RunOp(p->all_gather, comm, a));
+    for (int r = 0; r < world; ++r) {
+      for (size_t k = 0; k < block; ++k) {
+        if (recv[r * block + k] != static_cast<uint8_t>(value(run, r, k))) {
+          std::fprintf(stderr, "rank %d: ring all_gather run %d: rank %d's byte %zu is %d\n", rank,
+                       run, r, k, recv[r * block + k]);
+          std::_Exit(1);
+        }
+      }
+    }
+    const int root = run % world;
+    const size_t bytes = 1200007;  // a chain of many chunks
+    std::vector<uint8_t> data(bytes, 0), copy(bytes, 0);
+    if (rank == root) {
+      for (size_t k = 0; k < bytes; ++k) data[k] = static_cast<uint8_t>(value(run, root, k));
+    }
+    a = Args();
+    a.send = Buffer(data.data(), bytes, DIST_UINT8);
+    a.recv = run % 3 == 0 ? a.send : Buffer(copy.data(), bytes, DIST_UINT8);
+    a.root = root;
+    RANK_OK(rank, RunOp(p->broadcast, comm, a));
+    const std::vector<uint8_t>& got = run % 3 == 0 ? data : copy;
+    for (size_t k = 0; k < bytes; ++k) {
+      if (got[k] != static_cast<uint8_t>(value(run, root, k))) {
+        std::fprintf(stderr, "rank %d: ring broadcast from %d, run %d: byte %zu is %d\n", rank,
+                     root, run, k, got[k]);
+        std::_Exit(1);
+      }
+    }
+  }
+}
+
+TEST(GlooBoundAlgorithms, RingPipelinedReusedWithNewInputs) {
+  for (int world : {2, 3, 4, 5}) {
+    const std::string dir = TempDir(absl::StrCat("ring", world));
+    auto results = RunRanks(world, absl::Seconds(240), [&](int rank) {
+      dist_store_t* store = OpenStore(absl::StrCat(dir, "/store"));
+      CommOptions options;
+      options.options = {{"gloo.allreduce_algorithm", "RingPipelined"}};
+      dist_backend_comm_t* comm = nullptr;
+      RANK_OK(rank, CreateComm(store, rank, world, options, &comm));
+      CheckRingReusedWithNewInputs(rank, world, comm);
       Plugin()->comm_destroy(comm);
       return 0;
     });

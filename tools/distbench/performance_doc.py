@@ -76,6 +76,21 @@ SECTIONS = {
             for n in (2, 3, 4)
         ],
     },
+    # Large messages: the pipelined ring against every raw variant. N=3 and
+    # N=4 stop at 16 MiB: at 64 MiB on 4 ranks the raw gloo::allreduce ring
+    # of the baseline stalled in its waits (2026-12-07).
+    "gloo_raw_large": {
+        "sizes": powers(1 << 20, 64 << 20, 4),
+        "runs": [
+            ("N=%d" % n,
+             ["{distbench}", "-n", str(n), "--backend", "gloo", "--op",
+              "all_reduce,broadcast,all_gather", "-b", "1M", "-e", last, "-f", "4",
+              "--rounds", "5", "--iters", "4", "--timeout", "60s", "--check", "--baseline",
+              "--json", "{json}"],
+             "gloo_large_n%d.json" % n)
+            for n, last in ((2, "64M"), (3, "16M"), (4, "16M"))
+        ],
+    },
     "shm_mpi": {
         "sizes": powers(8, 16 << 20, 8),
         "runs": [
@@ -126,8 +141,25 @@ def render_gloo_raw(runs, labels, sizes):
         for row in run["results"]:
             if row["op"] == "barrier":
                 barrier.append("%s %s" % (label, ratio_text(row.get("raw", {}).get("time_ratio"))))
+    if barrier:
+        lines.append("")
+        lines.append("barrier: " + ", ".join(barrier) + ".")
+    return lines
+
+
+def render_gloo_raw_large(runs, labels, sizes):
+    """The ratios as for gloo_raw, then all_reduce bus bandwidth at each run's largest size."""
+    lines = render_gloo_raw(runs, labels, sizes)
     lines.append("")
-    lines.append("barrier: " + ", ".join(barrier) + ".")
+    for run, label in zip(runs, labels):
+        rows = [row for row in run["results"] if row["op"] == "all_reduce"]
+        if not rows:
+            continue
+        row = max(rows, key=lambda r: r["size"])
+        raw = row.get("raw") or {}
+        lines.append("all_reduce bus bandwidth, %s %s: %.2f GB/s; fastest raw (%s) %.2f GB/s." % (
+            label, human(column_of(sizes)(row["size"])), row.get("busbw_gbps") or 0,
+            raw.get("variant", "?"), raw.get("busbw_gbps") or 0))
     return lines
 
 
@@ -152,7 +184,8 @@ def render_shm_mpi(runs, labels, sizes):
     return lines
 
 
-RENDER = {"gloo_raw": render_gloo_raw, "shm_mpi": render_shm_mpi}
+RENDER = {"gloo_raw": render_gloo_raw, "gloo_raw_large": render_gloo_raw_large,
+          "shm_mpi": render_shm_mpi}
 
 
 def render_section(name, json_dir):

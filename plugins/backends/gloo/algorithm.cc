@@ -36,9 +36,15 @@ constexpr size_t kTwoRankRingMaxBytes = 512 << 10;
 constexpr size_t kRecursiveDoublingMaxBytes = 256 << 10;
 constexpr size_t kRecursiveDoublingMaxSentBytes = 512 << 10;
 
-// Above kBoundMaxBytes on more than two ranks: gloo::allreduce's bcube
-// below this, its ring from it (measured before the bound classes came).
+// Above kBoundMaxBytes: dist's pipelined ring on the synchronous pairs
+// (ring_pipelined.h). Where those are not up, on more than two ranks
+// gloo::allreduce's bcube below this, its ring from it (measured before the
+// bound classes came).
 constexpr size_t kGlooBcubeBelowBytes = 4 << 20;
+// all_gather results and broadcasts from these sizes run on the pipelined
+// ring.
+constexpr size_t kRingAllGatherMinBytes = 1 << 20;
+constexpr size_t kRingBroadcastMinBytes = 1 << 20;
 // broadcast and all_gather (the whole result): up to 4 MiB the legacy
 // classes beat the unbound entry points at 2 and 4 ranks, 1.1-2.4x from
 // 2 MiB, on synchronous pairs up to their limit and on the asynchronous
@@ -54,6 +60,7 @@ constexpr AllReduceAlgorithm kAll[] = {
     AllReduceAlgorithm::kHalvingDoubling,
     AllReduceAlgorithm::kBcube,
     AllReduceAlgorithm::kRecursiveDoubling,
+    AllReduceAlgorithm::kRingPipelined,
 };
 
 }  // namespace
@@ -74,6 +81,8 @@ const char* AlgorithmName(AllReduceAlgorithm algorithm) {
       return "AllreduceBcube";
     case AllReduceAlgorithm::kRecursiveDoubling:
       return "RecursiveDoubling";
+    case AllReduceAlgorithm::kRingPipelined:
+      return "RingPipelined";
   }
   return "?";
 }
@@ -100,8 +109,8 @@ absl::StatusOr<AlgorithmPolicy> AlgorithmPolicy::Parse(const std::string& settin
   return absl::InvalidArgumentError(absl::StrCat(
       "gloo backend: unknown all_reduce algorithm '", setting,
       "' (option gloo.allreduce_algorithm or DIST_GLOO_ALLREDUCE_ALGORITHM); use auto, ring, "
-      "bcube, AllreduceRing, AllreduceRingChunked, AllreduceHalvingDoubling, AllreduceBcube or "
-      "RecursiveDoubling"));
+      "bcube, AllreduceRing, AllreduceRingChunked, AllreduceHalvingDoubling, AllreduceBcube, "
+      "RecursiveDoubling or RingPipelined"));
 }
 
 AllReduceAlgorithm AlgorithmPolicy::ForAllReduce(size_t bytes, size_t count, int world_size) const {
@@ -111,10 +120,7 @@ AllReduceAlgorithm AlgorithmPolicy::ForAllReduce(size_t bytes, size_t count, int
                ? AllReduceAlgorithm::kHalvingDoubling
                : forced_;
   }
-  if (bytes > kBoundMaxBytes) {
-    return world_size > 2 && bytes < kGlooBcubeBelowBytes ? AllReduceAlgorithm::kGlooBcube
-                                                          : AllReduceAlgorithm::kGlooRing;
-  }
+  if (bytes > kBoundMaxBytes) return AllReduceAlgorithm::kRingPipelined;
   if (bytes <= kRecursiveDoublingMaxBytes &&
       bytes * static_cast<size_t>(RecursiveDoublingSteps(world_size)) <=
           kRecursiveDoublingMaxSentBytes) {
@@ -131,6 +137,17 @@ AllReduceAlgorithm AlgorithmPolicy::ForAllReduce(size_t bytes, size_t count, int
   return BcubeFits(count, world_size) ? AllReduceAlgorithm::kBcube
                                       : AllReduceAlgorithm::kHalvingDoubling;
 }
+
+AllReduceAlgorithm AlgorithmPolicy::ForUnbound(size_t bytes, int world_size) const {
+  const bool bcube = is_auto_
+                         ? world_size > 2 && bytes > kBoundMaxBytes && bytes < kGlooBcubeBelowBytes
+                         : forced_ == AllReduceAlgorithm::kGlooBcube;
+  return bcube ? AllReduceAlgorithm::kGlooBcube : AllReduceAlgorithm::kGlooRing;
+}
+
+bool AlgorithmPolicy::RingAllGather(size_t bytes) const { return bytes >= kRingAllGatherMinBytes; }
+
+bool AlgorithmPolicy::RingBroadcast(size_t bytes) const { return bytes >= kRingBroadcastMinBytes; }
 
 bool BcubeFits(size_t count, int world_size) {
   return world_size >= 4 && (world_size & (world_size - 1)) == 0 &&

@@ -29,6 +29,9 @@ enum class AllReduceAlgorithm {
   kBcube,            // AllreduceBcube: on synchronous pairs only (bound_algorithms.cc)
   // dist's own (allreduce_recursive_doubling.h): on synchronous pairs only.
   kRecursiveDoubling,
+  // dist's own (ring_pipelined.h), on the caller's buffers: on synchronous
+  // pairs only; elsewhere gloo::allreduce (ForUnbound).
+  kRingPipelined,
 };
 
 // The name distbench prints for the same raw Gloo variant.
@@ -56,6 +59,15 @@ class AlgorithmPolicy {
   // kBcube only where BcubeFits; the caller must still keep it and
   // kRecursiveDoubling off the asynchronous pairs (bound_algorithms.cc).
   AllReduceAlgorithm ForAllReduce(size_t bytes, size_t count, int world_size) const;
+  // gloo::allreduce's algorithm (kGlooRing or kGlooBcube) for an all_reduce
+  // that ForAllReduce gave to the unbound path, or whose class cannot run
+  // here (kRingPipelined without synchronous pairs).
+  AllReduceAlgorithm ForUnbound(size_t bytes, int world_size) const;
+  // Whether an all_gather of `bytes` (the whole result) runs on the
+  // pipelined ring (ring_pipelined.h) where the synchronous pairs are up.
+  bool RingAllGather(size_t bytes) const;
+  // Whether a broadcast of `bytes` runs as a chain on the pipelined ring.
+  bool RingBroadcast(size_t bytes) const;
 
   // Whether broadcast / all_gather (bytes of the whole result) and barrier
   // run on the legacy bound-buffer classes.

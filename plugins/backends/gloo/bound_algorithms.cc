@@ -24,6 +24,7 @@
 #include "plugins/backends/gloo/broadcast_direct.h"
 #include "plugins/backends/gloo/pair_access.h"
 #include "plugins/backends/gloo/reduction.h"
+#include "plugins/backends/gloo/ring_pipelined.h"
 #include "plugins/backends/gloo/sync_limit.h"
 
 namespace dist_gloo {
@@ -200,6 +201,11 @@ bool BoundAlgorithms::UseSync(size_t message_bytes) {
   return message_bytes <= sync_limit_;
 }
 
+size_t BoundAlgorithms::RingChunk(size_t element) {
+  if (!UseSync(0)) return 0;
+  return RingChunkBytes(sync_limit_, context_->size, element);
+}
+
 template <typename Make>
 BoundAlgorithms::Entry& BoundAlgorithms::Find(const Key& key, uint32_t tag, size_t in_bytes,
                                               size_t out_bytes, Make&& make) {
@@ -264,6 +270,50 @@ void BoundAlgorithms::AllReduce(AllReduceAlgorithm algorithm, uint32_t tag, cons
       std::memcpy(recv, data, bytes);
     }
   });
+}
+
+bool BoundAlgorithms::RingAllReduce(uint32_t tag, const void* send, void* recv, size_t count,
+                                    dist_dtype_t dtype, dist_reduce_op_t op) {
+  if (IsHalf(dtype)) return false;
+  const size_t element = dist_dtype_size(dtype);
+  const size_t chunk = RingChunk(element);
+  if (chunk == 0) return false;
+  const Key key{true,
+                DIST_COLL_ALL_REDUCE,
+                static_cast<int>(AllReduceAlgorithm::kRingPipelined),
+                dtype,
+                op,
+                0,
+                count};
+  Entry& entry = Find(key, tag, chunk, 0, [&](Entry& e, const auto& context) {
+    return std::make_unique<RingPipelined>(context, count * element, e.in.data(), chunk, &spin_);
+  });
+  static_cast<RingPipelined&>(*entry.algorithm).AllReduce(send, recv, count, dtype, op);
+  return true;
+}
+
+bool BoundAlgorithms::RingAllGather(uint32_t tag, const void* send, void* recv, size_t block) {
+  const size_t chunk = RingChunk(1);
+  if (chunk == 0) return false;
+  const size_t bytes = block * static_cast<size_t>(context_->size);
+  const Key key{true, DIST_COLL_ALL_GATHER, 2, 0, 0, 0, block};
+  Entry& entry = Find(key, tag, chunk, 0, [&](Entry& e, const auto& context) {
+    return std::make_unique<RingPipelined>(context, bytes, e.in.data(), chunk, &spin_);
+  });
+  static_cast<RingPipelined&>(*entry.algorithm).AllGather(send, recv, block);
+  return true;
+}
+
+bool BoundAlgorithms::RingBroadcast(uint32_t tag, const void* send, void* recv, size_t bytes,
+                                    int root) {
+  const size_t chunk = RingChunk(1);
+  if (chunk == 0) return false;
+  const Key key{true, DIST_COLL_BROADCAST, 3, 0, 0, root, bytes};
+  Entry& entry = Find(key, tag, chunk, 0, [&](Entry& e, const auto& context) {
+    return std::make_unique<RingPipelined>(context, bytes, e.in.data(), chunk, &spin_);
+  });
+  static_cast<RingPipelined&>(*entry.algorithm).Broadcast(send, recv, bytes, root);
+  return true;
 }
 
 void BoundAlgorithms::Broadcast(uint32_t tag, const void* send, void* recv, size_t bytes,

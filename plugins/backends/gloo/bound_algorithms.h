@@ -65,6 +65,15 @@ class BoundAlgorithms {
   // avg divides once at the end. `algorithm` must be a bound one.
   void AllReduce(AllReduceAlgorithm algorithm, uint32_t tag, const void* send, void* recv,
                  size_t count, dist_dtype_t dtype, dist_reduce_op_t op);
+  // all_reduce and all_gather on dist's pipelined ring (ring_pipelined.h),
+  // on the caller's buffers (the same memory for in place, else disjoint).
+  // Each returns false, having sent nothing, where the ring cannot run: no
+  // synchronous pairs, no chunk that fits their limit, float16/bfloat16
+  // (reduced at full precision on the other paths). Alike on every rank.
+  bool RingAllReduce(uint32_t tag, const void* send, void* recv, size_t count, dist_dtype_t dtype,
+                     dist_reduce_op_t op);
+  bool RingAllGather(uint32_t tag, const void* send, void* recv, size_t block);
+  bool RingBroadcast(uint32_t tag, const void* send, void* recv, size_t bytes, int root);
   // `bytes` on every rank; the root's send is broadcast into every recv.
   void Broadcast(uint32_t tag, const void* send, void* recv, size_t bytes, int root);
   // `block` bytes from every rank into recv (W blocks, rank order).
@@ -116,6 +125,9 @@ class BoundAlgorithms {
   // every rank connects in the same operation; a failure to connect is
   // thrown like Gloo's own errors.
   bool UseSync(size_t message_bytes);
+  // The pipelined ring's chunk for elements of `element` bytes, connecting
+  // the synchronous pairs if no operation has yet; 0: the ring cannot run.
+  size_t RingChunk(size_t element);
 
   // The entry for `key`, building it with `make(entry, context)` (after
   // reserving `in_bytes`/`out_bytes` of buffer and setting the slot counter

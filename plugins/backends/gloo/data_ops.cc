@@ -17,6 +17,10 @@ namespace dist_gloo {
 absl::Status RunBroadcast(const Op& op, const OpEnv& env) {
   const dist_op_args_t& a = op.args;
   const size_t bytes = Bytes(a.recv.dtype, a.recv.count);
+  if (env.bound != nullptr && env.algorithms->RingBroadcast(bytes) &&
+      env.bound->RingBroadcast(env.tag, a.send.data, a.recv.data, bytes, a.root)) {
+    return absl::OkStatus();
+  }
   if (env.bound != nullptr && env.algorithms->BoundBroadcast(bytes, env.context->size)) {
     env.bound->Broadcast(env.tag, a.send.data, a.recv.data, bytes, a.root);
     return absl::OkStatus();
@@ -42,6 +46,10 @@ absl::Status RunAllGather(const Op& op, const OpEnv& env) {
   const size_t w = static_cast<size_t>(env.context->size);
   char* out = static_cast<char*>(a.recv.data);
   char* mine = out + block * env.context->rank;
+  if (env.bound != nullptr && env.algorithms->RingAllGather(block * w) &&
+      env.bound->RingAllGather(env.tag, a.send.data, out, block)) {
+    return absl::OkStatus();
+  }
   if (env.bound != nullptr && env.algorithms->BoundAllGather(block * w, env.context->size)) {
     env.bound->AllGather(env.tag, a.send.data, out, block);
     return absl::OkStatus();

@@ -29,7 +29,7 @@ void GlooAllReduce(const OpEnv& env, const void* in, void* out, size_t n, dist_d
     opts.setOutput<T>(static_cast<T*>(out), n);
   });
   opts.setReduceFunction(ReductionFor(dtype, op));
-  opts.setAlgorithm(env.algorithms->ForAllReduce(Bytes(dtype, n), n, env.context->size) ==
+  opts.setAlgorithm(env.algorithms->ForUnbound(Bytes(dtype, n), env.context->size) ==
                             AllReduceAlgorithm::kGlooBcube
                         ? gloo::AllreduceOptions::Algorithm::BCUBE
                         : gloo::AllreduceOptions::Algorithm::RING);
@@ -78,7 +78,12 @@ absl::Status RunAllReduce(const Op& op, const OpEnv& env) {
   // Reduced bytes: float16/bfloat16 travel as float32.
   const size_t bytes = Bytes(IsHalf(a.send.dtype) ? DIST_FLOAT32 : a.send.dtype, n);
   const AllReduceAlgorithm algorithm = env.algorithms->ForAllReduce(bytes, n, env.context->size);
-  if (env.bound != nullptr && IsBound(algorithm) && n <= kMaxBoundCount) {
+  if (algorithm == AllReduceAlgorithm::kRingPipelined) {
+    if (env.bound != nullptr &&
+        env.bound->RingAllReduce(env.tag, a.send.data, a.recv.data, n, a.send.dtype, a.op)) {
+      return absl::OkStatus();
+    }
+  } else if (env.bound != nullptr && IsBound(algorithm) && n <= kMaxBoundCount) {
     env.bound->AllReduce(algorithm, env.tag, a.send.data, a.recv.data, n, a.send.dtype, a.op);
     return absl::OkStatus();
   }
