@@ -76,9 +76,11 @@ SECTIONS = {
             for n in (2, 3, 4)
         ],
     },
-    # Large messages: the pipelined ring against every raw variant. N=3 and
-    # N=4 stop at 16 MiB: at 64 MiB on 4 ranks the raw gloo::allreduce ring
-    # of the baseline stalled in its waits (2026-12-07).
+    # Large messages: the pipelined ring against every raw variant. N=3
+    # stops at 16 MiB and N=4 at 4 MiB: above, some raw variants on 4 ranks
+    # stalled for seconds a call in their waits (4 MiB took 94 s, 16 MiB did
+    # not finish in 200 s; 2026-12-07), the pacing of "Known limits" in the
+    # gloo README.
     "gloo_raw_large": {
         "sizes": powers(1 << 20, 64 << 20, 4),
         "runs": [
@@ -88,7 +90,7 @@ SECTIONS = {
               "--rounds", "5", "--iters", "4", "--timeout", "60s", "--check", "--baseline",
               "--json", "{json}"],
              "gloo_large_n%d.json" % n)
-            for n, last in ((2, "64M"), (3, "16M"), (4, "16M"))
+            for n, last in ((2, "64M"), (3, "16M"), (4, "4M"))
         ],
     },
     "shm_mpi": {
