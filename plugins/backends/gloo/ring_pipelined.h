@@ -110,9 +110,9 @@ class RingPipelined : public gloo::Algorithm {
       const int in_block = Wrap(contextRank_ - step - 1);
       gloo::transport::Buffer& from = step == 0 ? *partial_from_input_ : *partial_from_output_;
       Exchange(blocks, out_block, from, *partial_in_, in_block, [&](size_t offset, size_t length) {
-                 dist::ReduceInto(dtype, op, inbox_, input + offset, length / element);
-                 std::memcpy(output + offset, inbox_, length);
-               });
+        dist::ReduceInto(dtype, op, inbox_, input + offset, length / element);
+        std::memcpy(output + offset, inbox_, length);
+      });
     }
     const int finished = Wrap(contextRank_ + 1);
     if (op == DIST_AVG) {
