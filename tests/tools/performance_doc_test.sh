@@ -21,6 +21,12 @@ for n in (2, 3, 4):
     json.dump(run(n, rows), open("%s/gloo_n%d.json" % (d, n), "w"))
 for n in (2, 4):
     json.dump(run(n, [row("all_reduce", 8, 0.75, 0.3, 0.4)]), open("%s/shm_mpi_n%d.json" % (d, n), "w"))
+for n in (2, 3, 4):
+    big = row("all_reduce", 4 << 20, 0.5)
+    big["busbw_gbps"] = 3.0 + n
+    big["raw"].update({"busbw_gbps": 1.5, "variant": "AllreduceRing"})
+    rows = [row("all_reduce", 1 << 20, 0.8), big, row("broadcast", 1 << 20, 1.25)]
+    json.dump(run(n, rows), open("%s/gloo_large_n%d.json" % (d, n), "w"))
 PY
 cat > "$dir/doc.md" <<'EOF2'
 # Before
@@ -30,6 +36,8 @@ stale
 Between.
 <!-- generated: shm_mpi (tools/distbench/performance_doc.py) -->
 <!-- end generated: shm_mpi -->
+<!-- generated: gloo_raw_large (tools/distbench/performance_doc.py) -->
+<!-- end generated: gloo_raw_large -->
 After.
 EOF2
 python3 "$script" --render_only --json_dir "$dir" --doc "$dir/doc.md" >/dev/null
@@ -40,6 +48,9 @@ grep -qF "| all_reduce | 3 | 3.25 | - | - | - | - | 0.50 |" "$dir/doc.md" || fai
 grep -qF "| all_gather | 3 | 0.40 | - | - | - | - | - |" "$dir/doc.md" || fail "12 B of all_gather at N=3 is the 8 B column"
 grep -qF "barrier: N=2 0.90, N=3 0.90, N=4 0.90." "$dir/doc.md" || fail "barrier line"
 grep -qF "| 8 B | 0.30 | 0.40 | 0.75 | 0.30 | 0.40 | 0.75 |" "$dir/doc.md" || fail "shm_mpi row"
+grep -qF "| all_reduce | 4 | 0.80 | 0.50 | - | - |" "$dir/doc.md" || fail "gloo_raw_large all_reduce row"
+grep -qF "| broadcast | 2 | 1.25 | - | - | - |" "$dir/doc.md" || fail "gloo_raw_large broadcast row"
+grep -qF "all_reduce bus bandwidth, N=3 4 MiB: 6.00 GB/s; fastest raw (AllreduceRing) 1.50 GB/s." "$dir/doc.md" || fail "bus bandwidth line"
 grep -qF "0 wrong results" "$dir/doc.md" || fail "wrong count"
 printf '# no blocks\n' > "$dir/bare.md"
 if python3 "$script" --render_only --json_dir "$dir" --doc "$dir/bare.md" 2>"$dir/err" >/dev/null; then
