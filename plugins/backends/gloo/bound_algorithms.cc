@@ -272,12 +272,19 @@ void BoundAlgorithms::AllReduce(AllReduceAlgorithm algorithm, uint32_t tag, cons
   });
 }
 
+RingPipelined* BoundAlgorithms::Ring(const Key& key, uint32_t tag, size_t bytes, size_t element) {
+  const size_t chunk = RingChunk(element);
+  if (chunk == 0) return nullptr;
+  Entry& entry = Find(key, tag, chunk, 0, [&](Entry& e, const auto& context) {
+    return std::make_unique<RingPipelined>(context, bytes, e.in.data(), chunk, &spin_);
+  });
+  return static_cast<RingPipelined*>(entry.algorithm.get());
+}
+
 bool BoundAlgorithms::RingAllReduce(uint32_t tag, const void* send, void* recv, size_t count,
                                     dist_dtype_t dtype, dist_reduce_op_t op) {
   if (IsHalf(dtype)) return false;
   const size_t element = dist_dtype_size(dtype);
-  const size_t chunk = RingChunk(element);
-  if (chunk == 0) return false;
   const Key key{true,
                 DIST_COLL_ALL_REDUCE,
                 static_cast<int>(AllReduceAlgorithm::kRingPipelined),
@@ -285,34 +292,26 @@ bool BoundAlgorithms::RingAllReduce(uint32_t tag, const void* send, void* recv, 
                 op,
                 0,
                 count};
-  Entry& entry = Find(key, tag, chunk, 0, [&](Entry& e, const auto& context) {
-    return std::make_unique<RingPipelined>(context, count * element, e.in.data(), chunk, &spin_);
-  });
-  static_cast<RingPipelined&>(*entry.algorithm).AllReduce(send, recv, count, dtype, op);
+  RingPipelined* ring = Ring(key, tag, count * element, element);
+  if (ring == nullptr) return false;
+  ring->AllReduce(send, recv, count, dtype, op);
   return true;
 }
 
 bool BoundAlgorithms::RingAllGather(uint32_t tag, const void* send, void* recv, size_t block) {
-  const size_t chunk = RingChunk(1);
-  if (chunk == 0) return false;
-  const size_t bytes = block * static_cast<size_t>(context_->size);
   const Key key{true, DIST_COLL_ALL_GATHER, 2, 0, 0, 0, block};
-  Entry& entry = Find(key, tag, chunk, 0, [&](Entry& e, const auto& context) {
-    return std::make_unique<RingPipelined>(context, bytes, e.in.data(), chunk, &spin_);
-  });
-  static_cast<RingPipelined&>(*entry.algorithm).AllGather(send, recv, block);
+  RingPipelined* ring = Ring(key, tag, block * static_cast<size_t>(context_->size), 1);
+  if (ring == nullptr) return false;
+  ring->AllGather(send, recv, block);
   return true;
 }
 
 bool BoundAlgorithms::RingBroadcast(uint32_t tag, const void* send, void* recv, size_t bytes,
                                     int root) {
-  const size_t chunk = RingChunk(1);
-  if (chunk == 0) return false;
   const Key key{true, DIST_COLL_BROADCAST, 3, 0, 0, root, bytes};
-  Entry& entry = Find(key, tag, chunk, 0, [&](Entry& e, const auto& context) {
-    return std::make_unique<RingPipelined>(context, bytes, e.in.data(), chunk, &spin_);
-  });
-  static_cast<RingPipelined&>(*entry.algorithm).Broadcast(send, recv, bytes, root);
+  RingPipelined* ring = Ring(key, tag, bytes, 1);
+  if (ring == nullptr) return false;
+  ring->Broadcast(send, recv, bytes, root);
   return true;
 }
 

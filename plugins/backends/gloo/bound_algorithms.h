@@ -46,6 +46,8 @@
 
 namespace dist_gloo {
 
+class RingPipelined;  // ring_pipelined.h
+
 class BoundAlgorithms {
  public:
   // `sync` (may be null: everything then runs on `context`) is borrowed and
@@ -128,6 +130,9 @@ class BoundAlgorithms {
   // The pipelined ring's chunk for elements of `element` bytes, connecting
   // the synchronous pairs if no operation has yet; 0: the ring cannot run.
   size_t RingChunk(size_t element);
+  // The cached pipelined ring for `key`, moving up to `bytes` in chunks of
+  // whole `element`s (built if new); nullptr where the ring cannot run.
+  RingPipelined* Ring(const Key& key, uint32_t tag, size_t bytes, size_t element);
 
   // The entry for `key`, building it with `make(entry, context)` (after
   // reserving `in_bytes`/`out_bytes` of buffer and setting the slot counter

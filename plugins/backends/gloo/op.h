@@ -46,6 +46,22 @@ struct OpEnv {
 // aborting the process on a message larger than the posted receive.
 uint32_t MatchTag(const Op& op, int size);
 
+// The hash behind every such tag: FNV-1a over 64-bit fields, folded to 31
+// bits (below the communicator's shutdown tag).
+class TagHash {
+ public:
+  void Mix(uint64_t field) {
+    for (int byte = 0; byte < 8; ++byte) {
+      hash_ ^= (field >> (8 * byte)) & 0xff;
+      hash_ *= 0x100000001b3ull;
+    }
+  }
+  uint32_t Tag() const { return static_cast<uint32_t>(hash_ ^ (hash_ >> 32)) & 0x7fffffffu; }
+
+ private:
+  uint64_t hash_ = 0xcbf29ce484222325ull;
+};
+
 // A send or recv posted to Gloo that completes later (see P2pCompleter).
 struct PostedP2p {
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer;

@@ -41,14 +41,9 @@ uint32_t MatchTag(const Op& op, int size) {
       static_cast<uint64_t>(dist::IsReducing(op.kind) ? a.op : 0),
       static_cast<uint64_t>(dist::IsRooted(op.kind) ? a.root : 0),
   };
-  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a
-  for (uint64_t field : fields) {
-    for (int byte = 0; byte < 8; ++byte) {
-      hash ^= (field >> (8 * byte)) & 0xff;
-      hash *= 0x100000001b3ull;
-    }
-  }
-  return static_cast<uint32_t>(hash ^ (hash >> 32)) & 0x7fffffffu;
+  TagHash hash;
+  for (uint64_t field : fields) hash.Mix(field);
+  return hash.Tag();
 }
 
 absl::Status ValidateOp(dist_collective_t kind, const dist_op_args_t& args, int rank) {

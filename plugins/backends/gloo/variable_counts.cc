@@ -22,24 +22,18 @@ const char* NameOf(dist_collective_t kind) {
   return kind == DIST_COLL_ALL_TO_ALL ? "all_to_all_v" : "all_gather_v";
 }
 
-// The Gloo tag of one step: FNV-1a over what must agree between ranks, as
-// MatchTag does for the fixed-count operations (op.h), so that ranks that
+// The Gloo tag of one step: the hash of what must agree between ranks, as
+// MatchTag has for the fixed-count operations (op.h), so that ranks that
 // disagree wait on different slots and time out instead of writing past a
 // receive. `agreed`: counts every rank holds alike (all_gather_v's).
 uint32_t VariableTag(const Op& op, uint64_t step, const std::vector<uint64_t>& agreed) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  auto mix = [&hash](uint64_t field) {
-    for (int byte = 0; byte < 8; ++byte) {
-      hash ^= (field >> (8 * byte)) & 0xff;
-      hash *= 0x100000001b3ull;
-    }
-  };
-  mix(static_cast<uint64_t>(op.kind));
-  mix(0x76);  // 'v': not the fixed-count operation of the same kind
-  mix(step);
-  mix(static_cast<uint64_t>(op.args.send.dtype));
-  for (uint64_t count : agreed) mix(count);
-  return static_cast<uint32_t>(hash ^ (hash >> 32)) & 0x7fffffffu;  // below kShutdownTag
+  TagHash hash;
+  hash.Mix(static_cast<uint64_t>(op.kind));
+  hash.Mix(0x76);  // 'v': not the fixed-count operation of the same kind
+  hash.Mix(step);
+  hash.Mix(static_cast<uint64_t>(op.args.send.dtype));
+  for (uint64_t count : agreed) hash.Mix(count);
+  return hash.Tag();
 }
 
 // Whether the blocks lie back to back in rank order from element 0: the
