@@ -1,6 +1,7 @@
 // The SDK runtime (dist/cpp/runtime.hpp) with a transport that records what
 // it is asked to run: issue order and numbering, where operations run,
-// bounded waits, revoke and abort, destroy with work pending, callbacks.
+// bounded waits, revoke and abort, destroy with work pending, callbacks;
+// and with a transport that leaves operations in flight (in_flight.hpp).
 #include "dist/cpp/runtime.hpp"
 
 #include <gtest/gtest.h>
@@ -284,6 +285,247 @@ TEST(RuntimeTest, ManyThreadsIssueConcurrentlyAndEveryOperationRunsOnce) {
       EXPECT_EQ(ran.seq, next_collective++);
     }
   }
+}
+
+// A transport whose operations stay in flight until the test (or, with
+// finish_on_drive, a waiter's Drive) finishes them: a library that only
+// progresses when driven.
+struct Flights {
+  absl::Mutex mu;
+  std::vector<dist::Op> ops ABSL_GUARDED_BY(mu);  // in start order
+  std::vector<dist::Transport::Finish> finishes ABSL_GUARDED_BY(mu);
+  std::vector<uint64_t> recv_counts ABSL_GUARDED_BY(mu);  // of the last variable-count op
+  std::atomic<bool> finish_on_drive{false};
+  std::atomic<int> drives{0};
+  std::atomic<int> interrupts{0};
+
+  size_t started() {
+    absl::MutexLock lock(&mu);
+    return ops.size();
+  }
+  void Finish(size_t index, const absl::Status& status) {
+    dist::Transport::Finish finish;
+    {
+      absl::MutexLock lock(&mu);
+      finish = finishes.at(index);
+    }
+    finish(status);
+  }
+};
+
+class TestFlight : public dist::InFlight {
+ public:
+  TestFlight(std::shared_ptr<Flights> flights, size_t index)
+      : flights_(std::move(flights)), index_(index) {}
+  void Drive(absl::Time until) override {
+    flights_->drives++;
+    if (flights_->finish_on_drive.load()) {
+      flights_->Finish(index_, absl::OkStatus());
+      return;
+    }
+    absl::SleepFor(
+        std::max(std::min(until - absl::Now(), absl::Milliseconds(1)), absl::ZeroDuration()));
+  }
+  absl::Status Overdue() override {
+    return absl::DeadlineExceededError("flight: rank 1 never answered");
+  }
+
+ private:
+  std::shared_ptr<Flights> flights_;
+  size_t index_;
+};
+
+class FlightTransport : public dist::Transport {
+ public:
+  explicit FlightTransport(std::shared_ptr<Flights> flights) : flights_(std::move(flights)) {}
+  bool StartsAtOnce(dist_collective_t) const override { return true; }
+  bool RunsVariableCounts() const override { return true; }
+  absl::StatusOr<std::unique_ptr<dist::InFlight>> Start(const dist::Op& op, dist::OpContext&,
+                                                        Finish finish) override {
+    if (op.args.tag == 13) return absl::InvalidArgumentError("flight: tag 13 is refused");
+    size_t index;
+    {
+      absl::MutexLock lock(&flights_->mu);
+      index = flights_->ops.size();
+      flights_->ops.push_back(op);
+      flights_->finishes.push_back(finish);
+      if (op.counts != nullptr) {
+        flights_->recv_counts.assign(op.counts->recv_counts, op.counts->recv_counts + 2);
+      }
+    }
+    if (op.args.tag == 5) finish(absl::OkStatus());  // done before Start returns
+    return std::unique_ptr<dist::InFlight>(new TestFlight(flights_, index));
+  }
+  void Interrupt(const absl::Status&) override { flights_->interrupts++; }
+
+ private:
+  std::shared_ptr<Flights> flights_;
+};
+
+std::unique_ptr<dist::BackendComm> MakeFlying(const std::shared_ptr<Flights>& flights,
+                                              int64_t timeout_ms = 5000) {
+  return *dist::MakeRuntimeComm(Config(timeout_ms), std::make_unique<FlightTransport>(flights));
+}
+
+dist_op_args_t WithBuffers(void* send, void* recv, uint64_t count, int64_t tag = 0) {
+  dist_op_args_t args = Args(1, tag);
+  args.send = dist_buffer_t{};
+  args.send.data = send;
+  args.send.count = send != nullptr ? count : 0;
+  args.send.dtype = DIST_FLOAT32;
+  args.recv = dist_buffer_t{};
+  args.recv.data = recv;
+  args.recv.count = recv != nullptr ? count : 0;
+  args.recv.dtype = DIST_FLOAT32;
+  return args;
+}
+
+bool Done(dist::BackendWork& work) {
+  bool done = false;
+  work.Test(&done).IgnoreError();
+  return done;
+}
+
+TEST(RuntimeInFlightTest, LaterOperationsStartOnTheCallersThreadWhileEarlierOnesFly) {
+  auto flights = std::make_shared<Flights>();
+  auto comm = MakeFlying(flights);
+  float a[4], b[4], c[4], d[4];
+  auto first = *comm->Issue(DIST_COLL_ALL_REDUCE, WithBuffers(a, b, 4));
+  auto second = *comm->Issue(DIST_COLL_ALL_REDUCE, WithBuffers(c, d, 4));
+  ASSERT_EQ(flights->started(), 2u);  // both started inside Issue, neither done
+  EXPECT_FALSE(Done(*first));
+  EXPECT_FALSE(Done(*second));
+  {
+    absl::MutexLock lock(&flights->mu);
+    EXPECT_EQ(flights->ops[0].seq, 0u);
+    EXPECT_EQ(flights->ops[1].seq, 1u);
+  }
+  flights->Finish(1, absl::DataLossError("flight: second failed"));
+  EXPECT_EQ(second->Wait(absl::Seconds(1)).code(), absl::StatusCode::kDataLoss);
+  EXPECT_FALSE(Done(*first));  // each ends on its own
+  flights->Finish(0, absl::OkStatus());
+  EXPECT_TRUE(first->Wait(absl::Seconds(1)).ok());
+}
+
+TEST(RuntimeInFlightTest, AnOperationThatSharesABufferStartsAfterTheOneInFlight) {
+  auto flights = std::make_shared<Flights>();
+  auto comm = MakeFlying(flights);
+  float x[8], y[8], z[8];
+  auto writes_y = *comm->Issue(DIST_COLL_ALL_REDUCE, WithBuffers(x, y, 8));
+  auto reads_x = *comm->Issue(DIST_COLL_ALL_REDUCE, WithBuffers(x, z, 8));  // both only read x
+  auto reads_y = *comm->Issue(DIST_COLL_ALL_REDUCE, WithBuffers(y + 4, z, 2));
+  auto last = *comm->Issue(DIST_COLL_BARRIER, Args());  // behind it, in issue order
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(flights->started(), 2u);
+  EXPECT_FALSE(Done(*reads_y));
+  flights->Finish(0, absl::OkStatus());
+  absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_EQ(flights->started(), 2u);  // reads_y waits for z too, which reads_x writes
+  flights->Finish(1, absl::OkStatus());
+  for (int i = 0; i < 2000 && flights->started() < 4; ++i) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_EQ(flights->started(), 4u);
+  {
+    absl::MutexLock lock(&flights->mu);
+    EXPECT_EQ(flights->ops[2].args.send.data, y + 4);
+    EXPECT_EQ(flights->ops[3].kind, DIST_COLL_BARRIER);
+  }
+  flights->Finish(2, absl::OkStatus());
+  flights->Finish(3, absl::OkStatus());
+  for (auto* work : {writes_y.get(), reads_x.get(), reads_y.get(), last.get()}) {
+    EXPECT_TRUE(work->Wait(absl::Seconds(1)).ok());
+  }
+}
+
+TEST(RuntimeInFlightTest, WaitAndTestDriveTheOperation) {
+  auto flights = std::make_shared<Flights>();
+  flights->finish_on_drive = true;
+  auto comm = MakeFlying(flights);
+  auto waited = *comm->Issue(DIST_COLL_BARRIER, Args());
+  EXPECT_TRUE(waited->Wait(absl::Seconds(5)).ok());
+  auto tested = *comm->Issue(DIST_COLL_BARRIER, Args());
+  EXPECT_TRUE(Done(*tested));  // one Test is one turn of Drive
+  EXPECT_GE(flights->drives.load(), 2);
+  // A blocking call starts it and drives it to its end on the caller's thread.
+  EXPECT_TRUE(comm->Run(DIST_COLL_BARRIER, Args(), absl::Seconds(5)).ok());
+  // Finished inside Start, refused by Start.
+  EXPECT_TRUE(comm->Run(DIST_COLL_SEND, Args(1, 5), absl::Seconds(5)).ok());
+  absl::StatusOr<std::unique_ptr<dist::BackendWork>> refused =
+      comm->Issue(DIST_COLL_SEND, Args(1, 13));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("tag 13 is refused"), std::string::npos);
+}
+
+TEST(RuntimeInFlightTest, OverdueOperationReportsTheTransportsErrorAndStaysUntilRevoked) {
+  auto flights = std::make_shared<Flights>();
+  auto comm = MakeFlying(flights, 60000);
+  dist_op_args_t args = Args();
+  args.timeout_ms = 100;
+  auto work = *comm->Issue(DIST_COLL_BARRIER, args);
+  const absl::Time start = absl::Now();
+  absl::Status overdue = work->Wait(absl::Milliseconds(300));  // waits it all, driving
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(290));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_EQ(overdue.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(overdue.message().find("rank 1 never answered"), std::string::npos) << overdue;
+  EXPECT_FALSE(Done(*work));  // its buffers are still the library's
+  absl::Status early = comm->Issue(DIST_COLL_BARRIER, Args()).value()->Wait(absl::Milliseconds(20));
+  EXPECT_NE(early.message().find("still runs after waiting 20ms"), std::string::npos) << early;
+  absl::Status blocking = comm->Run(DIST_COLL_ALL_REDUCE, args, absl::Seconds(10));
+  EXPECT_NE(blocking.message().find("rank 1 never answered"), std::string::npos) << blocking;
+  comm->Abort("rank 1 is gone");
+  EXPECT_TRUE(Done(*work));
+  EXPECT_EQ(work->Wait(absl::Seconds(1)).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(flights->interrupts.load(), 1);
+  flights->Finish(0, absl::OkStatus());  // the library ends it late: too late to count
+  EXPECT_EQ(work->Wait(absl::Seconds(1)).code(), absl::StatusCode::kAborted);
+}
+
+TEST(RuntimeInFlightTest, DestroyWaitsForOperationsInFlightThenRevokes) {
+  auto flights = std::make_shared<Flights>();
+  auto comm = MakeFlying(flights, 200);
+  auto work = *comm->Issue(DIST_COLL_BARRIER, Args());
+  const absl::Time start = absl::Now();
+  comm.reset();
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(150));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  absl::Status status = work->Wait(absl::Seconds(1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
+  EXPECT_NE(status.message().find("destroyed with work still pending"), std::string::npos);
+  flights->Finish(0, absl::OkStatus());  // after the communicator: harmless
+}
+
+TEST(RuntimeInFlightTest, VariableCountsReachStartAndOutliveTheCall) {
+  auto flights = std::make_shared<Flights>();
+  flights->finish_on_drive = true;
+  auto comm = MakeFlying(flights);
+  float send[3], recv[3];
+  uint64_t counts[2] = {1, 2}, displs[2] = {0, 1};
+  dist_op_counts_t v{};
+  v.struct_size = sizeof(v);
+  v.send_counts = counts;
+  v.send_displs = displs;
+  v.recv_counts = counts;
+  v.recv_displs = displs;
+  EXPECT_TRUE(
+      comm->RunVariable(DIST_COLL_ALL_TO_ALL, WithBuffers(send, recv, 3), v, absl::Seconds(5))
+          .ok());
+  // Behind an operation in flight that uses the buffers: queued, so copied.
+  flights->finish_on_drive = false;
+  auto ahead = *comm->Issue(DIST_COLL_ALL_REDUCE, WithBuffers(send, recv, 3));
+  counts[1] = 7;
+  std::thread finisher([&] {
+    absl::SleepFor(absl::Milliseconds(30));
+    flights->Finish(1, absl::OkStatus());
+    for (int i = 0; i < 2000 && flights->started() < 3; ++i) absl::SleepFor(absl::Milliseconds(1));
+    flights->Finish(2, absl::OkStatus());
+  });
+  EXPECT_TRUE(
+      comm->RunVariable(DIST_COLL_ALL_TO_ALL, WithBuffers(send, recv, 3), v, absl::Seconds(5))
+          .ok());
+  finisher.join();
+  absl::MutexLock lock(&flights->mu);
+  EXPECT_EQ(flights->recv_counts, (std::vector<uint64_t>{1, 7}));
+  EXPECT_TRUE(ahead != nullptr);
 }
 
 }  // namespace

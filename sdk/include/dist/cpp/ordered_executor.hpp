@@ -32,6 +32,9 @@ class OrderedExecutor {
     // when it is willing to wait that long.
     absl::Duration bound;
     Completion completion;
+    // Set by `run` when it left the operation in flight: whoever finishes
+    // it completes it (in_flight.hpp), not the executor.
+    bool completes_later = false;
   };
 
   OrderedExecutor() = default;
@@ -106,7 +109,7 @@ class OrderedExecutor {
   static void RunTask(Task& task) {
     absl::Status status = std::move(task.run)();
     task.run = nullptr;  // what it captured goes now, not with the last handle
-    task.completion.Complete(status);
+    if (!task.completes_later) task.completion.Complete(status);
   }
 
   void WakeWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

@@ -11,7 +11,10 @@
 //   - abort and revoke: Revoke(status) fails every queued and later
 //     operation with `status` and asks the transport to cut a running one
 //     short (Transport::Interrupt); Abort is a revoke with ABORTED;
-//   - comm_destroy: waits for issued work up to the timeout, then revokes.
+//   - comm_destroy: waits for issued work up to the timeout, then revokes;
+//   - operations in flight (in_flight.hpp): a transport that only starts an
+//     operation (Transport::Start) lets the next one start meanwhile; the
+//     runtime orders shared buffers, and a waiter drives it to its end.
 // The adapter has checked every operation's arguments already (the common
 // rules of validate.hpp, the same the core applies); a Transport checks only
 // what is its own (Transport::Check: devices, dtypes its library takes).
@@ -21,14 +24,17 @@
 #ifndef DIST_CPP_RUNTIME_HPP_
 #define DIST_CPP_RUNTIME_HPP_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -40,6 +46,7 @@
 #include "dist/backend_plugin.h"
 #include "dist/cpp/backend_adapter.hpp"
 #include "dist/cpp/completion.hpp"
+#include "dist/cpp/in_flight.hpp"
 #include "dist/cpp/ordered_executor.hpp"
 #include "dist/cpp/status.hpp"
 
@@ -55,6 +62,10 @@ struct Op {
   // args.tag before it. Lets a transport match messages without a handshake.
   uint64_t seq;
   absl::Time deadline;  // when it starts: start + its timeout
+  // A variable-count collective's counts (RuntimeComm::RunVariable), else
+  // null. Valid until Start returns: a transport that needs them later
+  // copies them.
+  const dist_op_counts_t* counts = nullptr;
 };
 
 // What a running operation may ask of the runtime.
@@ -70,9 +81,16 @@ class OpContext {
   virtual void Revoke(const absl::Status& status) = 0;
 };
 
-// A backend's connections and algorithms, under one communicator.
+// A backend's connections and algorithms, under one communicator. It
+// implements Execute (runs an operation to its end), or Start (starts one
+// and lets it finish in flight), or both.
 class Transport {
  public:
+  // How a transport reports the end of an operation it left in flight:
+  // once, from any thread, holding no lock that its Start or Drive takes
+  // (it may run the caller's completion callbacks).
+  using Finish = std::function<void(const absl::Status&)>;
+
   virtual ~Transport() = default;
   // The backend's own checks of one operation (devices, dtypes), on the
   // issuing thread, before it is numbered. The common ones have passed.
@@ -83,9 +101,30 @@ class Transport {
   // DEADLINE_EXCEEDED naming what did not arrive), or until ctx says it is
   // interrupted. Called for one operation at a time, in issue order, on the
   // worker or the issuing thread.
-  virtual absl::Status Execute(const Op& op, OpContext& ctx) = 0;
+  virtual absl::Status Execute(const Op& /*op*/, OpContext& /*ctx*/) {
+    return absl::UnimplementedError("the transport implements neither Execute nor Start");
+  }
+  // Starts one operation, in issue order, like Execute. Returns nullptr
+  // when it ran to its end here, or the InFlight through which it ends
+  // later: the transport then calls `finish` with its status (possibly
+  // before Start returns). The runtime starts the next operation meanwhile,
+  // after those in flight whose buffers it shares. An error: the operation
+  // failed, `finish` is never called. By default, Execute.
+  virtual absl::StatusOr<std::unique_ptr<InFlight>> Start(const Op& op, OpContext& ctx,
+                                                          Finish /*finish*/) {
+    absl::Status status = Execute(op, ctx);
+    if (!status.ok()) return status;
+    return std::unique_ptr<InFlight>();
+  }
+  // Whether Start of `kind` returns at once (it only posts): an idle
+  // communicator then starts it on the issuing thread, with no hand-off.
+  virtual bool StartsAtOnce(dist_collective_t /*kind*/) const { return false; }
+  // Whether Start takes variable-count collectives (op.counts set): the
+  // table's run_v. Otherwise the core builds them.
+  virtual bool RunsVariableCounts() const { return false; }
   // From any thread, once: the communicator was revoked (abort, a failure);
-  // make a running Execute return soon (close sockets, wake waiters).
+  // make a running Execute return soon (close sockets, wake waiters), and
+  // let go of what is in flight (its works have ended with the revoke).
   virtual void Interrupt(const absl::Status& /*why*/) {}
   // comm_split (see BackendComm::Split): this rank's transport of the
   // child, nullptr on a non-member. Only when the backend has_split().
@@ -104,6 +143,29 @@ constexpr uint32_t Bits(std::initializer_list<Enum> values) {
   return mask;
 }
 
+namespace internal {
+
+// A copy of a variable-count collective's counts, for an operation that
+// starts after its caller may have returned.
+struct CountsCopy {
+  CountsCopy(const dist_op_counts_t& counts, int world_size) {
+    const auto copy = [world_size](const uint64_t* from, std::vector<uint64_t>* to) {
+      if (from == nullptr) return static_cast<const uint64_t*>(nullptr);
+      to->assign(from, from + world_size);
+      return static_cast<const uint64_t*>(to->data());
+    };
+    view = counts;
+    view.send_counts = copy(counts.send_counts, &send_counts);
+    view.send_displs = copy(counts.send_displs, &send_displs);
+    view.recv_counts = copy(counts.recv_counts, &recv_counts);
+    view.recv_displs = copy(counts.recv_displs, &recv_displs);
+  }
+  std::vector<uint64_t> send_counts, send_displs, recv_counts, recv_displs;
+  dist_op_counts_t view;
+};
+
+}  // namespace internal
+
 class RuntimeComm final : public BackendComm, private OpContext {
  public:
   RuntimeComm(const dist_comm_config_t& config, std::unique_ptr<Transport> transport)
@@ -115,12 +177,12 @@ class RuntimeComm final : public BackendComm, private OpContext {
         transport_(std::move(transport)) {}
 
   ~RuntimeComm() override {
-    std::shared_ptr<OrderedExecutor::Task> last;
+    std::shared_ptr<FlightTask> last;
     {
       absl::MutexLock lock(executor_->mutex());
       last = last_;
     }
-    if (last != nullptr && !last->completion.WaitFor(timeout_)) {
+    if (!WaitIdle(last.get(), absl::Now() + timeout_)) {
       Revoke(absl::AbortedError(
           absl::StrCat(Prefix(), "communicator destroyed with work still pending")));
     }
@@ -133,7 +195,16 @@ class RuntimeComm final : public BackendComm, private OpContext {
   absl::StatusOr<std::unique_ptr<BackendWork>> Issue(dist_collective_t kind,
                                                      const dist_op_args_t& args) override;
   absl::Status Run(dist_collective_t kind, const dist_op_args_t& args,
-                   absl::Duration timeout) override;
+                   absl::Duration timeout) override {
+    DIST_RETURN_IF_ERROR(transport_->Check(kind, args));
+    return RunChecked(kind, args, nullptr, timeout);
+  }
+  absl::Status RunVariable(dist_collective_t kind, const dist_op_args_t& args,
+                           const dist_op_counts_t& counts, absl::Duration timeout) override {
+    if (!transport_->RunsVariableCounts())
+      return BackendComm::RunVariable(kind, args, counts, timeout);
+    return RunChecked(kind, args, &counts, timeout);
+  }
   void Abort(const std::string& reason) override {
     Revoke(absl::AbortedError(absl::StrCat(Prefix(), "communicator aborted: ", reason)));
   }
@@ -145,8 +216,9 @@ class RuntimeComm final : public BackendComm, private OpContext {
     return std::unique_ptr<BackendComm>(new RuntimeComm(config, *std::move(child)));
   }
 
-  // The revoke hook: every queued and later operation fails with `status`,
-  // a running one is interrupted. Thread-safe; the first status stays.
+  // The revoke hook: every queued, in-flight and later operation fails with
+  // `status`, a running one is interrupted. Thread-safe; the first status
+  // stays.
   void Revoke(const absl::Status& status) override {
     {
       absl::MutexLock lock(&revoke_mu_);
@@ -156,6 +228,7 @@ class RuntimeComm final : public BackendComm, private OpContext {
     }
     transport_->Interrupt(status);
     for (auto& task : executor_->TakeQueued()) task->completion.Complete(status);
+    flights_->FinishAll(status);
   }
   absl::Status Interrupted() const override {
     if (!is_revoked_.load(std::memory_order_acquire)) return absl::OkStatus();
@@ -164,7 +237,13 @@ class RuntimeComm final : public BackendComm, private OpContext {
   }
 
  private:
+  class Work;
+
   std::string Prefix() const { return absl::StrCat(internal::BackendName(), ": "); }
+  // "all_reduce on group 'g'"
+  std::string Describe(dist_collective_t kind) const {
+    return absl::StrCat(dist_collective_name(kind), " on group '", *group_, "'");
+  }
   // Numbers `args` in issue order (under the executor's lock).
   uint64_t NextSeq(dist_collective_t kind, const dist_op_args_t& args)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_->mutex()) {
@@ -175,20 +254,33 @@ class RuntimeComm final : public BackendComm, private OpContext {
   absl::Duration OpTimeout(const dist_op_args_t& args) const {
     return args.timeout_ms > 0 ? absl::Milliseconds(args.timeout_ms) : timeout_;
   }
-  // Runs one numbered operation on this thread (the executor's turn).
-  absl::Status Execute(Op op) {
-    DIST_RETURN_IF_ERROR(Interrupted());
-    op.deadline = absl::Now() + OpTimeout(op.args);
-    absl::Status status = transport_->Execute(op, *this);
-    // Revoked while it ran: its result may be partial on some rank.
-    absl::Status interrupted = Interrupted();
-    return interrupted.ok() ? status : interrupted;
+  std::shared_ptr<FlightTask> NewTask(dist_collective_t kind, const dist_op_args_t& args,
+                                      const dist_op_counts_t* counts) const {
+    auto task = std::make_shared<FlightTask>();
+    task->bound = OpTimeout(args);
+    task->SetRanges(kind, args, rank_, counts);
+    return task;
   }
 
-  class Work;
-  // Issue after the transport's Check passed.
-  std::unique_ptr<BackendWork> IssueChecked(dist_collective_t kind, const dist_op_args_t& args,
-                                            absl::Status* refused);
+  // Starts one numbered operation on this thread (the executor's turn),
+  // after the operations in flight whose buffers it shares. Sets
+  // task->completes_later when the operation stays in flight.
+  absl::Status Launch(Op op, const std::shared_ptr<FlightTask>& task);
+  // The operation's status once done, driving it while it is in flight;
+  // DEADLINE_EXCEEDED at `until` or once it is overdue (it stays pending).
+  absl::Status Await(FlightTask& task, absl::Time until) const;
+  // comm_destroy: waits until `last` (the last operation issued) and
+  // everything in flight are done, or `deadline`. Returns whether they are.
+  bool WaitIdle(FlightTask* last, absl::Time deadline);
+  // Run and RunVariable after the transport's checks.
+  absl::Status RunChecked(dist_collective_t kind, const dist_op_args_t& args,
+                          const dist_op_counts_t* counts, absl::Duration timeout);
+  // Numbers the operation and queues it for the worker, or starts it here
+  // when the transport starts it at once and nothing is ahead of it.
+  // Returns the task, or null with the error in *refused.
+  std::shared_ptr<FlightTask> IssueChecked(dist_collective_t kind, const dist_op_args_t& args,
+                                           std::shared_ptr<internal::CountsCopy> counts,
+                                           absl::Status* refused);
 
   const int rank_;
   const int world_size_;
@@ -201,34 +293,41 @@ class RuntimeComm final : public BackendComm, private OpContext {
   absl::Status revoked_ ABSL_GUARDED_BY(revoke_mu_);
   std::atomic<bool> is_revoked_{false};
 
+  // Shared with the transport's finish callbacks.
+  const std::shared_ptr<FlightSet> flights_ = std::make_shared<FlightSet>();
   const std::shared_ptr<OrderedExecutor> executor_ = std::make_shared<OrderedExecutor>();
   uint64_t collectives_ ABSL_GUARDED_BY(executor_->mutex()) = 0;
   std::map<std::pair<int32_t, int64_t>, uint64_t> sends_ ABSL_GUARDED_BY(executor_->mutex());
   std::map<std::pair<int32_t, int64_t>, uint64_t> recvs_ ABSL_GUARDED_BY(executor_->mutex());
-  std::shared_ptr<OrderedExecutor::Task> last_ ABSL_GUARDED_BY(executor_->mutex());
+  std::shared_ptr<FlightTask> last_ ABSL_GUARDED_BY(executor_->mutex());
 };
 
 // An issued operation's handle; it may outlive the communicator.
 class RuntimeComm::Work final : public BackendWork {
  public:
-  Work(std::shared_ptr<OrderedExecutor::Task> task, std::shared_ptr<OrderedExecutor> executor,
-       dist_collective_t kind, std::shared_ptr<const std::string> group)
-      : task_(std::move(task)),
-        executor_(std::move(executor)),
-        kind_(kind),
-        group_(std::move(group)) {}
+  Work(std::shared_ptr<FlightTask> task, std::shared_ptr<OrderedExecutor> executor,
+       std::string what)
+      : task_(std::move(task)), executor_(std::move(executor)), what_(std::move(what)) {}
 
   absl::Status Wait(absl::Duration timeout) override {
+    const absl::Time until = absl::Now() + std::max(timeout, absl::ZeroDuration());
     if (!task_->completion.Done()) executor_->Help(task_.get(), timeout);
-    if (!task_->completion.WaitFor(timeout)) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(internal::BackendName(), ": ", dist_collective_name(kind_), " on group '",
-                       *group_, "' still runs after waiting ", absl::FormatDuration(timeout),
-                       "; it stays pending: wait again, or abort the communicator"));
+    for (;;) {
+      if (task_->completion.Done()) return task_->completion.status();
+      const absl::Time now = absl::Now();
+      std::shared_ptr<InFlight> flight = task_->Flight();
+      if (now >= until) return NotDone(flight.get(), now, timeout);
+      if (flight != nullptr) {
+        task_->DriveUntil(until);
+      } else {
+        // Queued, or started by another thread: not ours to drive yet.
+        task_->completion.WaitFor(std::min(until - now, absl::Milliseconds(1)));
+      }
     }
-    return task_->completion.status();
   }
   absl::Status Test(bool* done) override {
+    // In flight: one turn of progress (a library without its own needs it).
+    if (!task_->completion.Done()) task_->DriveUntil(absl::InfinitePast());
     *done = task_->completion.Done();
     return *done ? task_->completion.status() : absl::OkStatus();
   }
@@ -236,65 +335,157 @@ class RuntimeComm::Work final : public BackendWork {
   Completion& completion() { return task_->completion; }
 
  private:
-  const std::shared_ptr<OrderedExecutor::Task> task_;
+  // The error of a wait that ended first: the transport's when the
+  // operation is in flight past its own timeout, else "still runs".
+  absl::Status NotDone(InFlight* flight, absl::Time now, absl::Duration waited) const {
+    if (flight != nullptr && now >= task_->deadline) {
+      absl::Status overdue = flight->Overdue();
+      if (!overdue.ok()) return overdue;
+      return absl::DeadlineExceededError(
+          absl::StrCat(internal::BackendName(), ": ", what_,
+                       " did not finish within its timeout of ", absl::FormatDuration(task_->bound),
+                       "; it stays in flight: abort the communicator to end it"));
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        internal::BackendName(), ": ", what_, " still runs after waiting ",
+        absl::FormatDuration(waited), "; it stays pending: wait again, or abort the communicator"));
+  }
+
+  const std::shared_ptr<FlightTask> task_;
   const std::shared_ptr<OrderedExecutor> executor_;
-  const dist_collective_t kind_;
-  const std::shared_ptr<const std::string> group_;
+  const std::string what_;
 };
 
-inline std::unique_ptr<BackendWork> RuntimeComm::IssueChecked(dist_collective_t kind,
-                                                              const dist_op_args_t& args,
-                                                              absl::Status* refused) {
-  auto task = std::make_shared<OrderedExecutor::Task>();
-  task->bound = OpTimeout(args);
+inline absl::Status RuntimeComm::Launch(Op op, const std::shared_ptr<FlightTask>& task) {
+  DIST_RETURN_IF_ERROR(Interrupted());
+  op.deadline = absl::Now() + OpTimeout(op.args);
+  task->deadline = op.deadline;
+  while (std::shared_ptr<FlightTask> earlier = flights_->FirstSharing(task.get())) {
+    if (!earlier->DriveUntil(op.deadline)) {
+      DIST_RETURN_IF_ERROR(Interrupted());
+      return absl::DeadlineExceededError(absl::StrCat(
+          Prefix(), Describe(op.kind), " could not start within ",
+          absl::FormatDuration(task->bound), ": an earlier ", dist_collective_name(earlier->kind),
+          " that uses the same buffers is still in flight"));
+    }
+  }
+  flights_->Add(task);
+  Transport::Finish finish = [flights = flights_,
+                              weak = std::weak_ptr<FlightTask>(task)](const absl::Status& status) {
+    if (std::shared_ptr<FlightTask> done = weak.lock()) flights->Finish(done, status);
+  };
+  absl::StatusOr<std::unique_ptr<InFlight>> started =
+      transport_->Start(op, *this, std::move(finish));
+  if (!started.ok() || *started == nullptr) {
+    flights_->Remove(task);
+    absl::Status status = started.ok() ? absl::OkStatus() : started.status();
+    // Revoked while it ran: its result may be partial on some rank.
+    absl::Status interrupted = Interrupted();
+    return interrupted.ok() ? status : interrupted;
+  }
+  {
+    absl::MutexLock lock(&task->mu);
+    task->flight = *std::move(started);
+  }
+  task->completes_later = true;
+  return absl::OkStatus();
+}
+
+inline bool RuntimeComm::WaitIdle(FlightTask* last, absl::Time deadline) {
+  for (;;) {
+    const bool last_done = last == nullptr || last->completion.Done();
+    std::shared_ptr<FlightTask> oldest = flights_->FirstSharing(nullptr);
+    if (last_done && oldest == nullptr) return true;
+    if (absl::Now() >= deadline) return false;
+    if (oldest != nullptr) {
+      oldest->DriveUntil(deadline);
+    } else {
+      last->completion.WaitFor(std::min(deadline - absl::Now(), absl::Milliseconds(1)));
+    }
+  }
+}
+
+inline std::shared_ptr<FlightTask> RuntimeComm::IssueChecked(
+    dist_collective_t kind, const dist_op_args_t& args,
+    std::shared_ptr<internal::CountsCopy> counts, absl::Status* refused) {
+  std::shared_ptr<FlightTask> task = NewTask(kind, args, counts ? &counts->view : nullptr);
+  Op op{kind, args, 0, absl::InfiniteFuture(), counts ? &counts->view : nullptr};
+  bool here = false;
   {
     absl::MutexLock lock(executor_->mutex());
     *refused = Interrupted();
     if (!refused->ok()) return nullptr;
-    Op op{kind, args, NextSeq(kind, args), absl::InfiniteFuture()};
-    task->run = [this, op] { return Execute(op); };
+    op.seq = NextSeq(kind, args);
     last_ = task;
-    executor_->Submit(task);
+    here = transport_->StartsAtOnce(kind) && flights_->FirstSharing(task.get()) == nullptr &&
+           executor_->Claim();
+    if (!here) {
+      task->run = [this, op, counts, weak = std::weak_ptr<FlightTask>(task)] {
+        std::shared_ptr<FlightTask> mine = weak.lock();  // the executor holds it
+        return Launch(op, mine);
+      };
+      executor_->Submit(task);
+    }
   }
-  return std::unique_ptr<BackendWork>(new Work(std::move(task), executor_, kind, group_));
+  if (here) {
+    absl::Status status = Launch(op, task);
+    executor_->EndClaim();
+    if (!task->completes_later) {
+      task->completion.Complete(status);
+      if (!status.ok()) {
+        *refused = status;
+        return nullptr;
+      }
+    }
+  }
+  return task;
 }
 
 inline absl::StatusOr<std::unique_ptr<BackendWork>> RuntimeComm::Issue(dist_collective_t kind,
                                                                        const dist_op_args_t& args) {
   DIST_RETURN_IF_ERROR(transport_->Check(kind, args));
   absl::Status refused;
-  std::unique_ptr<BackendWork> work = IssueChecked(kind, args, &refused);
-  if (work == nullptr) return refused;
-  return work;
+  std::shared_ptr<FlightTask> task = IssueChecked(kind, args, nullptr, &refused);
+  if (task == nullptr) return refused;
+  return std::unique_ptr<BackendWork>(new Work(std::move(task), executor_, Describe(kind)));
 }
 
-inline absl::Status RuntimeComm::Run(dist_collective_t kind, const dist_op_args_t& args,
-                                     absl::Duration timeout) {
-  DIST_RETURN_IF_ERROR(transport_->Check(kind, args));
+inline absl::Status RuntimeComm::RunChecked(dist_collective_t kind, const dist_op_args_t& args,
+                                            const dist_op_counts_t* counts,
+                                            absl::Duration timeout) {
   // Runs here when the executor is idle and the caller waits as long as
-  // the operation may take: no task, no hand-off. Otherwise Issue + Wait.
+  // the operation may take: no queue, no hand-off. Otherwise Issue + Wait.
   if (timeout >= OpTimeout(args)) {
-    bool claimed = false;
-    Op op{kind, args, 0, absl::InfiniteFuture()};
+    std::shared_ptr<FlightTask> task;
+    Op op{kind, args, 0, absl::InfiniteFuture(), counts};
     {
       absl::MutexLock lock(executor_->mutex());
       DIST_RETURN_IF_ERROR(Interrupted());
-      claimed = executor_->Claim();
-      if (claimed) {
+      if (executor_->Claim()) {
         op.seq = NextSeq(kind, args);
-        last_ = nullptr;  // nothing issued before is pending
+        task = NewTask(kind, args, counts);
+        last_ = task;
       }
     }
-    if (claimed) {
-      absl::Status status = Execute(op);
+    if (task != nullptr) {
+      absl::Status status = Launch(op, task);
       executor_->EndClaim();
-      return status;
+      if (!task->completes_later) {
+        task->completion.Complete(status);
+        return status;
+      }
+      // Until its own deadline: then the transport says who is missing.
+      return Work(task, executor_, Describe(kind)).Wait(task->deadline - absl::Now());
     }
   }
+  // The counts are the caller's only until this returns, which may be
+  // before the operation starts.
+  std::shared_ptr<internal::CountsCopy> copy;
+  if (counts != nullptr) copy = std::make_shared<internal::CountsCopy>(*counts, world_size_);
   absl::Status refused;
-  std::unique_ptr<BackendWork> work = IssueChecked(kind, args, &refused);
-  if (work == nullptr) return refused;
-  return work->Wait(timeout);
+  std::shared_ptr<FlightTask> task = IssueChecked(kind, args, std::move(copy), &refused);
+  if (task == nullptr) return refused;
+  return Work(std::move(task), executor_, Describe(kind)).Wait(timeout);
 }
 
 // The communicator for `transport`, as Backend::CreateComm returns it.
