@@ -156,7 +156,7 @@ absl::StatusOr<std::shared_ptr<Comm>> Comm::Split(const int32_t* ranks, size_t n
   MPI_Comm parent = comm_;
   barrier->start = [parent](MPI_Request* request) { return MPI_Ibarrier(parent, request); };
   if (absl::Status s = Issue(barrier); !s.ok()) return s;
-  if (absl::Status s = Wait(*barrier, timeout_); !s.ok()) {
+  if (absl::Status s = Await(*barrier, timeout_); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("mpi: comm_split of group '", name_,
                                                "' needs every parent rank: ", s.message()));
   }
@@ -223,23 +223,6 @@ absl::StatusOr<std::shared_ptr<Comm>> Comm::Split(const int32_t* ranks, size_t n
   return comm;
 }
 
-bool PendingOp::ConflictsWith(const PendingOp& other) const {
-  for (const Range& a : ranges) {
-    for (const Range& b : other.ranges) {
-      if ((a.write || b.write) && a.begin < b.end && b.begin < a.end) return true;
-    }
-  }
-  return false;
-}
-
-bool Comm::ConflictsWithStartedLocked(const PendingOp& op) const {
-  if (op.ranges.empty()) return false;
-  for (size_t i = 0; i < started_; ++i) {
-    if (op.ConflictsWith(*pending_[i])) return true;
-  }
-  return false;
-}
-
 int Comm::StartLocked(PendingOp& op) {
   int rc;
   {
@@ -267,24 +250,11 @@ void Comm::AdvanceSchedulesLocked() {
   // when it is tested. Testing only the oldest op could then deadlock: a
   // peer's oldest op may wait for this schedule's next step (e.g. its send
   // that had to wait for its own all_gather to finish).
-  for (size_t i = 1; i < started_; ++i) {
+  for (size_t i = 1; i < pending_.size(); ++i) {
     PendingOp& op = *pending_[i];
-    if (!op.schedule || op.schedule_done || !op.start_status.ok()) continue;
+    if (!op.schedule || op.schedule_done) continue;
     int flag = 0;
     TestStarted(op, &flag);  // a failure is kept and reported in order
-  }
-}
-
-void Comm::StartDeferredLocked() {
-  while (started_ < pending_.size() && !ConflictsWithStartedLocked(*pending_[started_])) {
-    PendingOp& op = *pending_[started_];
-    const int rc = StartLocked(op);
-    if (rc != MPI_SUCCESS) {
-      // Completed with this error when it reaches the front.
-      op.start_status = MpiStatus(rc, absl::StrCat("starting ", Describe(op)));
-      op.request = MPI_REQUEST_NULL;
-    }
-    ++started_;
   }
 }
 
@@ -298,15 +268,10 @@ absl::Status Comm::Issue(const std::shared_ptr<PendingOp>& op) {
   op->issued = absl::Now();
   if (op->timeout <= absl::ZeroDuration()) op->timeout = timeout_;
   if (IsCollective(op->kind)) op->collective_seq = next_collective_seq_++;
-  if (started_ == pending_.size() && !ConflictsWithStartedLocked(*op)) {
-    // The common case: nothing to wait for, start now and report a failure
-    // to start directly.
-    const int rc = StartLocked(*op);
-    if (rc != MPI_SUCCESS) {
-      if (IsCollective(op->kind)) --next_collective_seq_;
-      return MpiStatus(rc, absl::StrCat("starting ", Describe(*op)));
-    }
-    ++started_;
+  const int rc = StartLocked(*op);
+  if (rc != MPI_SUCCESS) {
+    if (IsCollective(op->kind)) --next_collective_seq_;
+    return MpiStatus(rc, absl::StrCat("starting ", Describe(*op)));
   }
   pending_.push_back(op);
   pending_count_.fetch_add(1, std::memory_order_relaxed);
@@ -314,78 +279,82 @@ absl::Status Comm::Issue(const std::shared_ptr<PendingOp>& op) {
   return absl::OkStatus();
 }
 
-void Comm::Complete(PendingOp& op, absl::Status status) {
+void Comm::SetOnDone(const std::shared_ptr<PendingOp>& op,
+                     std::function<void(const absl::Status&)> on_done) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!op->done.load(std::memory_order_acquire)) {
+      op->on_done = std::move(on_done);
+      return;
+    }
+  }
+  on_done(op->status);
+}
+
+void Comm::Complete(PendingOp& op, absl::Status status, Finished* finished) {
   op.status = std::move(status);
   op.scratch.clear();
   op.scratch.shrink_to_fit();
   op.on_complete = nullptr;
   op.done.store(true, std::memory_order_release);
+  if (op.on_done) finished->emplace_back(std::move(op.on_done), op.status);
+  op.on_done = nullptr;
 }
 
-void Comm::ProgressLocked() {
+void Comm::ProgressLocked(Finished* finished) {
   // Only the oldest op is tested: one MPI_Test drives Open MPI's whole
   // progress engine, and completing front to back keeps issue order.
-  while (true) {
-    StartDeferredLocked();
-    if (pending_.empty()) return;
+  while (!pending_.empty()) {
     AdvanceSchedulesLocked();
     PendingOp& op = *pending_.front();
-    if (!op.start_status.ok()) {
-      Complete(op, op.start_status);
+    int flag = 0;
+    const int rc = TestStarted(op, &flag);
+    if (rc != MPI_SUCCESS) {
+      Complete(op, MpiStatus(rc, Describe(op)), finished);
+    } else if (!flag) {
+      return;
     } else {
-      int flag = 0;
-      const int rc = TestStarted(op, &flag);
-      if (rc != MPI_SUCCESS) {
-        Complete(op, MpiStatus(rc, Describe(op)));
-      } else if (!flag) {
-        return;
-      } else {
-        absl::Status status;
-        if (op.on_complete) status = op.on_complete(op.mpi_status);
-        Complete(op, std::move(status));
-      }
+      absl::Status status;
+      if (op.on_complete) status = op.on_complete(op.mpi_status);
+      Complete(op, std::move(status), finished);
     }
     pending_.pop_front();
-    --started_;
     pending_count_.fetch_sub(1, std::memory_order_relaxed);
     g_total_pending.fetch_sub(1, std::memory_order_relaxed);
   }
 }
 
-bool Comm::Test(PendingOp& op) {
-  if (op.done.load(std::memory_order_acquire)) return true;
-  if (aborted_.load(std::memory_order_acquire)) return true;
-  absl::MutexLock lock(&mu_);
-  ProgressLocked();
-  return op.done.load(std::memory_order_acquire);
+void Comm::Progress() {
+  Finished finished;
+  {
+    absl::MutexLock lock(&mu_);
+    ProgressLocked(&finished);
+  }
+  for (auto& [on_done, status] : finished) on_done(status);
 }
 
-absl::Status Comm::Wait(PendingOp& op, absl::Duration timeout) {
+bool Comm::Drive(PendingOp& op, absl::Time until) {
   // Done already (a send completed while the caller waited for a recv
   // issued after it): no MPI call, so no SIGPIPE block and its syscalls.
-  if (op.done.load(std::memory_order_acquire)) return op.status;
-  // One SIGPIPE block for the whole wait: the MPI calls' own (MpiCallGuard,
+  if (op.done.load(std::memory_order_acquire)) return true;
+  // One SIGPIPE block for the whole drive: the MPI calls' own (MpiCallGuard,
   // once per poll) then cost nothing.
   dist::ScopedSigpipeBlock no_sigpipe;
   const absl::Time start = absl::Now();
-  const absl::Time deadline = start + std::max(timeout, absl::ZeroDuration());
   waiters_.fetch_add(1, std::memory_order_relaxed);
   struct Leave {
     std::atomic<int>& waiters;
     ~Leave() { waiters.fetch_sub(1, std::memory_order_relaxed); }
   } leave{waiters_};
   for (uint32_t polls = 0;; ++polls) {
-    if (op.done.load(std::memory_order_acquire)) return op.status;
-    if (aborted_.load(std::memory_order_acquire)) return AbortedError();
-    {
-      absl::MutexLock lock(&mu_);
-      ProgressLocked();
-    }
-    if (op.done.load(std::memory_order_acquire)) return op.status;
+    if (op.done.load(std::memory_order_acquire)) return true;
+    if (aborted_.load(std::memory_order_acquire)) return false;
+    Progress();
+    if (op.done.load(std::memory_order_acquire)) return true;
     // absl::Now costs ~20 ns; a poll costs more, so check every few polls.
-    if ((polls & 15) == 15 || timeout <= absl::ZeroDuration()) {
+    if ((polls & 15) == 15 || until <= start) {
       const absl::Time now = absl::Now();
-      if (now >= deadline) return TimeoutError(op, now - start);
+      if (now >= until) return false;
       // Long waits (a late peer) need not burn a core that the peer may
       // need: yield after 10 ms, nap after 200 ms. Short ops never get here.
       const absl::Duration waited = now - start;
@@ -398,6 +367,13 @@ absl::Status Comm::Wait(PendingOp& op, absl::Duration timeout) {
   }
 }
 
+absl::Status Comm::Await(PendingOp& op, absl::Duration timeout) {
+  const absl::Time start = absl::Now();
+  if (Drive(op, start + timeout)) return op.status;
+  if (aborted_.load(std::memory_order_acquire)) return AbortedError();
+  return TimeoutError(op, absl::Now() - start);
+}
+
 Comm::Activity Comm::BackgroundProgress() {
   if (pending_count_.load(std::memory_order_relaxed) == 0) return Activity::kIdle;
   if (waiters_.load(std::memory_order_relaxed) > 0) return Activity::kAttended;
@@ -407,13 +383,15 @@ Comm::Activity Comm::BackgroundProgress() {
   // left alone for a while is the caller computing meanwhile.
   constexpr absl::Duration kUnattendedAfter = absl::Microseconds(200);
   Activity activity = Activity::kAttended;
+  Finished finished;
   if (pending_.empty()) {
     activity = Activity::kIdle;
   } else if (absl::Now() - pending_.front()->issued >= kUnattendedAfter) {
-    ProgressLocked();
+    ProgressLocked(&finished);
     activity = Activity::kUnattended;
   }
   mu_.Unlock();
+  for (auto& [on_done, status] : finished) on_done(status);
   return activity;
 }
 
@@ -450,6 +428,10 @@ absl::Status Comm::TimeoutError(PendingOp& op, absl::Duration waited) {
         " of waiting (issued ", absl::FormatDuration(absl::Trunc(age, absl::Milliseconds(1))),
         " ago); wait again or with a longer timeout"));
   }
+  return OverdueError(op);
+}
+
+absl::Status Comm::OverdueError(PendingOp& op) {
   return absl::DeadlineExceededError(
       absl::StrCat("mpi: ", Describe(op), " did not complete within ",
                    absl::FormatDuration(op.timeout), ": ", Diagnose(op),
@@ -479,17 +461,13 @@ void Comm::Abort(const std::string& reason) {
     // kept, never completed, so their buffers' owners learn of the abort.
     const absl::Status aborted = absl::AbortedError(absl::StrCat(
         "mpi: group '", name_, "' was aborted: ", abort_reason_, "; create a new process group"));
+    Finished dropped;  // the runtime ends the works with its own status
     for (std::shared_ptr<PendingOp>& op : pending_) {
-      Complete(*op, aborted);
-      if (op->started) {
-        abandoned_.push_back(std::move(op));
-      } else {
-        g_total_pending.fetch_sub(1, std::memory_order_relaxed);  // MPI never saw it
-      }
+      Complete(*op, aborted, &dropped);
+      abandoned_.push_back(std::move(op));
     }
     pending_count_.fetch_sub(pending_.size(), std::memory_order_relaxed);
     pending_.clear();
-    started_ = 0;
   }
   Runtime::Get().Log(DIST_LOG_WARN, absl::StrCat("group '", name_, "' aborted: ", reason));
   if (options_.abort_process) {
@@ -501,10 +479,7 @@ void Comm::Abort(const std::string& reason) {
 void Comm::Destroy() {
   const absl::Time deadline = absl::Now() + timeout_;
   waiters_.fetch_add(1, std::memory_order_relaxed);
-  while (pending_ops() > 0 && !aborted_.load() && absl::Now() < deadline) {
-    absl::MutexLock lock(&mu_);
-    ProgressLocked();
-  }
+  while (pending_ops() > 0 && !aborted_.load() && absl::Now() < deadline) Progress();
   waiters_.fetch_sub(1, std::memory_order_relaxed);
   ProgressEngine::Get().Unregister(this);
   absl::MutexLock lock(&mu_);

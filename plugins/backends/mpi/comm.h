@@ -24,8 +24,8 @@
 
 namespace dist_mpi {
 
-// One issued operation. Shared by the communicator's queue and the work
-// handle, so either may go first.
+// One started operation. Shared by the communicator's list of started
+// ops and the runtime's handle (MpiInFlight), so either may go first.
 struct PendingOp {
   dist_collective_t kind = DIST_COLL_BARRIER;
   uint64_t collective_seq = 0;  // 1, 2, ... per communicator; 0 for send/recv
@@ -36,27 +36,17 @@ struct PendingOp {
   absl::Time issued;
   absl::Duration timeout;
 
-  // Makes the non-blocking MPI call (after any copy it needs). Started in
-  // issue order; an op whose buffers overlap an unfinished earlier op's
-  // (one of them writing) waits for it, and so does everything after it.
+  // Makes the non-blocking MPI call (after any copy it needs), in issue
+  // order. The SDK runtime starts an op only after earlier ones in flight
+  // that share its buffers (dist/cpp/in_flight.hpp).
   std::function<int(MPI_Request*)> start;
   // Instead of `start`: the op is the plugin's own schedule of
   // point-to-point messages, started and tested in place of one request.
   std::unique_ptr<P2pSchedule> schedule;
   bool schedule_done = false;
   int schedule_rc = MPI_SUCCESS;  // the first failure of schedule->Test
-  struct Range {
-    uintptr_t begin;
-    uintptr_t end;
-    bool write;
-  };
-  std::vector<Range> ranges;
-  void Reads(const void* data, size_t bytes) { Add(data, bytes, false); }
-  void Writes(const void* data, size_t bytes) { Add(data, bytes, true); }
-  bool ConflictsWith(const PendingOp& other) const;
 
   bool started = false;
-  absl::Status start_status;
   MPI_Request request = MPI_REQUEST_NULL;
   MPI_Status mpi_status{};
   // Runs once MPI reports completion, before the op counts as done (divide
@@ -66,16 +56,14 @@ struct PendingOp {
   // Whatever `start` points into and MPI reads until completion (the
   // count arrays of a variable-count collective).
   std::shared_ptr<const void> keep_alive;
+  // The runtime's finish callback (dist::Transport::Finish): called once
+  // with the status when the op completes, outside the communicator's lock.
+  std::function<void(const absl::Status&)> on_done;
 
   std::atomic<bool> done{false};
   absl::Status status;  // written before done is set
 
   absl::Mutex diagnosis_mu;
-  void Add(const void* data, size_t bytes, bool write) {
-    if (data == nullptr || bytes == 0) return;
-    const auto begin = reinterpret_cast<uintptr_t>(data);
-    ranges.push_back(Range{begin, begin + bytes, write});
-  }
   bool diagnosed ABSL_GUARDED_BY(diagnosis_mu) = false;
   std::string diagnosis ABSL_GUARDED_BY(diagnosis_mu);
 };
@@ -108,20 +96,32 @@ class Comm : public std::enable_shared_from_this<Comm> {
   MPI_Comm p2p_comm() const { return p2p_comm_; }
   absl::Duration timeout() const { return timeout_; }
 
-  // Fills the op's bookkeeping and starts it (op->start) now, or once the
-  // earlier ops it depends on are done. Operations start in call order.
+  // Fills the op's bookkeeping and starts it now; a failure to start is
+  // returned (nothing was issued then).
   absl::Status Issue(const std::shared_ptr<PendingOp>& op);
+  // Sets the op's finish callback; calls it at once (outside the lock) when
+  // the op completed already.
+  void SetOnDone(const std::shared_ptr<PendingOp>& op,
+                 std::function<void(const absl::Status&)> on_done);
 
-  // Polls MPI until `op` (and everything issued before it) completes, the
-  // communicator is aborted, or `timeout` passes.
-  absl::Status Wait(PendingOp& op, absl::Duration timeout);
-  // One poll; true when done (the op's status is then returned by Wait).
-  bool Test(PendingOp& op);
+  // Polls MPI until `op` (and everything started before it) completes, the
+  // communicator is aborted, or `until` passes. Returns whether it is done.
+  bool Drive(PendingOp& op, absl::Time until);
+  // Drive to `op`'s end, within `timeout`: its status, else TimeoutError.
+  absl::Status Await(PendingOp& op, absl::Duration timeout);
+  // The error for a wait of `waited` that ended before `op`: OverdueError
+  // once the op is past its timeout.
+  absl::Status TimeoutError(PendingOp& op, absl::Duration waited);
+  // The error for an op past its timeout that MPI still holds, naming the
+  // ranks that did not reach it.
+  absl::Status OverdueError(PendingOp& op);
 
   // From the progress thread: polls once unless someone is waiting already.
   enum class Activity { kIdle, kAttended, kUnattended };
   Activity BackgroundProgress();
 
+  // Ends every started op (MPI keeps the requests it cannot cancel; their
+  // finish callbacks are dropped: the runtime has ended their works).
   void Abort(const std::string& reason);
   // Waits (up to the timeout) for pending work, then frees the MPI
   // communicator.
@@ -135,17 +135,20 @@ class Comm : public std::enable_shared_from_this<Comm> {
   std::string Describe(const PendingOp& op) const;
 
  private:
-  void ProgressLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void StartDeferredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool ConflictsWithStartedLocked(const PendingOp& op) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  using Finished = std::vector<std::pair<std::function<void(const absl::Status&)>, absl::Status>>;
+  // Completes what MPI finished, oldest first; the finish callbacks to run
+  // once mu_ is released go to *finished.
+  void ProgressLocked(Finished* finished) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One ProgressLocked, and its callbacks after the lock.
+  void Progress();
   int StartLocked(PendingOp& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One MPI_Test of a started op (or one advance of its schedule).
   static int TestStarted(PendingOp& op, int* flag);
   // Advances the schedules of started ops behind the oldest one.
   void AdvanceSchedulesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Complete(PendingOp& op, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Complete(PendingOp& op, absl::Status status, Finished* finished)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AbortedError() const;
-  absl::Status TimeoutError(PendingOp& op, absl::Duration waited);
   std::string Diagnose(PendingOp& op);
 
   MPI_Comm comm_;
@@ -158,9 +161,8 @@ class Comm : public std::enable_shared_from_this<Comm> {
   const CommOptions options_;
 
   mutable absl::Mutex mu_;
-  // Started ops form a prefix of pending_ (started_ long); the rest wait.
+  // Started ops, oldest first.
   std::deque<std::shared_ptr<PendingOp>> pending_ ABSL_GUARDED_BY(mu_);
-  size_t started_ ABSL_GUARDED_BY(mu_) = 0;
   // Aborted while MPI still owned them; never completed by the plugin.
   std::vector<std::shared_ptr<PendingOp>> abandoned_ ABSL_GUARDED_BY(mu_);
   uint64_t next_collective_seq_ ABSL_GUARDED_BY(mu_) = 1;

@@ -134,8 +134,6 @@ OpResult IssueAllReduce(Comm& comm, const dist_op_args_t& args) {
   auto op = NewOp(DIST_COLL_ALL_REDUCE, args, send.count, send.dtype);
   const size_t bytes = Bytes(send, send.count);
   const bool in_place = send.data == recv.data;
-  if (!in_place) op->Reads(send.data, bytes);
-  op->Writes(recv.data, bytes);
   if (args.op == DIST_AVG)
     op->on_complete = Average(recv.data, recv.count, recv.dtype, comm.size());
   const void* send_data = in_place ? MPI_IN_PLACE : send.data;
@@ -174,12 +172,6 @@ OpResult IssueBroadcast(Comm& comm, const dist_op_args_t& args) {
     DIST_RETURN_IF_ERROR(check.NoCudaCopy(recv, "broadcast from a separate send buffer"));
   }
   auto op = NewOp(DIST_COLL_BROADCAST, args, buffer.count, buffer.dtype);
-  if (copy) op->Reads(send.data, bytes);
-  if (root && from_send_only) {
-    op->Reads(buffer.data, bytes);
-  } else {
-    op->Writes(buffer.data, bytes);
-  }
   void* data = buffer.data;
   const void* source = copy ? send.data : nullptr;
   const int count = static_cast<int>(buffer.count);
@@ -206,9 +198,7 @@ OpResult IssueReduce(Comm& comm, const dist_op_args_t& args) {
   auto op = NewOp(DIST_COLL_REDUCE, args, send.count, send.dtype);
   const size_t bytes = Bytes(send, send.count);
   const bool in_place = root && send.data == recv.data;
-  if (!in_place) op->Reads(send.data, bytes);
   if (root) {
-    op->Writes(recv.data, bytes);
     if (args.op == DIST_AVG)
       op->on_complete = Average(recv.data, recv.count, recv.dtype, comm.size());
   }
@@ -238,8 +228,6 @@ OpResult IssueAllGather(Comm& comm, const dist_op_args_t& args) {
   // Any other overlap was refused (dist/cpp/validate.hpp, CheckOverlap).
   const bool in_place = n > 0 && send.data == At(recv, n * comm.rank());
   auto op = NewOp(DIST_COLL_ALL_GATHER, args, n, send.dtype);
-  if (!in_place) op->Reads(send.data, block);
-  op->Writes(recv.data, block * comm.size());
   const int count = static_cast<int>(n);
   const MPI_Datatype type = MpiDatatype(send.dtype);
   if (!OnCuda(send, recv)) {
@@ -265,12 +253,9 @@ OpResult IssueGather(Comm& comm, const dist_op_args_t& args) {
   const bool root = comm.rank() == args.root;
   DIST_RETURN_IF_ERROR(check.Buffer("send", send));
   const uint64_t n = send.count;
-  const size_t block = Bytes(send, n);
   // send and recv are disjoint (dist/cpp/validate.hpp, CheckOverlap).
   if (root) DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
   auto op = NewOp(DIST_COLL_GATHER, args, n, send.dtype);
-  op->Reads(send.data, block);
-  if (root) op->Writes(recv.data, block * comm.size());
   const void* send_data = send.data;
   void* recv_data = root ? recv.data : nullptr;
   const int count = static_cast<int>(n);
@@ -291,12 +276,9 @@ OpResult IssueScatter(Comm& comm, const dist_op_args_t& args) {
   const bool root = comm.rank() == args.root;
   DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
   const uint64_t n = recv.count;
-  const size_t block = Bytes(recv, n);
   // send and recv are disjoint (dist/cpp/validate.hpp, CheckOverlap).
   if (root) DIST_RETURN_IF_ERROR(check.Buffer("send", send));
   auto op = NewOp(DIST_COLL_SCATTER, args, n, recv.dtype);
-  if (root) op->Reads(send.data, block * comm.size());
-  op->Writes(recv.data, block);
   const void* send_data = root ? send.data : nullptr;
   void* recv_data = recv.data;
   const int count = static_cast<int>(n);
@@ -325,8 +307,6 @@ OpResult IssueReduceScatter(Comm& comm, const dist_op_args_t& args) {
   if (via_scratch)
     DIST_RETURN_IF_ERROR(check.NoCudaCopy(recv, "reduce_scatter with overlapping buffers"));
   auto op = NewOp(DIST_COLL_REDUCE_SCATTER, args, n, recv.dtype);
-  op->Reads(send.data, block * comm.size());
-  op->Writes(recv.data, block);
   void* target = recv.data;
   const dist_dtype_t dtype = recv.dtype;
   const bool average = args.op == DIST_AVG;
@@ -360,11 +340,8 @@ OpResult IssueAllToAll(Comm& comm, const dist_op_args_t& args) {
   DIST_RETURN_IF_ERROR(check.Buffer("send", send));
   DIST_RETURN_IF_ERROR(check.Buffer("recv", recv));
   const uint64_t n = send.count / comm.size();
-  const size_t bytes = Bytes(send, send.count);
   // send and recv are disjoint (dist/cpp/validate.hpp, CheckOverlap).
   auto op = NewOp(DIST_COLL_ALL_TO_ALL, args, n, send.dtype);
-  op->Reads(send.data, bytes);
-  op->Writes(recv.data, bytes);
   const void* send_data = send.data;
   void* recv_data = recv.data;
   const int count = static_cast<int>(n);
@@ -411,7 +388,6 @@ OpResult IssueSend(Comm& comm, const dist_op_args_t& args) {
   auto op = NewOp(DIST_COLL_SEND, args, send.count, send.dtype);
   op->peer = args.peer;
   op->tag = args.tag;
-  op->Reads(send.data, Bytes(send, send.count));
   const void* data = send.data;
   const int count = static_cast<int>(send.count);
   const MPI_Datatype type = MpiDatatype(send.dtype);
@@ -432,7 +408,6 @@ OpResult IssueRecv(Comm& comm, const dist_op_args_t& args) {
   auto op = NewOp(DIST_COLL_RECV, args, recv.count, recv.dtype);
   op->peer = args.peer;
   op->tag = args.tag;
-  op->Writes(recv.data, Bytes(recv, recv.count));
   void* data = recv.data;
   const int count = static_cast<int>(recv.count);
   const MPI_Datatype type = MpiDatatype(recv.dtype);
@@ -510,10 +485,7 @@ OpResult IssueVariable(dist_collective_t kind, Comm& comm, const dist_op_args_t&
     op->scratch.assign(static_cast<const unsigned char*>(send.data),
                        static_cast<const unsigned char*>(send.data) + send_bytes);
     send_data = op->scratch.data();
-  } else {
-    op->Reads(send.data, send_bytes);
   }
-  op->Writes(recv.data, recv_bytes);
   void* recv_data = recv.data;
   const MPI_Datatype type = MpiDatatype(recv.dtype);
   const MPI_Comm mpi_comm = comm.mpi_comm();

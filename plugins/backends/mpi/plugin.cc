@@ -1,10 +1,13 @@
 // The MPI backend's entry point: its Backend for the SDK's plugin adapter
-// (dist/cpp/backend_adapter.hpp), which owns the C table.
+// (dist/cpp/backend_adapter.hpp), which owns the C table, and its Transport
+// for the SDK runtime (dist/cpp/runtime.hpp), which owns issue order, work
+// handles, deadlines, abort and revoke.
 #include <memory>
 #include <string>
 
 #include "comm.h"
 #include "dist/cpp/backend_adapter.hpp"
+#include "dist/cpp/runtime.hpp"
 #include "ops.h"
 #include "options.h"
 #include "probe.h"
@@ -14,59 +17,49 @@
 namespace dist_mpi {
 namespace {
 
-class MpiWork : public dist::BackendWork {
+// An MPI request in flight: a waiter drives MPI (Open MPI has no
+// asynchronous progress of its own); the progress thread does it for work
+// nobody waits on (progress.h).
+class MpiInFlight : public dist::InFlight {
  public:
-  MpiWork(std::shared_ptr<Comm> comm, std::shared_ptr<PendingOp> op)
+  MpiInFlight(std::shared_ptr<Comm> comm, std::shared_ptr<PendingOp> op)
       : comm_(std::move(comm)), op_(std::move(op)) {}
-  absl::Status Wait(absl::Duration timeout) override { return comm_->Wait(*op_, timeout); }
-  absl::Status Test(bool* done) override {
-    *done = comm_->Test(*op_);
-    // Done, or the group was aborted: Wait(0) returns the final status.
-    return *done ? comm_->Wait(*op_, absl::ZeroDuration()) : absl::OkStatus();
-  }
+  void Drive(absl::Time until) override { comm_->Drive(*op_, until); }
+  absl::Status Overdue() override { return comm_->OverdueError(*op_); }
 
  private:
   std::shared_ptr<Comm> comm_;
   std::shared_ptr<PendingOp> op_;
 };
 
-class MpiComm : public dist::BackendComm {
+// The MPI communicator under the SDK runtime (dist/cpp/runtime.hpp): every
+// operation is one non-blocking MPI call (or the plugin's own schedule of
+// them), started in issue order and left in flight.
+class MpiTransport : public dist::Transport {
  public:
-  explicit MpiComm(std::shared_ptr<Comm> comm) : comm_(std::move(comm)) {}
-  ~MpiComm() override { comm_->Destroy(); }
-  int rank() const override { return comm_->rank(); }
-  int world_size() const override { return comm_->size(); }
-  absl::StatusOr<std::unique_ptr<dist::BackendWork>> Issue(dist_collective_t kind,
-                                                           const dist_op_args_t& args) override {
-    OpResult op = dist_mpi::Issue(kind, *comm_, args);
-    if (!op.ok()) return op.status();
-    return std::make_unique<MpiWork>(comm_, *std::move(op));
-  }
-  // A blocking call: issue and wait under one SIGPIPE block (no_sigpipe.hpp).
-  absl::Status Run(dist_collective_t kind, const dist_op_args_t& args,
-                   absl::Duration timeout) override {
-    dist::ScopedSigpipeBlock no_sigpipe;
-    return dist::BackendComm::Run(kind, args, timeout);
-  }
-  // dist_sendrecv: both issued and waited for under one SIGPIPE block too
-  // (one set of its syscalls, not one per wait).
-  absl::Status RunSendRecv(const dist_op_args_t& send, const dist_op_args_t& recv,
-                           absl::Duration timeout) override {
-    dist::ScopedSigpipeBlock no_sigpipe;
-    return dist::BackendComm::RunSendRecv(send, recv, timeout);
-  }
+  explicit MpiTransport(std::shared_ptr<Comm> comm) : comm_(std::move(comm)) {}
+  ~MpiTransport() override { comm_->Destroy(); }
+
+  bool StartsAtOnce(dist_collective_t) const override { return true; }
   // dist_all_to_all_v, dist_all_gather_v, dist_reduce_scatter_v: MPI's own.
-  absl::Status RunVariable(dist_collective_t kind, const dist_op_args_t& args,
-                           const dist_op_counts_t& counts, absl::Duration timeout) override {
-    dist::ScopedSigpipeBlock no_sigpipe;
-    OpResult op = dist_mpi::IssueVariable(kind, *comm_, args, counts);
-    if (!op.ok()) return op.status();
-    return comm_->Wait(**op, timeout);
+  bool RunsVariableCounts() const override { return true; }
+
+  absl::StatusOr<std::unique_ptr<dist::InFlight>> Start(const dist::Op& op, dist::OpContext&,
+                                                        Finish finish) override {
+    OpResult started = op.counts != nullptr
+                           ? dist_mpi::IssueVariable(op.kind, *comm_, op.args, *op.counts)
+                           : dist_mpi::Issue(op.kind, *comm_, op.args);
+    if (!started.ok()) return started.status();
+    comm_->SetOnDone(*started, std::move(finish));
+    return std::unique_ptr<dist::InFlight>(new MpiInFlight(comm_, *std::move(started)));
   }
-  void Abort(const std::string& reason) override { comm_->Abort(reason); }
-  absl::StatusOr<std::unique_ptr<dist::BackendComm>> Split(
+  void Interrupt(const absl::Status& why) override { comm_->Abort(std::string(why.message())); }
+  absl::StatusOr<std::unique_ptr<dist::Transport>> Split(
       const int32_t* ranks, size_t num_ranks, const dist_comm_config_t& config) override {
-    return dist::WrapComm<MpiComm>(comm_->Split(ranks, num_ranks, config));
+    absl::StatusOr<std::shared_ptr<Comm>> child = comm_->Split(ranks, num_ranks, config);
+    if (!child.ok()) return child.status();
+    if (*child == nullptr) return std::unique_ptr<dist::Transport>();
+    return std::unique_ptr<dist::Transport>(new MpiTransport(*std::move(child)));
   }
 
  private:
@@ -89,7 +82,9 @@ class MpiBackend : public dist::Backend {
       const dist_comm_config_t& config) override {
     absl::StatusOr<CommOptions> options = ParseOptions(config);
     if (!options.ok()) return options.status();
-    return dist::WrapComm<MpiComm>(Comm::CreateWorld(config, *options));
+    absl::StatusOr<std::shared_ptr<Comm>> comm = Comm::CreateWorld(config, *options);
+    if (!comm.ok()) return comm.status();
+    return dist::MakeRuntimeComm(config, std::make_unique<MpiTransport>(*std::move(comm)));
   }
 };
 
