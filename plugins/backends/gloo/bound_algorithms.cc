@@ -276,7 +276,8 @@ RingPipelined* BoundAlgorithms::Ring(const Key& key, uint32_t tag, size_t bytes,
   const size_t chunk = RingChunk(element);
   if (chunk == 0) return nullptr;
   Entry& entry = Find(key, tag, chunk, 0, [&](Entry& e, const auto& context) {
-    return std::make_unique<RingPipelined>(context, bytes, e.in.data(), chunk, &spin_);
+    return std::make_unique<RingPipelined>(context, bytes, e.in.data(), chunk, &spin_,
+                                           sync_->pair_timeout());
   });
   return static_cast<RingPipelined*>(entry.algorithm.get());
 }

@@ -57,6 +57,10 @@ class PeerSpin {
   bool AwaitData(int peer, size_t message_bytes = 0);
 
   bool polls() const { return budget_ns_ > 0; }
+  // The descriptor of rank `peer`'s socket (borrowed), or -1.
+  int socket(int peer) const {
+    return peer >= 0 && static_cast<size_t>(peer) < sockets_.size() ? sockets_[peer] : -1;
+  }
 
  private:
   std::vector<int> sockets_;

@@ -41,6 +41,7 @@
 #include "gloo/transport/buffer.h"
 #include "plugins/backends/gloo/buffer_memory.h"
 #include "plugins/backends/gloo/peer_spin.h"
+#include "plugins/backends/gloo/socket_deadline.h"
 
 namespace dist_gloo {
 
@@ -64,12 +65,20 @@ class RingPipelined : public gloo::Algorithm {
   // chunks of `chunk` bytes; `inbox` (borrowed, `chunk` bytes, it outlives
   // this object) receives the reduce-scatter's chunks. `spin` (borrowed,
   // may be null) polls the left neighbour's socket before each wait
-  // (peer_spin.h).
+  // (peer_spin.h); its sockets, which every read and write waits on for at
+  // most `pair_timeout`, also bound each run by one pair timeout
+  // (socket_deadline.h).
   RingPipelined(const std::shared_ptr<gloo::Context>& context, size_t bytes, void* inbox,
-                size_t chunk, PeerSpin* spin)
-      : gloo::Algorithm(context), bytes_(bytes), chunk_(chunk), inbox_(inbox), spin_(spin) {
+                size_t chunk, PeerSpin* spin, std::chrono::milliseconds pair_timeout)
+      : gloo::Algorithm(context),
+        bytes_(bytes),
+        chunk_(chunk),
+        inbox_(inbox),
+        spin_(spin),
+        left_((contextRank_ + contextSize_ - 1) % contextSize_),
+        bound_(spin != nullptr ? spin->socket((contextRank_ + 1) % contextSize_) : -1,
+               spin != nullptr ? spin->socket(left_) : -1, pair_timeout) {
     if (contextSize_ == 1) return;
-    left_ = (contextRank_ + contextSize_ - 1) % contextSize_;
     const int right = (contextRank_ + 1) % contextSize_;
     // The same two slots on every rank: partial chunks into the right's
     // inbox, finished ones into the right's output.
@@ -98,6 +107,7 @@ class RingPipelined : public gloo::Algorithm {
     const Blocks blocks{count, contextSize_, element};
     const auto* input = static_cast<const char*>(send);
     auto* output = static_cast<char*>(recv);
+    SocketDeadline::Run run(bound_);
     LentMemory lent;
     Lend(lent, send, recv);
     const auto result_in = ResultInto(recv);
@@ -129,6 +139,7 @@ class RingPipelined : public gloo::Algorithm {
     char* mine = static_cast<char*>(recv) + blocks.Begin(contextRank_);
     if (mine != send) std::memcpy(mine, send, block);
     if (contextSize_ == 1) return;
+    SocketDeadline::Run run(bound_);
     LentMemory lent;
     Lend(lent, send, recv);
     const auto result_in = ResultInto(recv);
@@ -150,15 +161,20 @@ class RingPipelined : public gloo::Algorithm {
 
  private:
   void Chain(const void* send, void* recv, size_t bytes, int position) {
+    SocketDeadline::Run run(bound_);
     LentMemory lent;
     Lend(lent, send, recv);
     const auto result_in = ResultInto(recv);
     const bool forwards = position + 1 < contextSize_;
     for (size_t done = 0; done < bytes; done += chunk_) {
       const size_t length = std::min(chunk_, bytes - done);
-      if (position != 0) ReceiveFrom(spin_, left_, length, *getPair(left_), *result_in);
+      if (position != 0) {
+        bound_.BeforeReceive();
+        ReceiveFrom(spin_, left_, length, *getPair(left_), *result_in);
+      }
       if (!forwards) continue;
       gloo::transport::Buffer& from = position == 0 ? *result_from_input_ : *result_from_output_;
+      bound_.BeforeSend();
       from.send(done, length, done);
       from.waitSend();
     }
@@ -219,11 +235,13 @@ class RingPipelined : public gloo::Algorithm {
     for (size_t done = 0; done < out_length || done < in_length; done += chunk_) {
       if (done < out_length) {
         const size_t offset = out_begin + done;
+        bound_.BeforeSend();
         from.send(offset, std::min(chunk_, out_length - done), to_inbox ? 0 : offset);
         from.waitSend();
       }
       if (done < in_length) {
         const size_t length = std::min(chunk_, in_length - done);
+        bound_.BeforeReceive();
         ReceiveFrom(spin_, left_, length, *getPair(left_), into);
         if (to_inbox) on_chunk(in_begin + done, length);
       }
@@ -234,7 +252,8 @@ class RingPipelined : public gloo::Algorithm {
   const size_t chunk_;
   void* const inbox_;
   PeerSpin* const spin_;
-  int left_ = 0;
+  const int left_;
+  SocketDeadline bound_;
   int result_slot_ = 0;
   char idle_ = 0;  // where the buffers point between runs
   std::unique_ptr<gloo::transport::Buffer> partial_from_input_;   // to the right's inbox

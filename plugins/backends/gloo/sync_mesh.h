@@ -74,6 +74,8 @@ class SyncMesh {
   // lives (an abort shuts them down, which makes them readable). Empty
   // until Get has connected the pairs.
   std::vector<int> peer_sockets() const;
+  // What every read and write on the pairs waits at most.
+  std::chrono::milliseconds pair_timeout() const { return pair_timeout_; }
 
   // Wakes a thread blocked reading a pair and fails every pair with
   // `reason` (the peers see their connections close). Idempotent; never
