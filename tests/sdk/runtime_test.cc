@@ -339,7 +339,7 @@ class FlightTransport : public dist::Transport {
  public:
   explicit FlightTransport(std::shared_ptr<Flights> flights) : flights_(std::move(flights)) {}
   bool StartsAtOnce(dist_collective_t) const override { return true; }
-  bool RunsVariableCounts() const override { return true; }
+  bool RunsVariableCounts(dist_collective_t) const override { return true; }
   absl::StatusOr<std::unique_ptr<dist::InFlight>> Start(const dist::Op& op, dist::OpContext&,
                                                         Finish finish) override {
     if (op.args.tag == 13) return absl::InvalidArgumentError("flight: tag 13 is refused");

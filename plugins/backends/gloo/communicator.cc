@@ -25,12 +25,6 @@
 namespace dist_gloo {
 namespace {
 
-// How long after the last issue the worker polls the queue instead of
-// sleeping until woken, and how often it polls (see WorkerLoop).
-constexpr absl::Duration kPollWindow = absl::Milliseconds(20);
-constexpr absl::Duration kPollInterval = absl::Microseconds(200);
-// ... and how often while callers run their own operations (TryRunInline).
-constexpr absl::Duration kSlowPollInterval = absl::Milliseconds(2);
 // The barrier that settles the legacy classes' last messages at destroy
 // (Shutdown): its tag (above every MatchTag, which is < 2^31) and its bound.
 constexpr uint32_t kShutdownTag = 0x80000001u;
@@ -67,7 +61,7 @@ std::string Setting(const dist_comm_config_t& config, const char* option, const 
   return value;
 }
 
-absl::Status RunCollective(const Op& op, const OpEnv& env) {
+absl::Status RunOn(const Op& op, const OpEnv& env) {
   if (op.counts != nullptr) return RunVariableCollective(op, env);
   switch (op.kind) {
     case DIST_COLL_ALL_REDUCE:
@@ -112,7 +106,6 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
   absl::StatusOr<AlgorithmPolicy> policy = AlgorithmPolicy::Parse(
       Setting(config, "gloo.allreduce_algorithm", "DIST_GLOO_ALLREDUCE_ALGORITHM"));
   if (!policy.ok()) return policy.status();
-  const bool inline_wait = Setting(config, "gloo.inline_wait", "DIST_GLOO_INLINE_WAIT") != "0";
   // Synchronous pairs cost each rank two more descriptors per peer (the
   // socket and its duplicate, sync_mesh.h): on by default up to
   // kMaxAutoSyncRanks ranks, where that stays far below a default limit of
@@ -199,14 +192,13 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Create(
                            absl::FormatDuration(connect_start - start), ")"));
   }
   return std::shared_ptr<Communicator>(new Communicator(
-      config, std::move(device), std::move(context), *policy, inline_wait, sync_pairs,
+      config, std::move(device), std::move(context), *policy, sync_pairs,
       static_cast<size_t>(sync_max_bytes), absl::Microseconds(static_cast<int64_t>(spin_us))));
 }
 
 Communicator::Communicator(const dist_comm_config_t& config, std::shared_ptr<LoopKicker> device,
                            std::shared_ptr<gloo::Context> context, AlgorithmPolicy policy,
-                           bool inline_wait, bool sync_pairs, size_t sync_max_bytes,
-                           absl::Duration spin)
+                           bool sync_pairs, size_t sync_max_bytes, absl::Duration spin)
     : rank_(config.rank),
       size_(config.world_size),
       group_(config.group_name ? config.group_name : ""),
@@ -215,7 +207,6 @@ Communicator::Communicator(const dist_comm_config_t& config, std::shared_ptr<Loo
       device_(std::move(device)),
       context_(std::move(context)),
       policy_(policy),
-      inline_wait_(inline_wait),
       pair_timeout_(GlooWaitOf(timeout_)),
       sync_(sync_pairs && size_ > 1
                 ? std::make_unique<SyncMesh>(rank_, size_, store_, device_, pair_timeout_,
@@ -224,7 +215,6 @@ Communicator::Communicator(const dist_comm_config_t& config, std::shared_ptr<Loo
       bound_(std::make_unique<BoundAlgorithms>(context_, sync_.get(), spin)) {
   peer_addresses_.resize(size_);
   for (int r = 0; r < size_; ++r) peer_addresses_[r] = PeerAddress(*context_, r);
-  worker_ = std::thread([this] { WorkerLoop(); });
   p2p_thread_ = std::thread([this] { P2pLoop(); });
 }
 
@@ -238,7 +228,11 @@ Communicator::~Communicator() {
   context_.reset();
 }
 
-absl::Status Communicator::AbortedStatus() const { return absl::AbortedError(abort_reason_); }
+absl::Status Communicator::AbortedStatus() const {
+  absl::MutexLock lock(&mu_);
+  if (abort_reason_.empty()) return absl::OkStatus();
+  return absl::AbortedError(abort_reason_);
+}
 
 std::chrono::milliseconds Communicator::GlooTimeout(const Op& op) const {
   // Leave room to compare notes after a timeout, so that the whole error
@@ -248,181 +242,8 @@ std::chrono::milliseconds Communicator::GlooTimeout(const Op& op) const {
 
 absl::Duration Communicator::Grace(const Op& op) const { return GraceOf(op.timeout); }
 
-absl::StatusOr<std::shared_ptr<Work>> Communicator::Issue(dist_collective_t kind,
-                                                          const dist_op_args_t& args) {
-  absl::Status valid = ValidateOp(kind, args, rank_);
-  if (!valid.ok()) return valid;
-  return Enqueue(Op{kind, args, 0, OpTimeout(args)});
-}
-
-absl::StatusOr<std::shared_ptr<Work>> Communicator::Enqueue(Op op) {
-  const dist_collective_t kind = op.kind;
-  auto work = std::make_shared<Work>();
-  Task task;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!abort_reason_.empty()) return AbortedStatus();
-    if (stopping_) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("gloo backend: group '", group_,
-                       "' is being destroyed; issue operations before comm_destroy"));
-    }
-    op.seq = ++next_seq_;
-    task = Task{std::move(op), work};
-    last_issue_ = absl::Now();
-    // A send or recv issued while nothing is queued or running is posted
-    // here, in order: posting never waits (P2pLoop does), and the worker,
-    // which polls while operations are being issued, would post it only
-    // when a wait pokes it or at its next poll (up to kPollInterval later).
-    const bool p2p = kind == DIST_COLL_SEND || kind == DIST_COLL_RECV;
-    if (!(inline_wait_ && p2p && !running_ && queue_.empty())) {
-      queue_.push_back(std::move(task));
-      return work;
-    }
-    running_ = true;
-    callers_run_ops_ = true;
-  }
-  ExecuteHere(std::move(task));
-  return work;
-}
-
-void Communicator::WorkerLoop() {
-  dist::BlockSigpipeInThisThread();  // inherited from Create already; said again for clarity
-  for (;;) {
-    Task task;
-    {
-      absl::MutexLock lock(&mu_);
-      for (;;) {
-        if (!queue_.empty() && !running_) break;
-        if (stopping_ && queue_.empty() && !running_) return;
-        if (inline_wait_ && absl::Now() - last_issue_ < kPollWindow) {
-          // Busy phase: poll instead of being woken by every Issue. A
-          // wake-up costs the issuing thread ~2.5 us (futex syscall plus
-          // contention), more than the rest of the call. A caller that waits
-          // right away runs the operation itself (TryRunInline); one that
-          // blocks without doing so pokes (Poke); an operation nobody waits
-          // for starts within kPollInterval.
-          auto poked = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || poked_; };
-          worker_polling_ = true;
-          // Callers that run their own operations need the worker rarely:
-          // poll slowly then, so as not to take the CPU from them.
-          mu_.AwaitWithTimeout(absl::Condition(&poked),
-                               callers_run_ops_ ? kSlowPollInterval : kPollInterval);
-          worker_polling_ = false;
-          poked_ = false;
-        } else {
-          auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-            return (!queue_.empty() && !running_) || stopping_;
-          };
-          mu_.Await(absl::Condition(&ready));
-        }
-      }
-      task = std::move(queue_.front());
-      queue_.pop_front();
-      running_ = true;
-      callers_run_ops_ = false;
-    }
-    Execute(std::move(task));
-    absl::MutexLock lock(&mu_);
-    running_ = false;
-  }
-}
-
-bool Communicator::TryRunInline(const std::shared_ptr<Work>& work, absl::Duration wait_timeout) {
-  if (!inline_wait_) return false;
-  Task task;
-  {
-    absl::MutexLock lock(&mu_);
-    if (running_ || stopping_ || queue_.empty() || queue_.front().work != work) return false;
-    // Only when the caller would wait at least as long as the operation may
-    // take; otherwise its wait could overrun.
-    if (wait_timeout < absl::FromChrono(queue_.front().op.timeout)) return false;
-    task = std::move(queue_.front());
-    queue_.pop_front();
-    running_ = true;
-    callers_run_ops_ = true;
-  }
-  ExecuteHere(std::move(task));
-  return true;
-}
-
-void Communicator::ExecuteHere(Task task) {
-  {
-    dist::ScopedSigpipeBlock no_sigpipe;  // Gloo writes on the caller's thread here
-    Execute(std::move(task));
-  }
-  EndCallerRun();
-}
-
-void Communicator::EndCallerRun() {
-  absl::MutexLock lock(&mu_);
-  running_ = false;
-  // Operations queued behind this one (perhaps waited for by other
-  // threads) go to the worker now rather than at its next poll.
-  if (!queue_.empty() && worker_polling_) poked_ = true;
-}
-
-void Communicator::Poke() {
-  absl::MutexLock lock(&mu_);
-  if (worker_polling_ && !queue_.empty() && !running_) poked_ = true;
-}
-
-absl::Status Communicator::Run(dist_collective_t kind, const dist_op_args_t& args,
-                               absl::Duration wait_timeout) {
-  absl::Status valid = ValidateOp(kind, args, rank_);
-  if (!valid.ok()) return valid;
-  return RunChecked(Op{kind, args, 0, OpTimeout(args)}, wait_timeout);
-}
-
-absl::Status Communicator::RunVariable(dist_collective_t kind, const dist_op_args_t& args,
-                                       const dist_op_counts_t& counts,
-                                       absl::Duration wait_timeout) {
-  absl::StatusOr<std::shared_ptr<const VariableCounts>> copied =
-      CheckVariable(kind, args, counts, rank_, size_);
-  if (!copied.ok()) return copied.status();
-  Op op{kind, args, 0, OpTimeout(args)};
-  op.counts = *std::move(copied);
-  return RunChecked(std::move(op), wait_timeout);
-}
-
-absl::Status Communicator::RunChecked(Op op, absl::Duration wait_timeout) {
-  const bool p2p = op.kind == DIST_COLL_SEND || op.kind == DIST_COLL_RECV;
-  bool here = false;
-  if (inline_wait_ && !p2p && wait_timeout >= absl::FromChrono(op.timeout)) {
-    absl::MutexLock lock(&mu_);
-    if (!abort_reason_.empty()) return AbortedStatus();
-    // In order with what was issued before: only when nothing is waiting.
-    here = !stopping_ && !running_ && queue_.empty();
-    if (here) {
-      op.seq = ++next_seq_;
-      running_ = true;
-      callers_run_ops_ = true;
-    }
-  }
-  if (!here) {  // the queue's way, as work_wait would
-    absl::StatusOr<std::shared_ptr<Work>> work = Enqueue(std::move(op));
-    if (!work.ok()) return work.status();
-    if (!TryRunInline(*work, wait_timeout)) Poke();
-    return (*work)->Wait(wait_timeout);
-  }
-  absl::Status status;
-  {
-    dist::ScopedSigpipeBlock no_sigpipe;  // Gloo writes on the caller's thread here
-    const uint64_t sync_runs = bound_->sync_runs();
-    status = RunCollectiveOp(op);
-    // It ran on synchronous pairs only, where every failed write fails the
-    // operation: none of its writes raised SIGPIPE.
-    if (status.ok() && bound_->sync_runs() != sync_runs) no_sigpipe.NoWriteFailed();
-  }
-  EndCallerRun();
-  return status;
-}
-
 std::optional<absl::Status> Communicator::SettledWithoutGloo(const Op& op) const {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!abort_reason_.empty()) return AbortedStatus();
-  }
+  if (absl::Status aborted = AbortedStatus(); !aborted.ok()) return aborted;
   // Nothing to move, on every rank alike.
   if (op.counts != nullptr) {
     if (VariableSettled(op)) return absl::OkStatus();
@@ -432,17 +253,23 @@ std::optional<absl::Status> Communicator::SettledWithoutGloo(const Op& op) const
   return std::nullopt;
 }
 
-absl::Status Communicator::RunCollectiveOp(const Op& op) {
+absl::Status Communicator::RunCollective(const Op& op) {
   if (std::optional<absl::Status> settled = SettledWithoutGloo(op)) return *std::move(settled);
+  dist::ScopedSigpipeBlock no_sigpipe;  // Gloo writes on this thread
   OpEnv env = EnvFor(op);
   const uint64_t sync_runs = bound_->sync_runs();
+  absl::Status status;
   try {
-    return RunCollective(op, env);
+    status = RunOn(op, env);
   } catch (const std::exception& e) {
     return Fail(op, e.what(), bound_->sync_runs() != sync_runs);
   } catch (...) {
     return Fail(op, "unknown exception from Gloo", bound_->sync_runs() != sync_runs);
   }
+  // It ran on synchronous pairs only, where every failed write fails the
+  // operation: none of its writes raised SIGPIPE.
+  if (status.ok() && bound_->sync_runs() != sync_runs) no_sigpipe.NoWriteFailed();
+  return status;
 }
 
 OpEnv Communicator::EnvFor(const Op& op) {
@@ -455,26 +282,52 @@ OpEnv Communicator::EnvFor(const Op& op) {
   return env;
 }
 
-void Communicator::Execute(Task task) {
-  const Op& op = task.op;
-  if (op.kind != DIST_COLL_SEND && op.kind != DIST_COLL_RECV) {
-    task.work->Complete(RunCollectiveOp(op));
-    return;
+// A posted send/recv as the runtime sees it: P2pLoop finishes it, so a
+// waiter only sleeps until then (Gloo's device thread moves the bytes).
+struct P2pDone {
+  absl::Mutex mu;
+  bool done ABSL_GUARDED_BY(mu) = false;
+};
+
+class PostedInFlight : public dist::InFlight {
+ public:
+  explicit PostedInFlight(std::shared_ptr<P2pDone> done) : done_(std::move(done)) {}
+  void Drive(absl::Time until) override {
+    absl::MutexLock lock(&done_->mu);
+    done_->mu.AwaitWithDeadline(absl::Condition(&done_->done), until);
   }
+
+ private:
+  std::shared_ptr<P2pDone> done_;
+};
+
+struct Communicator::PendingP2p {
+  PostedP2p posted;
+  Op op;
+  dist::Transport::Finish finish;
+  std::shared_ptr<P2pDone> done;
+  std::chrono::steady_clock::time_point deadline;
+};
+
+absl::StatusOr<std::unique_ptr<dist::InFlight>> Communicator::Post(const Op& op,
+                                                                   dist::Transport::Finish finish) {
   if (std::optional<absl::Status> settled = SettledWithoutGloo(op)) {
-    task.work->Complete(*std::move(settled));
-    return;
+    if (!settled->ok()) return *std::move(settled);
+    return std::unique_ptr<dist::InFlight>();  // nothing to move
   }
+  dist::ScopedSigpipeBlock no_sigpipe;  // Gloo may write on this thread
   OpEnv env = EnvFor(op);
   try {
-    PendingP2p pending{PostP2p(op, env), op, task.work,
+    auto done = std::make_shared<P2pDone>();
+    PendingP2p pending{PostP2p(op, env), op, std::move(finish), done,
                        std::chrono::steady_clock::now() + env.timeout};
     absl::MutexLock lock(&mu_);
     p2p_.push_back(std::move(pending));
+    return std::unique_ptr<dist::InFlight>(new PostedInFlight(std::move(done)));
   } catch (const std::exception& e) {
-    task.work->Complete(Fail(op, e.what()));
+    return Fail(op, e.what());
   } catch (...) {
-    task.work->Complete(Fail(op, "unknown exception from Gloo"));
+    return Fail(op, "unknown exception from Gloo");
   }
 }
 
@@ -485,9 +338,8 @@ void Communicator::P2pLoop() {
     {
       absl::MutexLock lock(&mu_);
       // Stop only once the worker can post nothing more.
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !p2p_.empty() || (stopping_ && queue_.empty() && !running_);
-      };
+      auto ready = [this]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !p2p_.empty() || stopping_; };
       mu_.Await(absl::Condition(&ready));
       if (p2p_.empty()) return;
       pending = std::move(p2p_.front());
@@ -515,7 +367,11 @@ void Communicator::P2pLoop() {
       p2p_current_ = nullptr;  // before the buffer goes
     }
     pending.posted.buffer.reset();
-    pending.work->Complete(std::move(status));
+    pending.finish(status);
+    {
+      absl::MutexLock lock(&pending.done->mu);
+      pending.done->done = true;
+    }
     absl::MutexLock lock(&mu_);
     p2p_waiting_ = false;
   }
@@ -524,7 +380,7 @@ void Communicator::P2pLoop() {
 absl::Status Communicator::Fail(const Op& op, const std::string& what, bool on_sync_pairs) {
   {
     absl::MutexLock lock(&mu_);
-    if (!abort_reason_.empty()) return AbortedStatus();  // an abort caused this
+    if (!abort_reason_.empty()) return absl::AbortedError(abort_reason_);  // an abort caused this
   }
   // Gloo names the peer by the address its pair listened on, and those
   // sockets close once connected: the synchronous pairs, connected later,
@@ -558,13 +414,10 @@ absl::Status Communicator::Fail(const Op& op, const std::string& what, bool on_s
 }
 
 void Communicator::Abort(const std::string& reason) {
-  std::deque<Task> dropped;
-  std::deque<PendingP2p> posted;
   {
     absl::MutexLock lock(&mu_);
     if (!abort_reason_.empty()) return;
     abort_reason_ = reason.empty() ? "gloo backend: communicator aborted" : reason;
-    dropped.swap(queue_);
     if (p2p_current_ != nullptr) InterruptWait(*p2p_current_);
   }
   // Wakes an operation blocked in Gloo (and the peers, whose connections
@@ -573,8 +426,6 @@ void Communicator::Abort(const std::string& reason) {
   LoopKicker::Kick kick(device_.get());  // closing a pair waits for the device thread
   FailAllPairs(*context_, abort_reason_);
   if (sync_ != nullptr) sync_->Abort(abort_reason_);
-  const absl::Status aborted = absl::AbortedError(abort_reason_);
-  for (Task& task : dropped) task.work->Complete(aborted);
 }
 
 void Communicator::InterruptWait(PostedP2p& posted) {
@@ -589,10 +440,9 @@ void Communicator::InterruptWait(PostedP2p& posted) {
 void Communicator::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_ && !worker_.joinable()) return;
-    auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return queue_.empty() && !running_ && p2p_.empty() && !p2p_waiting_;
-    };
+    if (stopping_ && !p2p_thread_.joinable()) return;
+    auto drained = [this]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return p2p_.empty() && !p2p_waiting_; };
     const bool done = mu_.AwaitWithTimeout(absl::Condition(&drained), absl::FromChrono(timeout_));
     stopping_ = true;
     if (!done) {
@@ -603,7 +453,6 @@ void Communicator::Shutdown() {
       mu_.Lock();
     }
   }
-  if (worker_.joinable()) worker_.join();
   if (p2p_thread_.joinable()) p2p_thread_.join();
   bool healthy;
   {

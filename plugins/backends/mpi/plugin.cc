@@ -42,7 +42,7 @@ class MpiTransport : public dist::Transport {
 
   bool StartsAtOnce(dist_collective_t) const override { return true; }
   // dist_all_to_all_v, dist_all_gather_v, dist_reduce_scatter_v: MPI's own.
-  bool RunsVariableCounts() const override { return true; }
+  bool RunsVariableCounts(dist_collective_t) const override { return true; }
 
   absl::StatusOr<std::unique_ptr<dist::InFlight>> Start(const dist::Op& op, dist::OpContext&,
                                                         Finish finish) override {

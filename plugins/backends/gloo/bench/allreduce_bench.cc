@@ -38,8 +38,6 @@ ABSL_FLAG(int64_t, min_bytes, 8, "smallest message");
 ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest message");
 ABSL_FLAG(int, rounds, 7, "interleaved rounds per size (median reported)");
 ABSL_FLAG(std::string, algorithm, "ring", "Gloo allreduce algorithm for both sides: ring or bcube");
-ABSL_FLAG(bool, handoff, false,
-          "also measure the plugin with gloo.inline_wait=0 (worker hand-off on every call)");
 ABSL_FLAG(
     bool, compare_algorithms, false,
     "instead: raw Gloo ring vs raw Gloo bcube, interleaved (for the plugin's size threshold)");
@@ -114,7 +112,7 @@ int RunRank(int rank, int world, const std::string& dir, const dist_backend_plug
   raw->connectFullMesh(raw_store, device);
 
   // The plugin: a communicator through the ABI over a dist file store.
-  auto make_comm = [&](const char* sub, const char* inline_wait) {
+  auto make_comm = [&](const char* sub) {
     dist::store::FileStoreOptions options;
     options.path = dir + sub;
     options.max_poll_interval = absl::Milliseconds(2);
@@ -123,7 +121,6 @@ int RunRank(int rank, int world, const std::string& dir, const dist_backend_plug
     static std::vector<dist_kv_t>* kvs = new std::vector<dist_kv_t>;
     kvs->clear();
     kvs->push_back({"gloo.allreduce_algorithm", bcube ? "bcube" : "ring"});
-    kvs->push_back({"gloo.inline_wait", inline_wait});
     dist_comm_config_t config;
     std::memset(&config, 0, sizeof(config));
     config.struct_size = sizeof(config);
@@ -141,9 +138,7 @@ int RunRank(int rank, int world, const std::string& dir, const dist_backend_plug
     Check(plugin->comm_create(&config, &comm), "comm_create");
     return comm;
   };
-  dist_backend_comm_t* comm = make_comm("/plugin", "1");
-  const bool handoff = absl::GetFlag(FLAGS_handoff);
-  dist_backend_comm_t* handoff_comm = handoff ? make_comm("/handoff", "0") : nullptr;
+  dist_backend_comm_t* comm = make_comm("/plugin");
 
   const size_t max_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_bytes));
   std::vector<float> in(max_bytes / sizeof(float) + 1, 1.0f + rank), out(in.size());
@@ -222,9 +217,9 @@ int RunRank(int rank, int world, const std::string& dir, const dist_backend_plug
         world, bcube ? "bcube" : "ring", absl::GetFlag(FLAGS_rounds));
     std::printf(
         "# medians; min_* are the best round of each side; ratio = plugin busbw / raw busbw\n");
-    std::printf("%10s %7s %12s %12s %10s %10s %8s %10s %11s %11s %10s%s\n", "bytes", "iters",
+    std::printf("%10s %7s %12s %12s %10s %10s %8s %10s %11s %11s %10s\n", "bytes", "iters",
                 "raw_us", "plugin_us", "raw_GB/s", "plug_GB/s", "ratio", "added_us", "min_raw_us",
-                "min_plug_us", "min_added", handoff ? "  handoff_us" : "");
+                "min_plug_us", "min_added");
   }
   const double bus_factor = 2.0 * (world - 1) / world;
   for (size_t bytes = static_cast<size_t>(absl::GetFlag(FLAGS_min_bytes)); bytes <= max_bytes;
@@ -235,13 +230,12 @@ int RunRank(int rank, int world, const std::string& dir, const dist_backend_plug
       raw_call(n);
       plugin_call(comm, n);
     }
-    std::vector<double> raw_t, plugin_t, handoff_t;
+    std::vector<double> raw_t, plugin_t;
     for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
       // Alternate which side goes first, so that neither always runs warm.
       if (round % 2 == 0) raw_t.push_back(timed(iters, [&] { raw_call(n); }));
       plugin_t.push_back(timed(iters, [&] { plugin_call(comm, n); }));
       if (round % 2 == 1) raw_t.push_back(timed(iters, [&] { raw_call(n); }));
-      if (handoff) handoff_t.push_back(timed(iters, [&] { plugin_call(handoff_comm, n); }));
     }
     if (out[0] != (world * (world + 1)) / 2.0f) {
       std::fprintf(stderr, "wrong result %f\n", out[0]);
@@ -257,12 +251,10 @@ int RunRank(int rank, int world, const std::string& dir, const dist_backend_plug
       std::printf("%10zu %7d %12.2f %12.2f %10.3f %10.3f %8.3f %10.2f %11.2f %11.2f %10.2f",
                   n * sizeof(float), iters, r * 1e6, p * 1e6, raw_bw, plugin_bw, plugin_bw / raw_bw,
                   (p - r) * 1e6, rmin * 1e6, pmin * 1e6, (pmin - rmin) * 1e6);
-      if (handoff) std::printf("  %10.2f", Median(handoff_t) * 1e6);
       std::printf("\n");
       std::fflush(stdout);
     }
   }
-  if (handoff_comm) plugin->comm_destroy(handoff_comm);
   plugin->comm_destroy(comm);
   return 0;
 }

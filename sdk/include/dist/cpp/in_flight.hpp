@@ -157,6 +157,7 @@ class FlightSet {
   std::shared_ptr<FlightTask> FirstSharing(const FlightTask* task) {
     absl::MutexLock lock(&mu_);
     for (const std::shared_ptr<FlightTask>& other : tasks_) {
+      if (other->completion.Done()) continue;  // its Finish is on the way
       if (task == nullptr || task->SharesBuffersWith(*other)) return other;
     }
     return nullptr;

@@ -119,9 +119,10 @@ class Transport {
   // Whether Start of `kind` returns at once (it only posts): an idle
   // communicator then starts it on the issuing thread, with no hand-off.
   virtual bool StartsAtOnce(dist_collective_t /*kind*/) const { return false; }
-  // Whether Start takes variable-count collectives (op.counts set): the
-  // table's run_v. Otherwise the core builds them.
-  virtual bool RunsVariableCounts() const { return false; }
+  // Whether Start takes the variable-count form of `kind` (op.counts set):
+  // the table's run_v, when the Backend has_variable_counts(). Otherwise
+  // the core builds it.
+  virtual bool RunsVariableCounts(dist_collective_t /*kind*/) const { return false; }
   // From any thread, once: the communicator was revoked (abort, a failure);
   // make a running Execute return soon (close sockets, wake waiters), and
   // let go of what is in flight (its works have ended with the revoke).
@@ -201,7 +202,7 @@ class RuntimeComm final : public BackendComm, private OpContext {
   }
   absl::Status RunVariable(dist_collective_t kind, const dist_op_args_t& args,
                            const dist_op_counts_t& counts, absl::Duration timeout) override {
-    if (!transport_->RunsVariableCounts())
+    if (!transport_->RunsVariableCounts(kind))
       return BackendComm::RunVariable(kind, args, counts, timeout);
     return RunChecked(kind, args, &counts, timeout);
   }
@@ -369,7 +370,6 @@ inline absl::Status RuntimeComm::Launch(Op op, const std::shared_ptr<FlightTask>
           " that uses the same buffers is still in flight"));
     }
   }
-  flights_->Add(task);
   Transport::Finish finish = [flights = flights_,
                               weak = std::weak_ptr<FlightTask>(task)](const absl::Status& status) {
     if (std::shared_ptr<FlightTask> done = weak.lock()) flights->Finish(done, status);
@@ -377,17 +377,23 @@ inline absl::Status RuntimeComm::Launch(Op op, const std::shared_ptr<FlightTask>
   absl::StatusOr<std::unique_ptr<InFlight>> started =
       transport_->Start(op, *this, std::move(finish));
   if (!started.ok() || *started == nullptr) {
-    flights_->Remove(task);
     absl::Status status = started.ok() ? absl::OkStatus() : started.status();
-    // Revoked while it ran: its result may be partial on some rank.
-    absl::Status interrupted = Interrupted();
-    return interrupted.ok() ? status : interrupted;
+    // Revoked while it ran: its result may be partial on some rank. (Its
+    // own error, if any, says more: perhaps the revoke came from it.)
+    if (!status.ok()) return status;
+    return Interrupted();
   }
   {
     absl::MutexLock lock(&task->mu);
     task->flight = *std::move(started);
   }
   task->completes_later = true;
+  // In the set only while it flies: it may have finished already (its
+  // callback came first), and a revoke that came before it was added did
+  // not see it.
+  flights_->Add(task);
+  if (absl::Status revoked = Interrupted(); !revoked.ok()) task->completion.Complete(revoked);
+  if (task->completion.Done()) flights_->Remove(task);
   return absl::OkStatus();
 }
 
