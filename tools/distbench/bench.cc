@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "dist/cpp/status.hpp"
 #include "support/device_memory.h"
+#include "tools/distbench/ceiling.h"
 #include "tools/distbench/dist_ops.h"
 #include "tools/distbench/fastest.h"
 #include "tools/distbench/group_util.h"
@@ -78,6 +79,16 @@ absl::StatusOr<Row> Bench::Run(const Case& c) {
   }
   const RunFn raw_barrier = [&] { return raw_side->Barrier(); };
   const size_t variants = raws.size();
+  // The ceiling has no barrier of its own: the group's lines it up.
+  RunFn ceiling;
+  if (ceiling_ != nullptr) {
+    absl::Status supported = ceiling_->Supports(c);
+    if (supported.ok()) {
+      ceiling = [&] { return ceiling_->Run(c); };
+    } else {
+      row.ceiling_skipped = std::string(supported.message());
+    }
+  }
 
   // Correctness, on both sides (every raw variant), before anything is timed.
   if (options_.check) {
@@ -100,18 +111,22 @@ absl::StatusOr<Row> Bench::Run(const Case& c) {
   for (int i = 0; i < options_.warmup; ++i) {
     DIST_RETURN_IF_ERROR(plugin());
     for (const RunFn& raw : raws) DIST_RETURN_IF_ERROR(raw());
+    if (ceiling) DIST_RETURN_IF_ERROR(ceiling());
   }
-  // sides[0] is the plugin, sides[1 + v] raw variant v. Each round times
-  // every side once, starting at a different side each round (A B C, B C A,
-  // ...), so slow phases of a shared machine and order effects hit all.
-  const size_t sides = 1 + variants;
+  // sides[0] is the plugin, sides[1 + v] raw variant v, and the last the
+  // ceiling when there is one. Each round times every side once, starting
+  // at a different side each round (A B C, B C A, ...), so slow phases of
+  // a shared machine and order effects hit all.
+  const size_t ceiling_side = 1 + variants;
+  const size_t sides = 1 + variants + (ceiling ? 1 : 0);
   std::vector<std::vector<double>> side_times(sides);
   for (int round = 0; round < options_.rounds; ++round) {
     for (size_t turn = 0; turn < sides; ++turn) {
       const size_t side = (turn + static_cast<size_t>(round)) % sides;
       absl::StatusOr<double> t =
-          side == 0 ? TimeBlock(options_.iters, plugin, plugin_barrier, device)
-                    : TimeBlock(options_.iters, raws[side - 1], raw_barrier, device);
+          side == 0              ? TimeBlock(options_.iters, plugin, plugin_barrier, device)
+          : side == ceiling_side ? TimeBlock(options_.iters, ceiling, plugin_barrier, device)
+                                 : TimeBlock(options_.iters, raws[side - 1], raw_barrier, device);
       if (!t.ok()) return t.status();
       side_times[side].push_back(*t);
     }
@@ -160,6 +175,15 @@ absl::StatusOr<Row> Bench::Run(const Case& c) {
       row.busbw_ratio =
           c.bytes() > 0 && factor > 0 && row.time_ratio > 0 ? 1.0 / row.time_ratio : 0;
     }
+  }
+  if (ceiling) {
+    const std::vector<double> ceiling_rounds = rounds_of(ceiling_side);
+    fill(ceiling_rounds, row.ceiling.emplace());  // busbw: RingShiftBytes / time
+    std::vector<double> fractions;
+    for (size_t k = 0; k < rounds; ++k) {
+      if (plugin_rounds[k] > 0) fractions.push_back(ceiling_rounds[k] / plugin_rounds[k]);
+    }
+    if (!fractions.empty()) row.ceiling_fraction = Median(fractions);
   }
   return row;
 }

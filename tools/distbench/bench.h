@@ -1,7 +1,7 @@
 // Measures one case: correctness first (--check), then warm-up, then timed
-// rounds that alternate the plugin and the raw library (A B, B A, A B, ...),
-// so that slow phases of a shared machine and order effects hit both sides
-// alike.
+// rounds that alternate the plugin, the raw library's variants and the
+// loopback TCP ceiling (A B C, B C A, ...), so that slow phases of a shared
+// machine and order effects hit every side alike.
 #ifndef DIST_TOOLS_DISTBENCH_BENCH_H_
 #define DIST_TOOLS_DISTBENCH_BENCH_H_
 
@@ -16,6 +16,11 @@
 #include "tools/distbench/collectives.h"
 
 namespace distbench {
+
+class LoopbackCeiling;  // ceiling.h
+
+// The loopback TCP ceiling's name in the table's header and the JSON.
+constexpr char kCeilingName[] = "loopback_tcp";
 
 struct BenchOptions {
   int warmup = 5;  // untimed iterations per side
@@ -45,13 +50,21 @@ struct Row {
   // (A and B measured back to back), so slow phases of the machine cancel.
   double time_ratio = 0;
   double busbw_ratio = 0;
+  // The loopback TCP ceiling (--ceiling, ceiling.h), timed in the same
+  // rounds; its busbw is RingShiftBytes / time. Unset without it.
+  std::optional<Measurement> ceiling;
+  std::string ceiling_skipped;  // why not, when a ceiling was asked for
+  // plugin busbw / ceiling busbw: the median over rounds of ceiling time /
+  // plugin time within a round, as time_ratio.
+  double ceiling_fraction = 0;
 };
 
 class Bench {
  public:
-  // `baseline` may be null. Borrowed.
-  Bench(dist_process_group_t* pg, BenchOptions options, Baseline* baseline)
-      : pg_(pg), options_(options), baseline_(baseline) {}
+  // `baseline` and `ceiling` may be null. Borrowed.
+  Bench(dist_process_group_t* pg, BenchOptions options, Baseline* baseline,
+        LoopbackCeiling* ceiling = nullptr)
+      : pg_(pg), options_(options), baseline_(baseline), ceiling_(ceiling) {}
 
   // Collective over the group.
   absl::StatusOr<Row> Run(const Case& c);
@@ -60,6 +73,7 @@ class Bench {
   dist_process_group_t* pg_;
   BenchOptions options_;
   Baseline* baseline_;
+  LoopbackCeiling* ceiling_;
 };
 
 }  // namespace distbench

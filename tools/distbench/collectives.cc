@@ -1,5 +1,7 @@
 #include "tools/distbench/collectives.h"
 
+#include <cmath>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -102,6 +104,11 @@ uint64_t BlockForBytes(const OpInfo& op, dist_dtype_t dtype, int world_size, uin
   if (op.op == Op::kBarrier) return 0;
   const uint64_t blocks = (op.send_per_rank || op.recv_per_rank) ? world_size : 1;
   return bytes / (blocks * dist_dtype_size(dtype));
+}
+
+uint64_t RingShiftBytes(const Case& c) {
+  return static_cast<uint64_t>(
+      std::llround(static_cast<double>(c.bytes()) * BusBandwidthFactor(*c.op, c.world_size)));
 }
 
 std::vector<uint64_t> SweepSizes(uint64_t min_bytes, uint64_t max_bytes, uint64_t factor) {

@@ -81,6 +81,12 @@ uint64_t BlockForBytes(const OpInfo& op, dist_dtype_t dtype, int world_size, uin
 // Sizes from `min_bytes` to `max_bytes`, multiplying by `factor` (> 1).
 std::vector<uint64_t> SweepSizes(uint64_t min_bytes, uint64_t max_bytes, uint64_t factor);
 
+// The bytes each rank of a ring sends to its right neighbour (and receives
+// from its left) for `c`: busbw's bytes, bytes() x BusBandwidthFactor
+// (an all_reduce's ring 2(W-1)/W of the buffer, rounded to a byte), which
+// is what nccl-tests' bus bandwidth counts per link. 0 for a barrier.
+uint64_t RingShiftBytes(const Case& c);
+
 }  // namespace distbench
 
 #endif  // DIST_TOOLS_DISTBENCH_COLLECTIVES_H_

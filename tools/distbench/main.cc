@@ -50,6 +50,10 @@ ABSL_FLAG(bool, baseline, false,
           "processes and add raw time and the plugin/raw ratios");
 ABSL_FLAG(std::string, baseline_library, "auto",
           "raw library for --baseline: gloo, mpi, nccl, or auto (the one under --backend)");
+ABSL_FLAG(bool, ceiling, false,
+          "also time plain TCP over 127.0.0.1 moving each case's bus-bandwidth bytes around a "
+          "ring of the same ranks (loopback_tcp), in the same rounds: the transport's ceiling, "
+          "and the plugin's busbw as a fraction of it (ranks on one host, --device=cpu)");
 ABSL_FLAG(std::string, backend, "",
           "backend name (gloo, mpi, nccl), path to a plugin .so, or a device map "
           "(cpu:gloo,cuda:nccl); empty: DIST_BACKEND or the config file");
@@ -148,6 +152,7 @@ RunConfig ValidateFlags() {
   }
   config.baseline = absl::GetFlag(FLAGS_baseline);
   config.baseline_library = library;
+  config.ceiling = absl::GetFlag(FLAGS_ceiling);
   config.progress = absl::GetFlag(FLAGS_progress);
   config.csv = absl::GetFlag(FLAGS_csv);
   config.json = absl::GetFlag(FLAGS_json);

@@ -76,11 +76,12 @@ SECTIONS = {
             for n in (2, 3, 4)
         ],
     },
-    # Large messages: the pipelined ring against every raw variant. N=3
-    # stops at 16 MiB and N=4 at 4 MiB: above, some raw variants on 4 ranks
-    # stalled for seconds a call in their waits (4 MiB took 94 s, 16 MiB did
-    # not finish in 200 s; 2026-12-07), the pacing of "Known limits" in the
-    # gloo README.
+    # Large messages: the pipelined ring against every raw variant, and
+    # against what loopback TCP itself carries between the same ranks in the
+    # same rounds (--ceiling: loopback_tcp). N=3 stops at 16 MiB and N=4 at
+    # 4 MiB: above, some raw variants on 4 ranks stalled for seconds a call
+    # in their waits (4 MiB took 94 s, 16 MiB did not finish in 200 s;
+    # 2026-12-07), the pacing of "Known limits" in the gloo README.
     "gloo_raw_large": {
         "sizes": powers(1 << 20, 64 << 20, 4),
         "runs": [
@@ -88,7 +89,7 @@ SECTIONS = {
              ["{distbench}", "-n", str(n), "--backend", "gloo", "--op",
               "all_reduce,broadcast,all_gather", "-b", "1M", "-e", last, "-f", "4",
               "--rounds", "5", "--iters", "4", "--timeout", "60s", "--check", "--baseline",
-              "--json", "{json}"],
+              "--ceiling", "--json", "{json}"],
              "gloo_large_n%d.json" % n)
             for n, last in ((2, "64M"), (3, "16M"), (4, "4M"))
         ],
@@ -149,8 +150,22 @@ def render_gloo_raw(runs, labels, sizes):
     return lines
 
 
+def ceiling_text(row):
+    """', 71% of loopback TCP's 4.60 GB/s in the same run' from a row of
+    distbench --ceiling, or '' (JSON of a run without it). The percentage
+    is distbench's fraction, the median of per-round ratios like time_ratio,
+    so it can differ a little from the quotient of the two medians shown."""
+    ceiling = row.get("ceiling") or {}
+    if not ceiling.get("busbw_gbps"):
+        return ""
+    fraction = ceiling.get("fraction")
+    share = "%.0f%% of " % (100 * fraction) if fraction else ""
+    return ", %sloopback TCP's %.2f GB/s in the same run" % (share, ceiling["busbw_gbps"])
+
+
 def render_gloo_raw_large(runs, labels, sizes):
-    """The ratios as for gloo_raw, then all_reduce bus bandwidth at each run's largest size."""
+    """The ratios as for gloo_raw, then all_reduce bus bandwidth at each run's
+    largest size, against the loopback TCP ceiling where the run measured it."""
     lines = render_gloo_raw(runs, labels, sizes)
     lines.append("")
     for run, label in zip(runs, labels):
@@ -159,9 +174,9 @@ def render_gloo_raw_large(runs, labels, sizes):
             continue
         row = max(rows, key=lambda r: r["size"])
         raw = row.get("raw") or {}
-        lines.append("all_reduce bus bandwidth, %s %s: %.2f GB/s; fastest raw (%s) %.2f GB/s." % (
+        lines.append("all_reduce bus bandwidth, %s %s: %.2f GB/s%s; fastest raw (%s) %.2f GB/s." % (
             label, human(column_of(sizes)(row["size"])), row.get("busbw_gbps") or 0,
-            raw.get("variant", "?"), raw.get("busbw_gbps") or 0))
+            ceiling_text(row), raw.get("variant", "?"), raw.get("busbw_gbps") or 0))
     return lines
 
 

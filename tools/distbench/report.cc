@@ -52,6 +52,14 @@ void TablePrinter::PrintHeader() {
   } else if (info_.baseline_requested) {
     absl::FPrintF(out_, "# baseline: skipped: %s\n", info_.baseline_skipped);
   }
+  if (with_ceiling()) {
+    absl::FPrintF(out_,
+                  "# ceiling: %s (%s), same rounds; each rank moves busbw's bytes; tcp_busbw its "
+                  "busbw, of_tcp = plugin busbw / tcp_busbw, median of per-round ratios\n",
+                  kCeilingName, info_.ceiling);
+  } else if (info_.ceiling_requested) {
+    absl::FPrintF(out_, "# ceiling: skipped: %s\n", info_.ceiling_skipped);
+  }
   absl::FPrintF(out_, "# %s\n", info_.date);
   std::fflush(out_);
 }
@@ -60,6 +68,8 @@ void TablePrinter::BeginOp(const OpInfo& op) {
   absl::FPrintF(out_, "#\n# %s\n", op.name);
   absl::FPrintF(out_, "# %12s %12s %9s %7s %5s %11s %11s %11s %7s", "size(B)", "count", "type",
                 "redop", "root", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+  // Before the raw columns, whose last one may be free text.
+  if (with_ceiling()) absl::FPrintF(out_, " %11s %7s", "tcp_busbw", "of_tcp");
   if (with_raw()) {
     absl::FPrintF(out_, " %11s %11s %10s %11s  %s", "raw_us", "raw_busbw", "time_ratio",
                   "busbw_ratio", "raw_fastest");
@@ -73,6 +83,13 @@ void TablePrinter::PrintRow(const Row& row) {
   absl::FPrintF(out_, "  %12d %12d %9s %7s %5s %11.2f %11.3f %11.3f %7s", c.bytes(), c.count(),
                 dist_dtype_name(c.dtype), RedopText(c), RootText(c), row.plugin.time_us,
                 row.plugin.algbw, row.plugin.busbw, WrongText(row.plugin.wrong));
+  if (with_ceiling()) {
+    if (row.ceiling.has_value()) {
+      absl::FPrintF(out_, " %11.3f %7s", row.ceiling->busbw, RatioText(row.ceiling_fraction));
+    } else {
+      absl::FPrintF(out_, " %11s %7s", "-", "-");
+    }
+  }
   if (with_raw()) {
     if (row.raw.has_value()) {
       const Measurement& raw = *row.raw;
@@ -146,6 +163,17 @@ nlohmann::json ToJson(const RunInfo& info, const std::vector<Row>& rows) {
     } else if (!row.raw_skipped.empty()) {
       r["raw_skipped"] = row.raw_skipped;
     }
+    if (row.ceiling.has_value()) {
+      r["ceiling"] = {
+          {"name", kCeilingName},
+          {"time_us", row.ceiling->time_us},
+          {"algbw_gbps", row.ceiling->algbw},
+          {"busbw_gbps", row.ceiling->busbw},
+          {"fraction", RatioJson(row.ceiling_fraction)},
+      };
+    } else if (!row.ceiling_skipped.empty()) {
+      r["ceiling_skipped"] = row.ceiling_skipped;
+    }
     results.push_back(std::move(r));
   }
   nlohmann::json baseline = nullptr;
@@ -153,6 +181,12 @@ nlohmann::json ToJson(const RunInfo& info, const std::vector<Row>& rows) {
     baseline = {{"name", info.baseline}, {"library", info.baseline_library}};
   } else if (info.baseline_requested) {
     baseline = {{"skipped", info.baseline_skipped}};
+  }
+  nlohmann::json ceiling = nullptr;
+  if (!info.ceiling.empty()) {
+    ceiling = {{"name", kCeilingName}, {"description", info.ceiling}};
+  } else if (info.ceiling_requested) {
+    ceiling = {{"skipped", info.ceiling_skipped}};
   }
   return {
       {"tool", "distbench"},
@@ -169,6 +203,7 @@ nlohmann::json ToJson(const RunInfo& info, const std::vector<Row>& rows) {
       {"rounds", info.rounds},
       {"check", info.check},
       {"baseline", baseline},
+      {"ceiling", ceiling},
       {"date", info.date},
       {"init_ms", info.init_ms_max},
       {"init_ms_after_last_call", info.init_ms_after_last_call},

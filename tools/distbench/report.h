@@ -39,6 +39,11 @@ struct RunInfo {
   // across hosts). The slowest rank's own figure also counts its wait for
   // ranks that were started later; this one does not.
   double init_ms_after_last_call = -1;
+  // The loopback TCP ceiling (--ceiling): what it measured when it ran, or
+  // why it did not.
+  bool ceiling_requested = false;
+  std::string ceiling;
+  std::string ceiling_skipped;
 };
 
 // Streams the table: the header once, a column header per operation, a line
@@ -55,6 +60,7 @@ class TablePrinter {
 
  private:
   bool with_raw() const { return !info_.baseline.empty(); }
+  bool with_ceiling() const { return !info_.ceiling.empty(); }
 
   FILE* out_;
   RunInfo info_;

@@ -18,6 +18,7 @@
 #include "dist/registry.h"
 #include "tools/distbench/baseline.h"
 #include "tools/distbench/byte_size.h"
+#include "tools/distbench/ceiling.h"
 #include "tools/distbench/group_util.h"
 #include "tools/distbench/plot.h"
 #include "tools/distbench/report.h"
@@ -148,6 +149,7 @@ int RunRank(const RunConfig& config) {
   info.rounds = config.bench.rounds;
   info.check = config.bench.check;
   info.baseline_requested = config.baseline;
+  info.ceiling_requested = config.ceiling;
   info.date = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
   {
     // Start-up cost: dist_init on the slowest rank, and the fastest rank's
@@ -174,16 +176,16 @@ int RunRank(const RunConfig& config) {
     info.library_version = plugin->library_version != nullptr ? plugin->library_version : "";
   }
 
+  BaselineSetup setup;
+  setup.pg = pg;
+  setup.rank = rank;
+  setup.world_size = world;
+  setup.local_rank = EnvInt("LOCAL_RANK", EnvInt("OMPI_COMM_WORLD_LOCAL_RANK", -1));
+  setup.local_world_size = EnvInt("LOCAL_WORLD_SIZE", EnvInt("OMPI_COMM_WORLD_LOCAL_SIZE", -1));
+  setup.device = config.bench.device;
+  setup.timeout_ms = dist_timeout_ms(pg);
   std::unique_ptr<Baseline> baseline;
   if (info.baseline_requested) {
-    BaselineSetup setup;
-    setup.pg = pg;
-    setup.rank = rank;
-    setup.world_size = world;
-    setup.local_rank = EnvInt("LOCAL_RANK", EnvInt("OMPI_COMM_WORLD_LOCAL_RANK", -1));
-    setup.local_world_size = EnvInt("LOCAL_WORLD_SIZE", EnvInt("OMPI_COMM_WORLD_LOCAL_SIZE", -1));
-    setup.device = config.bench.device;
-    setup.timeout_ms = dist_timeout_ms(pg);
     absl::StatusOr<std::unique_ptr<Baseline>> made = MakeBaseline(config.baseline_library, setup);
     if (made.ok()) {
       baseline = *std::move(made);
@@ -193,8 +195,18 @@ int RunRank(const RunConfig& config) {
       info.baseline_skipped = std::string(made.status().message());
     }
   }
+  std::unique_ptr<LoopbackCeiling> ceiling;
+  if (info.ceiling_requested) {
+    absl::StatusOr<std::unique_ptr<LoopbackCeiling>> made = LoopbackCeiling::Make(setup);
+    if (made.ok()) {
+      ceiling = *std::move(made);
+      info.ceiling = ceiling->description();
+    } else {
+      info.ceiling_skipped = std::string(made.status().message());
+    }
+  }
 
-  Bench bench(pg, config.bench, baseline.get());
+  Bench bench(pg, config.bench, baseline.get(), ceiling.get());
 
   const bool printer = rank == 0;
   const bool progress = printer && config.progress;
@@ -252,6 +264,7 @@ int RunRank(const RunConfig& config) {
       if (!row.ok()) {
         std::fflush(stdout);
         baseline.reset();
+        ceiling.reset();
         dist_abort(pg, "distbench stopped after an error");
         dist_destroy(pg);
         Fail(1,
@@ -269,6 +282,7 @@ int RunRank(const RunConfig& config) {
     }
   }
   baseline.reset();
+  ceiling.reset();
   dist_destroy(pg);
 
   if (printer) {

@@ -33,6 +33,7 @@ struct RunConfig {
   std::vector<std::pair<std::string, std::string>> options;  // for dist_init
   bool baseline = false;
   std::string baseline_library = "auto";
+  bool ceiling = false;  // also time the loopback TCP ceiling (ceiling.h)
   bool progress = true;
   std::string csv;
   std::string json;

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Integration test of distbench on the real Gloo plugin: two local ranks
 # (-n 2), every collective with --check, CSV/JSON/PNG outputs, the raw Gloo
-# baseline, and one-line errors for bad flags. Every run is bounded.
+# baseline, the loopback TCP ceiling, and one-line errors for bad flags.
+# Every run is bounded.
 set -u
 DISTBENCH="$1"
 CHECK="$2"  # results_check: JSON/CSV checks and a free port
@@ -74,6 +75,50 @@ bad=$(rows "$TMP/base.out" | awk 'NF != 14 || $12 <= 0 || $13 <= 0 || $9 != "0" 
 [ "$(rows "$TMP/base.out" | wc -l)" = 10 ] || fail "expected 10 baseline rows"
 [ "$bad" = 0 ] && pass "baseline rows carry positive ratios" || fail "$bad baseline rows malformed"
 "$CHECK" baseline "$TMP/base.json" && pass "baseline JSON has raw results" || fail "baseline JSON"
+
+# ---- 2b. --ceiling: loopback TCP between the same ranks, same rounds ------
+run -n 2 --backend gloo --op all_reduce,all_gather,barrier -b 64K -e 1M -f 16 -w 1 --iters 2 \
+    --rounds 3 --check --baseline --ceiling --json "$TMP/ceil.json" --progress=false \
+    >"$TMP/ceil.out" 2>"$TMP/ceil.err"
+rc=$?
+cat "$TMP/ceil.out"
+if [ $rc -ne 0 ]; then fail "--ceiling exited $rc"; cat "$TMP/ceil.err"; fi
+grep -q '^# ceiling: loopback_tcp (plain TCP over 127.0.0.1' "$TMP/ceil.out" ||
+  fail "header does not describe the loopback ceiling"
+# 16 columns: tcp_busbw and of_tcp after #wrong, then the raw ones; the
+# barrier (size 0) moves no bytes and shows "-" for both.
+bad=$(rows "$TMP/ceil.out" |
+  awk 'NF != 16 || $9 != "0" || ($1 > 0 && ($10 <= 0 || $11 <= 0)) || ($1 == 0 && ($10 != "-" || $11 != "-"))' |
+  wc -l)
+[ "$(rows "$TMP/ceil.out" | wc -l)" = 5 ] || fail "expected 5 rows with --ceiling"
+[ "$bad" = 0 ] && pass "--ceiling rows carry tcp_busbw and of_tcp" || fail "$bad --ceiling rows malformed"
+"$CHECK" ceiling "$TMP/ceil.json" && pass "--ceiling JSON has loopback_tcp results" ||
+  fail "--ceiling JSON"
+
+# Where it cannot run, the ceiling is skipped with the reason; the run goes on.
+run -n 1 --backend gloo -b 8 -e 64 -w 0 --iters 1 --rounds 1 --check --ceiling --progress=false \
+    >"$TMP/ceil1.out" 2>"$TMP/ceil1.err"
+rc=$?
+if [ $rc = 0 ] && grep -q '^# ceiling: skipped: the loopback ceiling needs 2 or more ranks$' "$TMP/ceil1.out" &&
+   [ "$(rows "$TMP/ceil1.out" | awk 'NF == 9 && $9 == "0"' | wc -l)" = 4 ]; then
+  pass "-n 1 --ceiling: $(grep '^# ceiling' "$TMP/ceil1.out")"
+else
+  fail "-n 1 --ceiling: rc $rc"; cat "$TMP/ceil1.out" "$TMP/ceil1.err"
+fi
+# Ranks started by hand without LOCAL_WORLD_SIZE may be on other hosts.
+port=$("$CHECK" free_port)
+for r in 0 1; do
+  env -u LOCAL_WORLD_SIZE RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+    timeout -k 5 60 "$DISTBENCH" --backend gloo -b 8 -e 64 -w 0 --iters 1 --rounds 1 --ceiling \
+    --progress=false >"$TMP/hand$r.out" 2>"$TMP/hand$r.err" &
+done
+wait
+if grep -q '^# ceiling: skipped: the loopback ceiling needs every rank on this host' "$TMP/hand0.out" &&
+   [ "$(rows "$TMP/hand0.out" | wc -l)" = 4 ]; then
+  pass "ranks by hand --ceiling: $(grep '^# ceiling' "$TMP/hand0.out")"
+else
+  fail "ranks by hand --ceiling"; cat "$TMP/hand0.out" "$TMP/hand0.err" "$TMP/hand1.err"
+fi
 
 # ---- 3. --plot: a PNG of this run and of several JSON files ---------------
 png_ok() {

@@ -79,6 +79,23 @@ TEST(CollectivesTest, BusBandwidthFactorsAreNcclTests) {
   EXPECT_DOUBLE_EQ(factor("barrier", 8), 0.0);
 }
 
+// The loopback ceiling moves busbw's bytes: a ring's per-link traffic.
+TEST(CollectivesTest, RingShiftBytesAreBusBandwidthBytes) {
+  auto shift = [](const char* name, int w, uint64_t block) {
+    Case c;
+    c.op = *FindOp(name);
+    c.world_size = w;
+    c.block = block;  // float32 elements
+    return RingShiftBytes(c);
+  };
+  EXPECT_EQ(shift("all_reduce", 2, 16u << 20), 64u << 20);  // 64 MiB, factor 1
+  EXPECT_EQ(shift("all_reduce", 4, 1024), 6144u);           // 4 KiB x 1.5
+  EXPECT_EQ(shift("all_reduce", 3, 3), 16u);                // 12 B x 4/3
+  EXPECT_EQ(shift("all_gather", 4, 256), 3072u);            // 4 KiB gathered x 3/4
+  EXPECT_EQ(shift("broadcast", 8, 256), 1024u);
+  EXPECT_EQ(shift("barrier", 8, 0), 0u);
+}
+
 TEST(CollectivesTest, SizesMapToShapes) {
   // all_gather of 4 ranks at 1 KiB of float32: 256 elements in recv, 64 sent.
   const OpInfo* gather = *FindOp("all_gather");
@@ -236,6 +253,45 @@ TEST(ReportTest, JsonHasRowsAndRatios) {
   absl::StatusOr<nlohmann::json> back = ReadJson(path);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ((*back)["results"].size(), 2u);
+}
+
+TEST(ReportTest, CeilingInJsonAndTable) {
+  RunInfo info = SampleInfo();
+  info.ceiling_requested = true;
+  info.ceiling = "plain TCP over 127.0.0.1";
+  std::vector<Row> rows = SampleRows(true);
+  rows[0].ceiling_skipped = "moves no bytes";
+  rows[1].ceiling = Measurement{4.0, 2.0, 2.0, -1};
+  rows[1].ceiling_fraction = 0.4;
+  const nlohmann::json doc = ToJson(info, rows);
+  EXPECT_EQ(doc["ceiling"]["name"], "loopback_tcp");
+  EXPECT_EQ(doc["ceiling"]["description"], "plain TCP over 127.0.0.1");
+  EXPECT_EQ(doc["results"][0]["ceiling_skipped"], "moves no bytes");
+  EXPECT_FALSE(doc["results"][0].contains("ceiling"));
+  EXPECT_EQ(doc["results"][1]["ceiling"]["name"], "loopback_tcp");
+  EXPECT_DOUBLE_EQ(doc["results"][1]["ceiling"]["busbw_gbps"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(doc["results"][1]["ceiling"]["time_us"].get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(doc["results"][1]["ceiling"]["fraction"].get<double>(), 0.4);
+  // The table: the ceiling's two columns after #wrong, before the raw ones.
+  const std::string path = TempPath("table.txt");
+  FILE* out = std::fopen(path.c_str(), "w");
+  ASSERT_NE(out, nullptr);
+  TablePrinter table(out, info);
+  table.PrintHeader();
+  table.BeginOp(*rows[1].c.op);
+  for (const Row& row : rows) table.PrintRow(row);
+  std::fclose(out);
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("# ceiling: loopback_tcp (plain TCP over 127.0.0.1)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("#wrong   tcp_busbw  of_tcp      raw_us"), std::string::npos) << text;
+  EXPECT_NE(text.find("       0           -       -        8.00"), std::string::npos) << text;
+  EXPECT_NE(text.find("       0       2.000   0.400        8.00"), std::string::npos) << text;
+  // Asked for and not run: the header says why, the JSON too.
+  info.ceiling.clear();
+  info.ceiling_skipped = "the loopback ceiling needs 2 or more ranks";
+  EXPECT_EQ(ToJson(info, {})["ceiling"]["skipped"], info.ceiling_skipped);
 }
 
 TEST(ReportTest, ReadJsonRejectsOtherFiles) {

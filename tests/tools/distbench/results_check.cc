@@ -4,6 +4,7 @@
 //   results_check free_port
 //   results_check all RUN.json RUN.csv TABLE_ROWS
 //   results_check baseline RUN.json
+//   results_check ceiling RUN.json
 //
 // Prints what is wrong and exits 1, or exits 0.
 #include <cmath>
@@ -147,6 +148,39 @@ int CheckBaseline(const std::string& json_path) {
   return failures == 0 ? 0 : 1;
 }
 
+// --op all_reduce,all_gather,barrier on 2 ranks with --ceiling.
+int CheckCeiling(const std::string& json_path) {
+  const nlohmann::json doc = Load(json_path);
+  Expect(doc["ceiling"].is_object() && doc["ceiling"]["name"] == "loopback_tcp" &&
+             doc["ceiling"]["description"].is_string(),
+         "the run does not name the loopback ceiling: " + doc["ceiling"].dump());
+  int measured = 0;
+  for (const nlohmann::json& r : doc["results"]) {
+    if (r["op"] == "barrier") {
+      Expect(!r.contains("ceiling") && r.value("ceiling_skipped", "") == "moves no bytes",
+             "a barrier has a ceiling: " + r.dump());
+      continue;
+    }
+    Expect(r.contains("ceiling"), "a row has no ceiling: " + r.dump());
+    if (!r.contains("ceiling")) continue;
+    const nlohmann::json& ceiling = r["ceiling"];
+    ++measured;
+    const double time_us = ceiling["time_us"];
+    const double busbw = ceiling["busbw_gbps"];
+    Expect(ceiling["name"] == "loopback_tcp" && time_us > 0 && busbw > 0,
+           "ceiling row: " + r.dump());
+    // Each rank moved busbw's bytes: size x 1 for all_reduce on 2 ranks,
+    // size x 1/2 for all_gather; busbw is those bytes over the time.
+    const double factor = r["op"] == "all_reduce" ? 1.0 : 0.5;
+    Expect(std::fabs(busbw * time_us * 1e3 / (r["size"].get<double>() * factor) - 1) < 1e-6,
+           "ceiling busbw is not its bytes over its time: " + r.dump());
+    Expect(ceiling["fraction"].is_number() && ceiling["fraction"].get<double>() > 0,
+           "no fraction: " + r.dump());
+  }
+  Expect(measured == 4, "expected 4 rows with a ceiling, got " + std::to_string(measured));
+  return failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -157,6 +191,9 @@ int main(int argc, char** argv) {
     return CheckAll(args[1], args[2], rows);
   }
   if (args.size() == 2 && args[0] == "baseline") return CheckBaseline(args[1]);
-  std::fprintf(stderr, "usage: results_check free_port | all JSON CSV ROWS | baseline JSON\n");
+  if (args.size() == 2 && args[0] == "ceiling") return CheckCeiling(args[1]);
+  std::fprintf(
+      stderr,
+      "usage: results_check free_port | all JSON CSV ROWS | baseline JSON | ceiling JSON\n");
   return 2;
 }
