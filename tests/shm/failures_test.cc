@@ -338,7 +338,8 @@ TEST(ShmFailures, DestroyWithOutstandingWorkIsBoundedAndTheHandleSurvives) {
       const absl::Time start = absl::Now();
       p->comm_destroy(comm);
       RANK_CHECK(rank, absl::Now() - start < absl::Seconds(10));
-      RANK_CHECK(rank, Is(rank, p->work_wait(work, 1000), DIST_ABORTED, "comm_destroy gave up"));
+      RANK_CHECK(rank, Is(rank, p->work_wait(work, 1000), DIST_ABORTED,
+                          "destroyed with work still pending"));
       p->work_destroy(work);
     } else {
       absl::SleepFor(absl::Seconds(2));

@@ -159,8 +159,6 @@ absl::StatusOr<Tuning> ParseTuning(const dist_comm_config_t& config) {
             "shm: option ", key, "=", value, " must be at most ", kMaxSpinUs, " (one second)"));
       }
       tuning.spin = absl::Microseconds(static_cast<int64_t>(value));
-    } else if (key == "shm.inline_wait") {
-      tuning.inline_wait = value != 0;
     } else if (key == "shm.stream_stores") {
       tuning.stream_from_bytes = value != 0 ? kStreamCopyBytes : kNeverStream;
     } else if (key == "shm.single_copy_bytes") {
@@ -168,8 +166,8 @@ absl::StatusOr<Tuning> ParseTuning(const dist_comm_config_t& config) {
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("shm: unknown option ", key,
-                       "; known: shm.slot_bytes, shm.ring_bytes, shm.spin_us, shm.inline_wait, "
-                       "shm.stream_stores, shm.single_copy_bytes"));
+                       "; known: shm.slot_bytes, shm.ring_bytes, shm.spin_us, shm.stream_stores, "
+                       "shm.single_copy_bytes"));
     }
   }
   return tuning;

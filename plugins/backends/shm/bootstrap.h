@@ -28,8 +28,6 @@ struct Tuning {
   // a rank that held the CPU would keep the peer it waits for off it, while
   // one that sleeps pays a wake-up (tens of microseconds) per step.
   bool spin_yields = false;
-  // shm.inline_wait=0: every operation runs on the worker thread.
-  bool inline_wait = true;
   // The smallest block that a rank writing into the segment for others
   // (broadcast's and scatter's root, all_to_all's blocks) writes with
   // non-temporal stores (stream_copy.h); kNeverStream: none.

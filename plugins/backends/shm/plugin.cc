@@ -1,5 +1,6 @@
 // The shm backend's entry point: its Backend for the SDK's plugin adapter
-// (dist/cpp/backend_adapter.hpp), which owns the C table.
+// (dist/cpp/backend_adapter.hpp), which owns the C table, and its transport
+// under the SDK runtime.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -13,56 +14,71 @@
 #include "absl/strings/str_cat.h"
 #include "communicator.h"
 #include "dist/cpp/backend_adapter.hpp"
+#include "dist/cpp/runtime.hpp"
 #include "segment.h"
+#include "validate.h"
 
 namespace dist_shm {
 namespace {
 
-class ShmWork : public dist::BackendWork {
+// The runtime (dist/cpp/runtime.hpp) owns issue order, work handles, abort
+// and revoke; the transport runs collectives to their end and posts
+// send/recv, which finish in flight.
+class ShmTransport : public dist::Transport {
  public:
-  explicit ShmWork(std::shared_ptr<Work> work) : work_(std::move(work)) {}
-  absl::Status Wait(absl::Duration timeout) override { return work_->Wait(timeout); }
-  absl::Status Test(bool* done) override {
-    absl::Status status;
-    *done = work_->Test(&status);
-    return status;
-  }
+  explicit ShmTransport(std::unique_ptr<Communicator> comm) : comm_(std::move(comm)) {}
 
- private:
-  std::shared_ptr<Work> work_;
-};
-
-class ShmComm : public dist::BackendComm {
- public:
-  explicit ShmComm(std::unique_ptr<Communicator> comm) : comm_(std::move(comm)) {}
-  int rank() const override { return comm_->rank(); }
-  int world_size() const override { return comm_->world_size(); }
-  absl::StatusOr<std::unique_ptr<dist::BackendWork>> Issue(dist_collective_t kind,
-                                                           const dist_op_args_t& args) override {
-    absl::StatusOr<std::shared_ptr<Work>> work = comm_->Issue(kind, args);
-    if (!work.ok()) return work.status();
-    return std::make_unique<ShmWork>(*std::move(work));
+  absl::Status Check(dist_collective_t kind, const dist_op_args_t& args) override {
+    return ValidateOp(kind, args, comm_->rank());
   }
-  absl::Status Run(dist_collective_t kind, const dist_op_args_t& args,
-                   absl::Duration timeout) override {
-    return comm_->Run(kind, args, timeout);
+  absl::Status Execute(const dist::Op& op, dist::OpContext& ctx) override {
+    return comm_->RunCollective(op, ctx);
   }
-  absl::Status RunSendRecv(const dist_op_args_t& send, const dist_op_args_t& recv,
-                           absl::Duration timeout) override {
-    std::optional<absl::Status> here = comm_->TryRunSendRecv(send, recv, timeout);
-    if (here.has_value()) return *std::move(here);
-    return dist::BackendComm::RunSendRecv(send, recv, timeout);
+  // A blocking call on an idle communicator: a collective runs here; a
+  // send that fits its ring goes straight in, a recv whose message comes
+  // within a spin straight out, with no record (the common small case).
+  std::optional<absl::Status> RunNow(const dist::Op& op, dist::OpContext& ctx) override {
+    if (op.kind == DIST_COLL_SEND) {
+      if (comm_->SendNow(op.args)) return absl::OkStatus();
+      return std::nullopt;
+    }
+    if (op.kind == DIST_COLL_RECV) {
+      if (comm_->ReceiveNow(op.args, /*spin=*/true)) return absl::OkStatus();
+      return std::nullopt;
+    }
+    return comm_->RunCollective(op, ctx);
   }
-  void Abort(const std::string& reason) override { comm_->Abort(reason); }
+  // send/recv are posted (done at once when the message fits its ring, or
+  // is there already), on the issuing thread when nothing is ahead of them.
+  bool StartsAtOnce(dist_collective_t kind) const override { return IsPointToPoint(kind); }
+  absl::StatusOr<std::unique_ptr<dist::InFlight>> Start(const dist::Op& op, dist::OpContext& ctx,
+                                                        Finish finish) override {
+    if (!IsPointToPoint(op.kind)) return Transport::Start(op, ctx, std::move(finish));
+    const bool now = op.kind == DIST_COLL_SEND ? comm_->SendNow(op.args)
+                                               : comm_->ReceiveNow(op.args, /*spin=*/false);
+    if (now) return std::unique_ptr<dist::InFlight>();
+    return comm_->Post(op, ctx, std::move(finish));
+  }
+  void Interrupt(const absl::Status& why) override { comm_->Interrupt(why); }
   // Members meet on a fresh segment through the new store namespace; the
   // parent's segment is not involved, so its pending work is unaffected.
-  absl::StatusOr<std::unique_ptr<dist::BackendComm>> Split(
-      const int32_t* ranks, size_t num_ranks, const dist_comm_config_t& config) override {
-    if (config.rank < 0) return std::unique_ptr<dist::BackendComm>();
-    return dist::WrapComm<ShmComm>(Communicator::Create(config));
+  absl::StatusOr<std::unique_ptr<dist::Transport>> Split(
+      const int32_t* /*ranks*/, size_t /*num_ranks*/, const dist_comm_config_t& config) override {
+    if (config.rank < 0) return std::unique_ptr<dist::Transport>();
+    return Make(config);
+  }
+
+  static absl::StatusOr<std::unique_ptr<dist::Transport>> Make(const dist_comm_config_t& config) {
+    absl::StatusOr<std::unique_ptr<Communicator>> comm = Communicator::Create(config);
+    if (!comm.ok()) return comm.status();
+    return std::unique_ptr<dist::Transport>(new ShmTransport(*std::move(comm)));
   }
 
  private:
+  static bool IsPointToPoint(dist_collective_t kind) {
+    return kind == DIST_COLL_SEND || kind == DIST_COLL_RECV;
+  }
+
   std::unique_ptr<Communicator> comm_;
 };
 
@@ -98,7 +114,9 @@ class ShmBackend : public dist::Backend {
 
   absl::StatusOr<std::unique_ptr<dist::BackendComm>> CreateComm(
       const dist_comm_config_t& config) override {
-    return dist::WrapComm<ShmComm>(Communicator::Create(config));
+    absl::StatusOr<std::unique_ptr<dist::Transport>> transport = ShmTransport::Make(config);
+    if (!transport.ok()) return transport.status();
+    return dist::MakeRuntimeComm(config, *std::move(transport));
   }
 };
 

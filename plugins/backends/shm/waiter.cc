@@ -2,7 +2,6 @@
 
 #include <immintrin.h>
 #include <sched.h>
-#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -26,24 +25,7 @@ constexpr absl::Duration kLivenessEvery = absl::Milliseconds(50);
 
 std::string RankList(const std::vector<int>& ranks) { return absl::StrJoin(ranks, ", "); }
 
-int64_t CoarseNowNanos() {
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME_COARSE, &now);
-  return int64_t{now.tv_sec} * 1000000000 + now.tv_nsec;
-}
-
 }  // namespace
-
-// absl::FromUnixNanos is inline; absl::TimeFromTimespec calls into Abseil.
-absl::Time CoarseNow() { return absl::FromUnixNanos(CoarseNowNanos()); }
-
-absl::Time CoarseDeadline(int64_t timeout_ms) {
-  // Far beyond any real timeout, and small enough that now (about 2^61 ns
-  // since the epoch) plus it in nanoseconds cannot overflow.
-  constexpr int64_t kLongestMs = int64_t{1} << 40;  // 35 years
-  if (timeout_ms > kLongestMs) return absl::InfiniteFuture();
-  return absl::FromUnixNanos(CoarseNowNanos() + std::max<int64_t>(timeout_ms, 0) * 1000000);
-}
 
 void Waiter::Ring(int rank) {
   RankControl& target = segment_->rank(rank);

@@ -12,19 +12,14 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "dist/cpp/coarse_clock.hpp"
 #include "segment.h"
 
 namespace dist_shm {
 
-// The wall clock to a few milliseconds (the kernel's tick), for deadlines:
-// 4 ns a read here, against 58 for absl::Now, and an operation that never
-// waits reads no other clock.
-absl::Time CoarseNow();
-
-// CoarseNow() + `timeout_ms`, by integer arithmetic: every operation takes
-// one, and adding an absl::Duration to an absl::Time is a call into the
-// (out of line) Abseil library. Saturates to the infinite future.
-absl::Time CoarseDeadline(int64_t timeout_ms);
+// The coarse clock of deadlines (dist/cpp/coarse_clock.hpp).
+using dist::CoarseDeadline;
+using dist::CoarseNow;
 
 // The operation a wait belongs to, for deadlines and messages.
 struct OpContext {

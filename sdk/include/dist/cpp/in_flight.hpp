@@ -12,6 +12,7 @@
 #define DIST_CPP_IN_FLIGHT_HPP_
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -58,7 +60,9 @@ struct FlightTask : OrderedExecutor::Task {
   };
   dist_collective_t kind = DIST_COLL_BARRIER;
   absl::Time deadline = absl::InfiniteFuture();  // set when it starts
-  std::vector<Range> ranges;                     // the buffers it uses on this rank
+  // The buffers it uses on this rank: two at most but for variable counts
+  // (no allocation per operation).
+  absl::InlinedVector<Range, 2> ranges;
 
   absl::Mutex mu;
   std::shared_ptr<InFlight> flight ABSL_GUARDED_BY(mu);  // set once Start handed it over
@@ -134,13 +138,19 @@ class FlightSet {
   void Add(std::shared_ptr<FlightTask> task) {
     absl::MutexLock lock(&mu_);
     tasks_.push_back(std::move(task));
+    size_.store(tasks_.size(), std::memory_order_release);
   }
+
+  // Lock-free: whether nothing is in flight. Only an operation's start adds
+  // to the set, so a thread that owns the executor's turn can rely on it.
+  bool Empty() const { return size_.load(std::memory_order_acquire) == 0; }
 
   // The transport's finish callback for `task`: done with `status`.
   void Finish(const std::shared_ptr<FlightTask>& task, const absl::Status& status) {
     {
       absl::MutexLock lock(&mu_);
       tasks_.remove(task);
+      size_.store(tasks_.size(), std::memory_order_release);
     }
     task->completion.Complete(status);
   }
@@ -150,6 +160,7 @@ class FlightSet {
   void Remove(const std::shared_ptr<FlightTask>& task) {
     absl::MutexLock lock(&mu_);
     tasks_.remove(task);
+    size_.store(tasks_.size(), std::memory_order_release);
   }
 
   // The oldest operation in flight that shares a buffer with `task`, or
@@ -169,6 +180,7 @@ class FlightSet {
     {
       absl::MutexLock lock(&mu_);
       taken.swap(tasks_);
+      size_.store(0, std::memory_order_release);
     }
     for (const std::shared_ptr<FlightTask>& task : taken) task->completion.Complete(status);
   }
@@ -176,6 +188,7 @@ class FlightSet {
  private:
   absl::Mutex mu_;
   std::list<std::shared_ptr<FlightTask>> tasks_ ABSL_GUARDED_BY(mu_);
+  std::atomic<size_t> size_{0};  // tasks_.size(), for Empty
 };
 
 }  // namespace dist

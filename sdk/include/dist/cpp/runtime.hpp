@@ -29,10 +29,11 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
-#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -45,9 +46,11 @@
 #include "absl/time/time.h"
 #include "dist/backend_plugin.h"
 #include "dist/cpp/backend_adapter.hpp"
+#include "dist/cpp/coarse_clock.hpp"
 #include "dist/cpp/completion.hpp"
 #include "dist/cpp/in_flight.hpp"
 #include "dist/cpp/ordered_executor.hpp"
+#include "dist/cpp/sendrecv_order.hpp"
 #include "dist/cpp/status.hpp"
 
 namespace dist {
@@ -61,7 +64,9 @@ struct Op {
   // for a send (recv), how many sends to (recvs from) args.peer with
   // args.tag before it. Lets a transport match messages without a handshake.
   uint64_t seq;
-  absl::Time deadline;  // when it starts: start + its timeout
+  // When it starts: start + its timeout (for RunNow read off the coarse
+  // clock, dist/cpp/coarse_clock.hpp: up to a few milliseconds early).
+  absl::Time deadline;
   // A variable-count collective's counts (RuntimeComm::RunVariable), else
   // null. Valid until Start returns: a transport that needs them later
   // copies them.
@@ -115,6 +120,17 @@ class Transport {
     absl::Status status = Execute(op, ctx);
     if (!status.ok()) return status;
     return std::unique_ptr<InFlight>();
+  }
+  // The fast path of a blocking call on an idle communicator with nothing
+  // in flight, tried before the runtime allocates anything for it: runs
+  // `op` to its end on the calling thread if that needs no waiting on
+  // later progress (a collective it executes, a send that fits a buffer, a
+  // message that is already there), and returns its status; nullopt when
+  // it cannot, having done nothing (the runtime then Starts it). A small
+  // operation costs a few hundred nanoseconds on a shared-memory
+  // transport, where a work record and a callback per call would show.
+  virtual std::optional<absl::Status> RunNow(const Op& /*op*/, OpContext& /*ctx*/) {
+    return std::nullopt;
   }
   // Whether Start of `kind` returns at once (it only posts): an idle
   // communicator then starts it on the issuing thread, with no hand-off.
@@ -174,7 +190,8 @@ class RuntimeComm final : public BackendComm, private OpContext {
         world_size_(config.world_size),
         group_(std::make_shared<const std::string>(config.group_name != nullptr ? config.group_name
                                                                                 : "default")),
-        timeout_(absl::Milliseconds(config.timeout_ms > 0 ? config.timeout_ms : 300000)),
+        timeout_ms_(config.timeout_ms > 0 ? config.timeout_ms : 300000),
+        timeout_(absl::Milliseconds(timeout_ms_)),
         transport_(std::move(transport)) {}
 
   ~RuntimeComm() override {
@@ -200,6 +217,10 @@ class RuntimeComm final : public BackendComm, private OpContext {
     DIST_RETURN_IF_ERROR(transport_->Check(kind, args));
     return RunChecked(kind, args, nullptr, timeout);
   }
+  // Both on this thread through Transport::RunNow when the communicator
+  // is idle and they can; else as BackendComm does (issue both, wait).
+  absl::Status RunSendRecv(const dist_op_args_t& send, const dist_op_args_t& recv,
+                           absl::Duration timeout) override;
   absl::Status RunVariable(dist_collective_t kind, const dist_op_args_t& args,
                            const dist_op_counts_t& counts, absl::Duration timeout) override {
     if (!transport_->RunsVariableCounts(kind))
@@ -273,6 +294,9 @@ class RuntimeComm final : public BackendComm, private OpContext {
   // comm_destroy: waits until `last` (the last operation issued) and
   // everything in flight are done, or `deadline`. Returns whether they are.
   bool WaitIdle(FlightTask* last, absl::Time deadline);
+  // Transport::RunNow with the op's deadline set; its status, revoked ones
+  // included, when it ran.
+  std::optional<absl::Status> TryRunNow(Op& op);
   // Run and RunVariable after the transport's checks.
   absl::Status RunChecked(dist_collective_t kind, const dist_op_args_t& args,
                           const dist_op_counts_t* counts, absl::Duration timeout);
@@ -287,6 +311,7 @@ class RuntimeComm final : public BackendComm, private OpContext {
   const int world_size_;
   // Shared with the work handles, which may outlive the communicator.
   const std::shared_ptr<const std::string> group_;
+  const int64_t timeout_ms_;  // timeout_, for the fast path's integer arithmetic
   const absl::Duration timeout_;
   const std::unique_ptr<Transport> transport_;
 
@@ -298,8 +323,18 @@ class RuntimeComm final : public BackendComm, private OpContext {
   const std::shared_ptr<FlightSet> flights_ = std::make_shared<FlightSet>();
   const std::shared_ptr<OrderedExecutor> executor_ = std::make_shared<OrderedExecutor>();
   uint64_t collectives_ ABSL_GUARDED_BY(executor_->mutex()) = 0;
-  std::map<std::pair<int32_t, int64_t>, uint64_t> sends_ ABSL_GUARDED_BY(executor_->mutex());
-  std::map<std::pair<int32_t, int64_t>, uint64_t> recvs_ ABSL_GUARDED_BY(executor_->mutex());
+  // Per (peer, tag); hashed: a lookup per send/recv on the blocking path.
+  // (std::, not absl::flat_hash_map: a plugin built out of the tree links
+  // only the Abseil libraries dist.pc names.)
+  struct PeerTagHash {
+    size_t operator()(const std::pair<int32_t, int64_t>& key) const {
+      return std::hash<int64_t>()(key.second * 1000003 + key.first);
+    }
+  };
+  std::unordered_map<std::pair<int32_t, int64_t>, uint64_t, PeerTagHash> sends_
+      ABSL_GUARDED_BY(executor_->mutex());
+  std::unordered_map<std::pair<int32_t, int64_t>, uint64_t, PeerTagHash> recvs_
+      ABSL_GUARDED_BY(executor_->mutex());
   std::shared_ptr<FlightTask> last_ ABSL_GUARDED_BY(executor_->mutex());
 };
 
@@ -456,6 +491,16 @@ inline absl::StatusOr<std::unique_ptr<BackendWork>> RuntimeComm::Issue(dist_coll
   return std::unique_ptr<BackendWork>(new Work(std::move(task), executor_, Describe(kind)));
 }
 
+inline std::optional<absl::Status> RuntimeComm::TryRunNow(Op& op) {
+  // The coarse clock: absl::Now would be a tenth of a small call's time.
+  op.deadline = CoarseDeadline(op.args.timeout_ms > 0 ? op.args.timeout_ms : timeout_ms_);
+  std::optional<absl::Status> status = transport_->RunNow(op, *this);
+  // Revoked while it ran: its result may be partial on some rank. (Its own
+  // error, if any, says more: perhaps the revoke came from it.)
+  if (status.has_value() && status->ok()) *status = Interrupted();
+  return status;
+}
+
 inline absl::Status RuntimeComm::RunChecked(dist_collective_t kind, const dist_op_args_t& args,
                                             const dist_op_counts_t* counts,
                                             absl::Duration timeout) {
@@ -464,16 +509,30 @@ inline absl::Status RuntimeComm::RunChecked(dist_collective_t kind, const dist_o
   if (timeout >= OpTimeout(args)) {
     std::shared_ptr<FlightTask> task;
     Op op{kind, args, 0, absl::InfiniteFuture(), counts};
+    bool claimed = false;
+    bool idle = false;
     {
       absl::MutexLock lock(executor_->mutex());
       DIST_RETURN_IF_ERROR(Interrupted());
-      if (executor_->Claim()) {
-        op.seq = NextSeq(kind, args);
-        task = NewTask(kind, args, counts);
+      // Nothing in flight stays so while we hold the claim: only a start
+      // adds to it.
+      idle = flights_->Empty();
+      claimed = executor_->Claim();
+      if (claimed) op.seq = NextSeq(kind, args);
+    }
+    if (claimed) {
+      // Nothing in flight: the transport may run it without a record.
+      if (idle) {
+        if (std::optional<absl::Status> ran = TryRunNow(op); ran.has_value()) {
+          executor_->EndClaim();
+          return *std::move(ran);
+        }
+      }
+      task = NewTask(kind, args, counts);
+      {
+        absl::MutexLock lock(executor_->mutex());
         last_ = task;
       }
-    }
-    if (task != nullptr) {
       absl::Status status = Launch(op, task);
       executor_->EndClaim();
       if (!task->completes_later) {
@@ -492,6 +551,64 @@ inline absl::Status RuntimeComm::RunChecked(dist_collective_t kind, const dist_o
   std::shared_ptr<FlightTask> task = IssueChecked(kind, args, std::move(copy), &refused);
   if (task == nullptr) return refused;
   return Work(std::move(task), executor_, Describe(kind)).Wait(timeout);
+}
+
+inline absl::Status RuntimeComm::RunSendRecv(const dist_op_args_t& send, const dist_op_args_t& recv,
+                                             absl::Duration timeout) {
+  DIST_RETURN_IF_ERROR(transport_->Check(DIST_COLL_SEND, send));
+  DIST_RETURN_IF_ERROR(transport_->Check(DIST_COLL_RECV, recv));
+  if (timeout >= OpTimeout(send) && timeout >= OpTimeout(recv)) {
+    Op send_op{DIST_COLL_SEND, send, 0, absl::InfiniteFuture(), nullptr};
+    Op recv_op{DIST_COLL_RECV, recv, 0, absl::InfiniteFuture(), nullptr};
+    bool claimed = false;
+    {
+      absl::MutexLock lock(executor_->mutex());
+      DIST_RETURN_IF_ERROR(Interrupted());
+      if (flights_->Empty() && executor_->Claim()) {
+        claimed = true;
+        send_op.seq = NextSeq(DIST_COLL_SEND, send);
+        recv_op.seq = NextSeq(DIST_COLL_RECV, recv);
+      }
+    }
+    if (claimed) {
+      // The send first: it only writes (a peer that receives first must
+      // not wait for our recv), and the recv may wait a spin at most.
+      std::optional<absl::Status> sent = TryRunNow(send_op);
+      std::optional<absl::Status> received;
+      if (sent.has_value() && sent->ok()) received = TryRunNow(recv_op);
+      if (sent.has_value() && received.has_value()) {
+        executor_->EndClaim();
+        return sent->ok() ? *std::move(received) : *std::move(sent);
+      }
+      // What is left starts as usual, still in issue order (the claim is
+      // ours); both in SendRecvSendsFirst's order when the send did not
+      // run here (a transport whose send blocks until it is received).
+      std::shared_ptr<FlightTask> tasks[2];
+      absl::Status statuses[2] = {sent.value_or(absl::OkStatus()), absl::OkStatus()};
+      Op* ops[2] = {&send_op, &recv_op};
+      int order[2] = {0, 1};
+      if (!sent.has_value() && !SendRecvSendsFirst(rank_, send.peer)) std::swap(order[0], order[1]);
+      for (int i : order) {
+        if (i == 0 && sent.has_value()) continue;
+        tasks[i] = NewTask(ops[i]->kind, ops[i]->args, nullptr);
+        {
+          absl::MutexLock lock(executor_->mutex());
+          last_ = tasks[i];
+        }
+        statuses[i] = Launch(*ops[i], tasks[i]);
+        if (!tasks[i]->completes_later) tasks[i]->completion.Complete(statuses[i]);
+      }
+      executor_->EndClaim();
+      const absl::Time deadline = absl::Now() + timeout;
+      for (int i = 0; i < 2; ++i) {
+        if (tasks[i] == nullptr || !tasks[i]->completes_later) continue;
+        statuses[i] = Work(tasks[i], executor_, Describe(ops[i]->kind))
+                          .Wait(std::max(deadline - absl::Now(), absl::ZeroDuration()));
+      }
+      return statuses[0].ok() ? statuses[1] : statuses[0];
+    }
+  }
+  return BackendComm::RunSendRecv(send, recv, timeout);
 }
 
 // The communicator for `transport`, as Backend::CreateComm returns it.
