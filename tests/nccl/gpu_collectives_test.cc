@@ -13,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -751,6 +752,169 @@ TEST_F(NcclGpuTest, SplitMakesAWorkingSubgroupAndNullForNonMembers) {
     // The parent still works after the split.
     EXPECT_EQ(RunCase(r, {DIST_COLL_ALL_REDUCE, DIST_FLOAT32, DIST_MAX, 0, false, 999}), "");
     unused_store->release(unused_store->ctx);
+  });
+}
+
+// ---- Variable-count collectives (the table's run_v) ---------------------------
+
+constexpr int32_t kUntouched = 0x5A5A5A5A;  // kGuardByte in every byte
+
+std::vector<int32_t> DownloadInts(DeviceMemory& memory, size_t count) {
+  const std::vector<uint8_t> bytes = memory.Download(0, count * sizeof(int32_t));
+  std::vector<int32_t> out(count);
+  if (count > 0) std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+void UploadInts(DeviceMemory& memory, const std::vector<int32_t>& values) {
+  if (values.empty()) return;
+  EXPECT_EQ(cudaMemcpy(memory.at(0), values.data(), values.size() * sizeof(int32_t),
+                       cudaMemcpyHostToDevice),
+            cudaSuccess);
+}
+
+absl::Status RunVariable(const Rank& r, dist_collective_t kind, const dist_op_args_t& args,
+                         const std::vector<uint64_t>& recv_counts,
+                         const std::vector<uint64_t>* recv_displs,
+                         const std::vector<uint64_t>* send_counts = nullptr,
+                         const std::vector<uint64_t>* send_displs = nullptr) {
+  dist_op_counts_t counts{};
+  counts.struct_size = sizeof(counts);
+  counts.recv_counts = recv_counts.data();
+  counts.recv_displs = recv_displs != nullptr ? recv_displs->data() : nullptr;
+  counts.send_counts = send_counts != nullptr ? send_counts->data() : nullptr;
+  counts.send_displs = send_displs != nullptr ? send_displs->data() : nullptr;
+  return dist::TakeError(r.plugin->run_v(r.comm, kind, &args, &counts, kTimeoutMs));
+}
+
+// Element k of what rank i gives rank j.
+int32_t Element(int i, int j, uint64_t k) {
+  return static_cast<int32_t>(i * 10000 + j * 100 + static_cast<int>(k));
+}
+
+TEST_F(NcclGpuTest, AllToAllVMovesUnevenAndEmptyBlocksToTheirDisplacements) {
+  RunRanks(plugin_, world_, IdentityDevice, [&](Rank& r) {
+    // Rank i sends rank j (i + 2j) % 3 elements, so some pairs send none;
+    // recv blocks leave one untouched element after each.
+    const size_t w = static_cast<size_t>(r.world);
+    auto count = [](int i, int j) { return static_cast<uint64_t>((i + 2 * j) % 3); };
+    std::vector<uint64_t> send_counts(w), send_displs(w), recv_counts(w), recv_displs(w);
+    uint64_t send_total = 0, recv_end = 0;
+    for (int p = 0; p < r.world; ++p) {
+      send_counts[p] = count(r.rank, p);
+      send_displs[p] = send_total;
+      send_total += send_counts[p];
+      recv_counts[p] = count(p, r.rank);
+      recv_displs[p] = recv_end;
+      recv_end += recv_counts[p] + 1;
+    }
+    std::vector<int32_t> input, want(recv_end, kUntouched);
+    for (int p = 0; p < r.world; ++p) {
+      for (uint64_t k = 0; k < send_counts[p]; ++k) input.push_back(Element(r.rank, p, k));
+      for (uint64_t k = 0; k < recv_counts[p]; ++k) {
+        want[recv_displs[p] + k] = Element(p, r.rank, k);
+      }
+    }
+    DeviceMemory send(send_total * sizeof(int32_t));
+    DeviceMemory recv(recv_end * sizeof(int32_t));
+    UploadInts(send, input);
+    dist_op_args_t args = BaseArgs();
+    args.send = dist_make_buffer(send.at(0), send_total, DIST_INT32, dist_cuda(r.device));
+    args.recv = dist_make_buffer(recv.at(0), recv_end, DIST_INT32, dist_cuda(r.device));
+    const absl::Status status = RunVariable(r, DIST_COLL_ALL_TO_ALL, args, recv_counts,
+                                            &recv_displs, &send_counts, &send_displs);
+    ASSERT_TRUE(status.ok()) << status;
+    EXPECT_EQ(DownloadInts(recv, recv_end), want) << "rank " << r.rank;
+  });
+}
+
+TEST_F(NcclGpuTest, AllGatherVUnevenUniformAndInPlace) {
+  RunRanks(plugin_, world_, IdentityDevice, [&](Rank& r) {
+    const size_t w = static_cast<size_t>(r.world);
+    // Uneven (rank p gives p % 3, rank 1's block one element late), then
+    // equal packed blocks (NCCL's all_gather), then equal blocks in place.
+    for (const int layout : {0, 1, 2}) {
+      std::vector<uint64_t> counts(w), displs(w);
+      uint64_t end = 0;
+      for (int p = 0; p < r.world; ++p) {
+        counts[p] = layout == 0 ? static_cast<uint64_t>(p % 3) : 3;
+        displs[p] = end + (layout == 0 && p == 1 ? 1 : 0);
+        end = displs[p] + counts[p];
+      }
+      std::vector<int32_t> mine, want(end, kUntouched);
+      for (uint64_t k = 0; k < counts[r.rank]; ++k) mine.push_back(Element(r.rank, 0, k));
+      for (int p = 0; p < r.world; ++p) {
+        for (uint64_t k = 0; k < counts[p]; ++k) want[displs[p] + k] = Element(p, 0, k);
+      }
+      DeviceMemory send(mine.size() * sizeof(int32_t));
+      DeviceMemory recv(end * sizeof(int32_t));
+      dist_op_args_t args = BaseArgs();
+      args.recv = dist_make_buffer(recv.at(0), end, DIST_INT32, dist_cuda(r.device));
+      if (layout == 2) {
+        std::vector<int32_t> staged(end, kUntouched);
+        std::copy(mine.begin(), mine.end(), staged.begin() + displs[r.rank]);
+        UploadInts(recv, staged);
+        args.send = dist_make_buffer(recv.at(displs[r.rank] * sizeof(int32_t)), mine.size(),
+                                     DIST_INT32, dist_cuda(r.device));
+      } else {
+        UploadInts(send, mine);
+        args.send = dist_make_buffer(send.at(0), mine.size(), DIST_INT32, dist_cuda(r.device));
+      }
+      const absl::Status status = RunVariable(r, DIST_COLL_ALL_GATHER, args, counts, &displs);
+      ASSERT_TRUE(status.ok()) << "layout " << layout << ": " << status;
+      EXPECT_EQ(DownloadInts(recv, end), want) << "layout " << layout << " rank " << r.rank;
+    }
+  });
+}
+
+TEST_F(NcclGpuTest, ReduceScatterVUnevenUniformAndInPlace) {
+  RunRanks(plugin_, world_, IdentityDevice, [&](Rank& r) {
+    const int w = r.world;
+    // Element k of every rank's send is k + rank: block r of the sum holds
+    // (first + k) * W + W(W-1)/2. Uneven (rank p keeps p + 1, rank 0 also
+    // none), equal blocks (NCCL's reduce_scatter), equal blocks in place.
+    for (const int layout : {0, 1, 2, 3}) {
+      std::vector<uint64_t> counts(static_cast<size_t>(w));
+      for (int p = 0; p < w; ++p) {
+        counts[p] = layout == 0 ? p + 1 : layout == 1 ? (p == 0 ? 0 : p) : 2;
+      }
+      const uint64_t total = std::accumulate(counts.begin(), counts.end(), uint64_t{0});
+      const uint64_t first = std::accumulate(counts.begin(), counts.begin() + r.rank, uint64_t{0});
+      const uint64_t own = counts[r.rank];
+      std::vector<int32_t> input(total);
+      for (uint64_t k = 0; k < total; ++k) input[k] = static_cast<int32_t>(k) + r.rank;
+      DeviceMemory send(total * sizeof(int32_t));
+      DeviceMemory recv(own * sizeof(int32_t));
+      UploadInts(send, input);
+      dist_op_args_t args = BaseArgs();
+      args.send = dist_make_buffer(send.at(0), total, DIST_INT32, dist_cuda(r.device));
+      char* out = layout == 3 ? send.at(first * sizeof(int32_t)) : recv.at(0);
+      args.recv = dist_make_buffer(out, own, DIST_INT32, dist_cuda(r.device));
+      const absl::Status status = RunVariable(r, DIST_COLL_REDUCE_SCATTER, args, counts, nullptr);
+      ASSERT_TRUE(status.ok()) << "layout " << layout << ": " << status;
+      std::vector<int32_t> got(own);
+      if (own > 0) {
+        ASSERT_EQ(cudaMemcpy(got.data(), out, own * sizeof(int32_t), cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+      }
+      for (uint64_t k = 0; k < own; ++k) {
+        EXPECT_EQ(got[k], static_cast<int32_t>((first + k) * w + w * (w - 1) / 2))
+            << "layout " << layout << " rank " << r.rank << " element " << k;
+      }
+    }
+  });
+}
+
+TEST_F(NcclGpuTest, VariableCountsRefuseCpuBuffersAsInvalidArguments) {
+  RunRanks(plugin_, 1, IdentityDevice, [&](Rank& r) {
+    std::vector<int32_t> host(4, 0);
+    dist_op_args_t args = BaseArgs();
+    args.send = dist_make_buffer(host.data(), 2, DIST_INT32, dist_cpu());
+    args.recv = dist_make_buffer(host.data() + 2, 2, DIST_INT32, dist_cpu());
+    const std::vector<uint64_t> counts = {2};
+    const absl::Status status = RunVariable(r, DIST_COLL_ALL_GATHER, args, counts, nullptr);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(status.message()), HasSubstr("CUDA buffers only"));
   });
 }
 

@@ -57,6 +57,8 @@ TEST(NcclPlugin, LoadsAndFillsTheWholeTable) {
   }
   EXPECT_NE(table->comm_split, nullptr);
   EXPECT_NE(table->work_wait_stream, nullptr);
+  // The variable-count collectives are the plugin's own (NCCL groups).
+  EXPECT_NE(table->run_v, nullptr);
 }
 
 TEST(NcclPlugin, LibraryVersionNamesNcclAndTheCudaRuntime) {

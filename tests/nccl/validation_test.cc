@@ -56,6 +56,136 @@ absl::Status Validate(dist_collective_t op, const dist_op_args_t& args, const Op
   return ValidateOpArgs(op, args, ctx);
 }
 
+// ---- Variable-count collectives (run_v) -----------------------------------
+
+dist_op_counts_t Counts(const std::vector<uint64_t>& recv_counts,
+                        const std::vector<uint64_t>* recv_displs = nullptr,
+                        const std::vector<uint64_t>* send_counts = nullptr,
+                        const std::vector<uint64_t>* send_displs = nullptr) {
+  dist_op_counts_t counts{};
+  counts.struct_size = sizeof(counts);
+  counts.recv_counts = recv_counts.data();
+  counts.recv_displs = recv_displs != nullptr ? recv_displs->data() : nullptr;
+  counts.send_counts = send_counts != nullptr ? send_counts->data() : nullptr;
+  counts.send_displs = send_displs != nullptr ? send_displs->data() : nullptr;
+  return counts;
+}
+
+TEST(CheckVariableArgs, AllToAllVFillsPackedDisplacementsAndSkipsNothingElse) {
+  const std::vector<uint64_t> send_counts = {1, 0, 2, 3};
+  const std::vector<uint64_t> recv_counts = {2, 0, 1, 0};
+  const std::vector<uint64_t> recv_displs = {0, 5, 6, 9};
+  const dist_op_counts_t counts = Counts(recv_counts, &recv_displs, &send_counts);
+  absl::StatusOr<VariableBlocks> blocks = CheckVariableArgs(
+      DIST_COLL_ALL_TO_ALL,
+      Args(Cuda(0x1000, 6, DIST_FLOAT32, 1), Cuda(0x9000, 9, DIST_FLOAT32, 1)), counts, kRank1Of4);
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  EXPECT_EQ(blocks->send_displs, (std::vector<uint64_t>{0, 1, 1, 3}));
+  EXPECT_EQ(blocks->recv_displs, recv_displs);
+  EXPECT_TRUE(blocks->uses_send);
+  EXPECT_TRUE(blocks->uses_recv);
+  EXPECT_FALSE(blocks->uniform);
+}
+
+TEST(CheckVariableArgs, RefusesABlockPastItsBufferAndSelfCountsThatDisagree) {
+  const std::vector<uint64_t> send_counts = {1, 2, 2, 3};
+  const std::vector<uint64_t> recv_counts = {2, 1, 1, 0};
+  const dist_op_counts_t counts = Counts(recv_counts, nullptr, &send_counts);
+  absl::Status status =
+      CheckVariableArgs(DIST_COLL_ALL_TO_ALL,
+                        Args(Cuda(0x1000, 7, DIST_FLOAT32, 1), Cuda(0x9000, 4, DIST_FLOAT32, 1)),
+                        counts, kRank1Of4)
+          .status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()),
+              AllOf(HasSubstr("nccl all_to_all_v: the send block of rank 3"),
+                    HasSubstr("ends past the send buffer's 7 elements")));
+  status =
+      CheckVariableArgs(DIST_COLL_ALL_TO_ALL,
+                        Args(Cuda(0x1000, 8, DIST_FLOAT32, 1), Cuda(0x9000, 4, DIST_FLOAT32, 1)),
+                        counts, kRank1Of4)
+          .status();
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("rank 1 sends itself 2 elements but expects 1 from itself"));
+}
+
+TEST(CheckVariableArgs, CpuBuffersAndBitwiseOpsAreInvalidNeverUnimplemented) {
+  // run_v's UNIMPLEMENTED would hand the operation back to the core.
+  const std::vector<uint64_t> recv_counts = {1, 1, 1, 1};
+  dist_op_args_t args = Args(Cuda(0x1000, 4, DIST_INT32, 1), Cuda(0x9000, 1, DIST_INT32, 1));
+  args.send.device = dist_cpu();
+  absl::Status status =
+      CheckVariableArgs(DIST_COLL_REDUCE_SCATTER, args, Counts(recv_counts), kRank1Of4).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("nccl reduce_scatter_v: the send buffer is on the CPU"));
+  args = Args(Cuda(0x1000, 4, DIST_INT32, 1), Cuda(0x9000, 1, DIST_INT32, 1), DIST_BXOR);
+  status =
+      CheckVariableArgs(DIST_COLL_REDUCE_SCATTER, args, Counts(recv_counts), kRank1Of4).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("NCCL has no bitwise reductions"));
+}
+
+TEST(CheckVariableArgs, EmptyBlocksNeedNoBuffer) {
+  // Rank 1 gives nothing to all_gather_v: its send may be a NULL CPU buffer.
+  const std::vector<uint64_t> recv_counts = {2, 0, 1, 3};
+  dist_op_args_t args = Args(dist_make_buffer(nullptr, 0, DIST_FLOAT32, dist_cpu()),
+                             Cuda(0x9000, 6, DIST_FLOAT32, 1));
+  absl::StatusOr<VariableBlocks> blocks =
+      CheckVariableArgs(DIST_COLL_ALL_GATHER, args, Counts(recv_counts), kRank1Of4);
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  EXPECT_FALSE(blocks->uses_send);
+  EXPECT_EQ(blocks->recv_displs, (std::vector<uint64_t>{0, 2, 2, 3}));
+}
+
+TEST(CheckVariableArgs, InPlaceOnlyInNcclsLayouts) {
+  const std::vector<uint64_t> even = {2, 2, 2, 2};
+  // all_gather_v: send is recv's own block (rank 1: element 2).
+  absl::StatusOr<VariableBlocks> blocks = CheckVariableArgs(
+      DIST_COLL_ALL_GATHER,
+      Args(Cuda(0x9000 + 8, 2, DIST_FLOAT32, 1), Cuda(0x9000, 8, DIST_FLOAT32, 1)), Counts(even),
+      kRank1Of4);
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  EXPECT_TRUE(blocks->uniform);
+  absl::Status status =
+      CheckVariableArgs(DIST_COLL_ALL_GATHER,
+                        Args(Cuda(0x9000, 2, DIST_FLOAT32, 1), Cuda(0x9000, 8, DIST_FLOAT32, 1)),
+                        Counts(even), kRank1Of4)
+          .status();
+  EXPECT_THAT(std::string(status.message()), HasSubstr("not recv's own block (element 2)"));
+  // reduce_scatter_v: recv is send's own block.
+  EXPECT_TRUE(CheckVariableArgs(
+                  DIST_COLL_REDUCE_SCATTER,
+                  Args(Cuda(0x9000, 8, DIST_FLOAT32, 1), Cuda(0x9000 + 8, 2, DIST_FLOAT32, 1)),
+                  Counts(even), kRank1Of4)
+                  .ok());
+  // all_to_all_v never runs in place.
+  status =
+      CheckVariableArgs(DIST_COLL_ALL_TO_ALL,
+                        Args(Cuda(0x9000, 8, DIST_FLOAT32, 1), Cuda(0x9000, 8, DIST_FLOAT32, 1)),
+                        Counts(even, nullptr, &even), kRank1Of4)
+          .status();
+  EXPECT_THAT(std::string(status.message()), HasSubstr("use separate send and recv buffers"));
+}
+
+TEST(CheckVariableArgs, UniformNeedsEqualPackedNonEmptyBlocks) {
+  const std::vector<uint64_t> zeros = {0, 0, 0, 0};
+  absl::StatusOr<VariableBlocks> blocks =
+      CheckVariableArgs(DIST_COLL_REDUCE_SCATTER,
+                        Args(Cuda(0x1000, 0, DIST_FLOAT32, 1), Cuda(0x9000, 0, DIST_FLOAT32, 1)),
+                        Counts(zeros), kRank1Of4);
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  EXPECT_FALSE(blocks->uniform);
+  const std::vector<uint64_t> even = {2, 2, 2, 2};
+  const std::vector<uint64_t> gap = {0, 3, 5, 7};
+  blocks =
+      CheckVariableArgs(DIST_COLL_ALL_GATHER,
+                        Args(Cuda(0x1000, 2, DIST_FLOAT32, 1), Cuda(0x9000, 9, DIST_FLOAT32, 1)),
+                        Counts(even, &gap), kRank1Of4);
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  EXPECT_FALSE(blocks->uniform);
+}
+
 TEST(ValidateOpArgs, AcceptsEveryCollectiveWithTheDocumentedShapes) {
   const OpContext one{0, 1, 0};
   EXPECT_TRUE(Validate(DIST_COLL_ALL_REDUCE, Args(Cuda(0x1000, 8), Cuda(0x9000, 8)), one).ok());

@@ -43,6 +43,40 @@ char* Bytes(void* base, uint64_t elements, size_t element_size) {
   return static_cast<char*>(base) + elements * element_size;
 }
 
+// ncclGroupStart ... ncclGroupEnd around point-to-point calls (and
+// reductions), keeping the first failure: a call that fails inside the group
+// must still close it, or the thread's next NCCL call joins the open group.
+class NcclGroup {
+ public:
+  NcclGroup() : first_(ncclGroupStart()), open_(first_ == ncclSuccess) {}
+  ~NcclGroup() {
+    if (open_) ncclGroupEnd();
+  }
+  NcclGroup(const NcclGroup&) = delete;
+  NcclGroup& operator=(const NcclGroup&) = delete;
+
+  // False when ncclGroupStart failed: End() then returns its error.
+  bool started() const { return open_; }
+  // ncclInProgress is no failure: a non-blocking communicator may answer so.
+  void Add(ncclResult_t result) {
+    if (first_ == ncclSuccess && result != ncclSuccess && result != ncclInProgress) {
+      first_ = result;
+    }
+  }
+  // Closes the group. ncclInProgress is the normal answer of a
+  // non-blocking communicator, polled by the caller.
+  ncclResult_t End() {
+    if (!open_) return first_;
+    open_ = false;
+    const ncclResult_t end = ncclGroupEnd();
+    return first_ != ncclSuccess ? first_ : end;
+  }
+
+ private:
+  ncclResult_t first_;
+  bool open_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Communicator>> Communicator::Adopt(ncclComm_t comm,
@@ -116,14 +150,16 @@ absl::Status Communicator::OrderAfterDefaultStream() {
                     "nccl: cudaStreamWaitEvent on the communicator stream");
 }
 
-ncclResult_t Communicator::Launch(dist_collective_t op, const dist_op_args_t& args,
-                                  ncclDataType_t dtype, size_t elem, ncclRedOp_t redop,
-                                  cudaStream_t stream) {
+ncclResult_t Communicator::Launch(const Launchable& op, cudaStream_t stream) {
   const int rank = settings_.rank;
   const int world = settings_.world_size;
+  const dist_op_args_t& args = op.args;
+  const ncclDataType_t dtype = op.dtype;
+  const size_t elem = op.elem;
+  const ncclRedOp_t redop = op.redop;
   const void* send = args.send.data;
   void* recv = args.recv.data;
-  switch (op) {
+  switch (op.kind) {
     case DIST_COLL_ALL_REDUCE:
       return ncclAllReduce(send, recv, args.send.count, dtype, redop, comm_, stream);
     case DIST_COLL_BROADCAST:
@@ -148,39 +184,102 @@ ncclResult_t Communicator::Launch(dist_collective_t op, const dist_op_args_t& ar
       break;
   }
   // gather, scatter and all-to-all: point-to-point calls fused by a group,
-  // so NCCL schedules them together. A failing call inside the group must
-  // still close it.
-  ncclResult_t first = ncclGroupStart();
-  if (first != ncclSuccess) return first;
-  auto keep = [&first](ncclResult_t result) {
-    if (first == ncclSuccess && result != ncclSuccess) first = result;
-  };
-  if (op == DIST_COLL_GATHER) {
+  // so NCCL schedules them together.
+  NcclGroup group;
+  if (!group.started()) return group.End();
+  if (op.kind == DIST_COLL_GATHER) {
     const uint64_t n = args.send.count;
     if (args.root == rank) {
       for (int peer = 0; peer < world; ++peer) {
-        keep(ncclRecv(Bytes(recv, n * peer, elem), n, dtype, peer, comm_, stream));
+        group.Add(ncclRecv(Bytes(recv, n * peer, elem), n, dtype, peer, comm_, stream));
       }
     }
-    keep(ncclSend(send, n, dtype, args.root, comm_, stream));
-  } else if (op == DIST_COLL_SCATTER) {
+    group.Add(ncclSend(send, n, dtype, args.root, comm_, stream));
+  } else if (op.kind == DIST_COLL_SCATTER) {
     const uint64_t n = args.recv.count;
     if (args.root == rank) {
       for (int peer = 0; peer < world; ++peer) {
-        keep(ncclSend(Bytes(send, n * peer, elem), n, dtype, peer, comm_, stream));
+        group.Add(ncclSend(Bytes(send, n * peer, elem), n, dtype, peer, comm_, stream));
       }
     }
-    keep(ncclRecv(recv, n, dtype, args.root, comm_, stream));
+    group.Add(ncclRecv(recv, n, dtype, args.root, comm_, stream));
   } else {  // all-to-all
     const uint64_t n = args.send.count / static_cast<uint64_t>(world);
     for (int peer = 0; peer < world; ++peer) {
-      keep(ncclSend(Bytes(send, n * peer, elem), n, dtype, peer, comm_, stream));
-      keep(ncclRecv(Bytes(recv, n * peer, elem), n, dtype, peer, comm_, stream));
+      group.Add(ncclSend(Bytes(send, n * peer, elem), n, dtype, peer, comm_, stream));
+      group.Add(ncclRecv(Bytes(recv, n * peer, elem), n, dtype, peer, comm_, stream));
     }
   }
-  const ncclResult_t end = ncclGroupEnd();
-  // ncclInProgress from ncclGroupEnd is the normal non-blocking answer.
-  return first != ncclSuccess ? first : end;
+  return group.End();
+}
+
+ncclResult_t Communicator::LaunchVariable(const Launchable& op, cudaStream_t stream) {
+  const VariableBlocks& blocks = *op.blocks;
+  const dist_op_args_t& args = op.args;
+  const int rank = settings_.rank;
+  const int world = settings_.world_size;
+  const ncclDataType_t dtype = op.dtype;
+  const size_t elem = op.elem;
+  const void* send = args.send.data;
+  void* recv = args.recv.data;
+  // Equal, packed blocks are NCCL's own collectives, whose ring and tree
+  // algorithms beat a group of point-to-point calls.
+  if (blocks.uniform && op.kind == DIST_COLL_ALL_GATHER) {
+    return ncclAllGather(send, recv, blocks.recv_counts[0], dtype, comm_, stream);
+  }
+  if (blocks.uniform && op.kind == DIST_COLL_REDUCE_SCATTER) {
+    return ncclReduceScatter(send, recv, blocks.recv_counts[0], dtype, op.redop, comm_, stream);
+  }
+  // Otherwise one group, so that NCCL runs its calls together (each call
+  // alone would wait for its peer's matching one). Empty blocks are left
+  // out on both sides: the counts agree between ranks, so a send that is
+  // skipped has no recv waiting for it. A rank's block for itself is a
+  // send/recv to itself, as in all-to-all, which NCCL copies locally.
+  NcclGroup group;
+  if (!group.started()) return group.End();
+  if (op.kind == DIST_COLL_ALL_TO_ALL) {
+    for (int peer = 0; peer < world; ++peer) {
+      const size_t p = static_cast<size_t>(peer);
+      if (blocks.send_counts[p] > 0) {
+        group.Add(ncclSend(Bytes(send, blocks.send_displs[p], elem), blocks.send_counts[p], dtype,
+                           peer, comm_, stream));
+      }
+      if (blocks.recv_counts[p] > 0) {
+        group.Add(ncclRecv(Bytes(recv, blocks.recv_displs[p], elem), blocks.recv_counts[p], dtype,
+                           peer, comm_, stream));
+      }
+    }
+  } else if (op.kind == DIST_COLL_ALL_GATHER) {
+    // In place (send is recv's own block) there is nothing to copy locally.
+    const uint64_t own = blocks.recv_counts[static_cast<size_t>(rank)];
+    const bool in_place =
+        Bytes(recv, blocks.recv_displs[static_cast<size_t>(rank)], elem) == args.send.data;
+    for (int peer = 0; peer < world; ++peer) {
+      const size_t p = static_cast<size_t>(peer);
+      if (peer == rank && in_place) continue;
+      if (own > 0) group.Add(ncclSend(send, own, dtype, peer, comm_, stream));
+      if (blocks.recv_counts[p] > 0) {
+        group.Add(ncclRecv(Bytes(recv, blocks.recv_displs[p], elem), blocks.recv_counts[p], dtype,
+                           peer, comm_, stream));
+      }
+    }
+  } else {
+    // reduce_scatter_v with uneven blocks: one ncclReduce per block, rooted
+    // at the rank that keeps it. NCCL has no reduce-scatter with a count
+    // per rank; the chain of a reduce has every rank send each block about
+    // once, near what a ring reduce-scatter moves, and costs no all-reduce
+    // of the whole buffer. recvbuff is written on the root only, so the
+    // other ranks pass the block itself (NCCL ignores it there).
+    for (int root = 0; root < world; ++root) {
+      const size_t r = static_cast<size_t>(root);
+      const uint64_t n = blocks.recv_counts[r];
+      if (n == 0) continue;
+      const void* block = Bytes(send, blocks.recv_displs[r], elem);
+      void* out = root == rank ? recv : const_cast<void*>(block);
+      group.Add(ncclReduce(block, out, n, dtype, op.redop, root, comm_, stream));
+    }
+  }
+  return group.End();
 }
 
 absl::StatusOr<std::shared_ptr<WorkState>> Communicator::Issue(dist_collective_t op,
@@ -209,10 +308,42 @@ absl::StatusOr<std::shared_ptr<WorkState>> Communicator::Issue(dist_collective_t
     if (!mapped.ok()) return mapped.status();
     redop = *mapped;
   }
+  return Enqueue(Launchable{op, args, nullptr, dtype, elem, redop}, *user_stream,
+                 OpTimeout(args, settings_),
+                 absl::StrCat("nccl ", dist_collective_name(op), " on ", Where()));
+}
 
-  const absl::Duration timeout = OpTimeout(args, settings_);
+absl::StatusOr<std::shared_ptr<WorkState>> Communicator::IssueVariable(
+    dist_collective_t kind, const dist_op_args_t& args, const dist_op_counts_t& counts,
+    absl::Duration timeout) {
+  const OpContext context{settings_.rank, settings_.world_size, settings_.device};
+  absl::StatusOr<VariableBlocks> blocks = CheckVariableArgs(kind, args, counts, context);
+  if (!blocks.ok()) return blocks.status();
+  absl::StatusOr<void*> user_stream = ResolveVariableStream(kind, args, *blocks);
+  if (!user_stream.ok()) return user_stream.status();
+  if (aborting_.load(std::memory_order_acquire) || closed_.load()) return AbortStatus();
+
+  // With every block empty nothing is read or written, but the (empty)
+  // group still runs, so that all ranks pass the same calls.
+  const dist_dtype_t dist_dtype = blocks->uses_send ? args.send.dtype : args.recv.dtype;
+  absl::StatusOr<ncclDataType_t> dtype = ToNcclDataType(dist_dtype);
+  if (!dtype.ok()) return dtype.status();
+  ncclRedOp_t redop = ncclSum;
+  if (kind == DIST_COLL_REDUCE_SCATTER) {
+    absl::StatusOr<ncclRedOp_t> mapped = ToNcclRedOp(args.op);
+    if (!mapped.ok()) return mapped.status();
+    redop = *mapped;
+  }
+  return Enqueue(Launchable{kind, args, &*blocks, *dtype, dist_dtype_size(dist_dtype), redop},
+                 *user_stream, timeout > absl::ZeroDuration() ? timeout : settings_.timeout,
+                 absl::StrCat("nccl ", VariableName(kind), " on ", Where()));
+}
+
+absl::StatusOr<std::shared_ptr<WorkState>> Communicator::Enqueue(const Launchable& op,
+                                                                 void* user_stream,
+                                                                 absl::Duration timeout,
+                                                                 const std::string& what) {
   const absl::Time deadline = absl::Now() + timeout;
-  const std::string what = absl::StrCat("nccl ", dist_collective_name(op), " on ", Where());
   const DeviceGuard device_guard(settings_.device);
   absl::Status status = CudaStatus(device_guard.result(), what);
   if (!status.ok()) return status;
@@ -223,13 +354,14 @@ absl::StatusOr<std::shared_ptr<WorkState>> Communicator::Issue(dist_collective_t
   {
     absl::MutexLock lock(&nccl_mu_);
     if (comm_ == nullptr || aborting_.load(std::memory_order_acquire)) return AbortStatus();
-    cudaStream_t stream = static_cast<cudaStream_t>(*user_stream);
+    cudaStream_t stream = static_cast<cudaStream_t>(user_stream);
     if (stream == nullptr) {
       stream = stream_;
       status = OrderAfterDefaultStream();
       if (!status.ok()) return status;
     }
-    const ncclResult_t launched = Launch(op, args, dtype, elem, redop, stream);
+    const ncclResult_t launched =
+        op.blocks != nullptr ? LaunchVariable(op, stream) : Launch(op, stream);
     if (launched == ncclInProgress) {
       status = AwaitNccl(comm_, deadline, &aborting_, what);
     } else {

@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "dist/backend_plugin.h"
+#include "plugins/backends/nccl/op_validation.h"
 #include "plugins/backends/nccl/watchdog.h"
 #include "plugins/backends/nccl/work_state.h"
 
@@ -55,6 +56,14 @@ class Communicator {
   // Validates and enqueues one operation; returns its work.
   absl::StatusOr<std::shared_ptr<WorkState>> Issue(dist_collective_t op,
                                                    const dist_op_args_t& args);
+
+  // The same for a variable-count collective (the table's run_v: `kind` is
+  // all_to_all, all_gather or reduce_scatter, `counts` its blocks); the
+  // work's deadline is `timeout` from now.
+  absl::StatusOr<std::shared_ptr<WorkState>> IssueVariable(dist_collective_t kind,
+                                                           const dist_op_args_t& args,
+                                                           const dist_op_counts_t& counts,
+                                                           absl::Duration timeout);
 
   // ncclCommSplit: members (config.rank >= 0) get the new communicator,
   // non-members NULL. Called on every rank of this communicator.
@@ -96,10 +105,29 @@ class Communicator {
   Communicator(ncclComm_t comm, CommSettings settings, cudaStream_t stream, float* scratch,
                cudaEvent_t order_event);
 
+  // One operation ready for NCCL: what Launch or LaunchVariable needs.
+  struct Launchable {
+    dist_collective_t kind;
+    const dist_op_args_t& args;
+    const VariableBlocks* blocks;  // variable-count collectives only
+    ncclDataType_t dtype;
+    size_t elem;  // bytes per element of dtype
+    ncclRedOp_t redop;
+  };
+
   absl::Status AbortStatus() ABSL_LOCKS_EXCLUDED(state_mu_);
+  // Enqueues `op` on `user_stream` (the own stream, ordered after the
+  // default stream, when NULL), waits for NCCL to take it (up to
+  // `timeout`), and returns its work, pending until `timeout` from now.
+  // `what` names the operation and this rank, for errors.
+  absl::StatusOr<std::shared_ptr<WorkState>> Enqueue(const Launchable& op, void* user_stream,
+                                                     absl::Duration timeout,
+                                                     const std::string& what)
+      ABSL_LOCKS_EXCLUDED(nccl_mu_);
   // Enqueues `op` with NCCL; nccl_mu_ held.
-  ncclResult_t Launch(dist_collective_t op, const dist_op_args_t& args, ncclDataType_t dtype,
-                      size_t elem, ncclRedOp_t redop, cudaStream_t stream)
+  ncclResult_t Launch(const Launchable& op, cudaStream_t stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(nccl_mu_);
+  ncclResult_t LaunchVariable(const Launchable& op, cudaStream_t stream)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(nccl_mu_);
   // Makes the own stream wait for the legacy default stream, so that data
   // the caller produced there before the call is complete.

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -34,6 +35,44 @@ absl::Status ValidateOpArgs(dist_collective_t op, const dist_op_args_t& args, co
 // Two different streams are an error. Call after ValidateOpArgs.
 absl::StatusOr<void*> ResolveStream(dist_collective_t op, const dist_op_args_t& args,
                                     const OpContext& ctx);
+
+// The blocks of one variable-count collective (the table's run_v) on this
+// rank, in elements, displacements filled in where the caller gave none.
+// all_to_all_v: send block j goes to rank j, recv block i comes from rank i.
+// all_gather_v: recv block i comes from rank i; the send buffer is one block.
+// reduce_scatter_v: block r of send (recv_counts[r] elements at
+// recv_displs[r], packed) is reduced onto rank r; recv is one block.
+struct VariableBlocks {
+  std::vector<uint64_t> send_counts;  // all_to_all_v only
+  std::vector<uint64_t> send_displs;  // all_to_all_v only
+  std::vector<uint64_t> recv_counts;
+  std::vector<uint64_t> recv_displs;
+  bool uses_send = false;  // some block of send is not empty
+  bool uses_recv = false;  // some block of recv is not empty
+  // Every rank's block has the same count and they are packed: NCCL's own
+  // all_gather or reduce_scatter fits (false when that count is 0).
+  bool uniform = false;
+};
+
+// "all_to_all_v", "all_gather_v" or "reduce_scatter_v", for messages.
+std::string VariableName(dist_collective_t kind);
+
+// The blocks of a variable-count collective when `args` and `counts` suit
+// NCCL on this rank: every block inside its buffer, counts that agree with
+// the buffers, CUDA buffers on this rank's GPU, no bitwise reduction, no
+// overlap of send and recv but NCCL's in-place layouts (all_gather_v: send
+// is recv's own block; reduce_scatter_v: recv is send's own block).
+// Otherwise INVALID_ARGUMENT, one line naming the fix: never UNIMPLEMENTED,
+// which run_v reserves for handing a kind back to the core (an answer that
+// must not depend on one rank's arguments).
+absl::StatusOr<VariableBlocks> CheckVariableArgs(dist_collective_t kind, const dist_op_args_t& args,
+                                                 const dist_op_counts_t& counts,
+                                                 const OpContext& ctx);
+
+// ResolveStream for a variable-count collective (only buffers with a block
+// that is not empty count).
+absl::StatusOr<void*> ResolveVariableStream(dist_collective_t kind, const dist_op_args_t& args,
+                                            const VariableBlocks& blocks);
 
 // The one-line refusal for a CPU buffer (`which` is "send" or "recv").
 std::string CpuBufferMessage(dist_collective_t op, const char* which);

@@ -1,5 +1,6 @@
 // The nccl backend's entry point: its Backend for the SDK's plugin adapter
 // (dist/cpp/backend_adapter.hpp), which owns the C table.
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,18 @@ class NcclComm : public dist::BackendComm {
     if (!work.ok()) return work.status();
     return std::make_unique<NcclWork>(*std::move(work), comm_);
   }
+  // all_to_all_v, all_gather_v and reduce_scatter_v as NCCL groups
+  // (Communicator::IssueVariable), run to their end as `run` runs the others.
+  absl::Status RunVariable(dist_collective_t kind, const dist_op_args_t& args,
+                           const dist_op_counts_t& counts, absl::Duration timeout) override {
+    const absl::Duration bound =
+        timeout > absl::ZeroDuration() ? timeout : comm_->settings().timeout;
+    const absl::Time deadline = absl::Now() + bound;
+    absl::StatusOr<std::shared_ptr<WorkState>> work =
+        comm_->IssueVariable(kind, args, counts, bound);
+    if (!work.ok()) return work.status();
+    return WaitForWork(**work, *comm_, std::max(deadline - absl::Now(), absl::ZeroDuration()));
+  }
   void Abort(const std::string& reason) override { comm_->AbortByCaller(reason); }
   // NCCL derives membership from each rank's color and key, not `ranks`.
   absl::StatusOr<std::unique_ptr<dist::BackendComm>> Split(
@@ -76,6 +89,7 @@ class NcclBackend : public dist::Backend {
     return dist::WrapComm<NcclComm>(CreateCommunicator(config));
   }
   bool has_wait_stream() const override { return true; }
+  bool has_variable_counts() const override { return true; }
 };
 
 }  // namespace
