@@ -828,17 +828,20 @@ TEST_F(NcclGpuTest, AllToAllVMovesUnevenAndEmptyBlocksToTheirDisplacements) {
   });
 }
 
-TEST_F(NcclGpuTest, AllGatherVUnevenUniformAndInPlace) {
+TEST_F(NcclGpuTest, AllGatherVUnevenRankOwnDisplacementsAndInPlace) {
   RunRanks(plugin_, world_, IdentityDevice, [&](Rank& r) {
     const size_t w = static_cast<size_t>(r.world);
     // Uneven (rank p gives p % 3, rank 1's block one element late), then
-    // equal packed blocks (NCCL's all_gather), then equal blocks in place.
+    // equal blocks that odd ranks receive with gaps (displacements are each
+    // rank's own: the ranks must still agree on the calls), then equal
+    // blocks in place.
     for (const int layout : {0, 1, 2}) {
       std::vector<uint64_t> counts(w), displs(w);
       uint64_t end = 0;
       for (int p = 0; p < r.world; ++p) {
         counts[p] = layout == 0 ? static_cast<uint64_t>(p % 3) : 3;
-        displs[p] = end + (layout == 0 && p == 1 ? 1 : 0);
+        const bool gap = layout == 0 ? p == 1 : layout == 1 && r.rank % 2 == 1;
+        displs[p] = end + (gap ? 1 : 0);
         end = displs[p] + counts[p];
       }
       std::vector<int32_t> mine, want(end, kUntouched);

@@ -146,7 +146,6 @@ TEST(CheckVariableArgs, InPlaceOnlyInNcclsLayouts) {
       Args(Cuda(0x9000 + 8, 2, DIST_FLOAT32, 1), Cuda(0x9000, 8, DIST_FLOAT32, 1)), Counts(even),
       kRank1Of4);
   ASSERT_TRUE(blocks.ok()) << blocks.status();
-  EXPECT_TRUE(blocks->uniform);
   absl::Status status =
       CheckVariableArgs(DIST_COLL_ALL_GATHER,
                         Args(Cuda(0x9000, 2, DIST_FLOAT32, 1), Cuda(0x9000, 8, DIST_FLOAT32, 1)),
@@ -168,7 +167,7 @@ TEST(CheckVariableArgs, InPlaceOnlyInNcclsLayouts) {
   EXPECT_THAT(std::string(status.message()), HasSubstr("use separate send and recv buffers"));
 }
 
-TEST(CheckVariableArgs, UniformNeedsEqualPackedNonEmptyBlocks) {
+TEST(CheckVariableArgs, UniformIsReduceScatterWithEqualNonEmptyBlocks) {
   const std::vector<uint64_t> zeros = {0, 0, 0, 0};
   absl::StatusOr<VariableBlocks> blocks =
       CheckVariableArgs(DIST_COLL_REDUCE_SCATTER,
@@ -177,11 +176,18 @@ TEST(CheckVariableArgs, UniformNeedsEqualPackedNonEmptyBlocks) {
   ASSERT_TRUE(blocks.ok()) << blocks.status();
   EXPECT_FALSE(blocks->uniform);
   const std::vector<uint64_t> even = {2, 2, 2, 2};
-  const std::vector<uint64_t> gap = {0, 3, 5, 7};
+  blocks =
+      CheckVariableArgs(DIST_COLL_REDUCE_SCATTER,
+                        Args(Cuda(0x1000, 8, DIST_FLOAT32, 1), Cuda(0x9000, 2, DIST_FLOAT32, 1)),
+                        Counts(even), kRank1Of4);
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  EXPECT_TRUE(blocks->uniform);
+  // all_gather_v never: its displacements are each rank's own.
+  const std::vector<uint64_t> packed = {0, 2, 4, 6};
   blocks =
       CheckVariableArgs(DIST_COLL_ALL_GATHER,
-                        Args(Cuda(0x1000, 2, DIST_FLOAT32, 1), Cuda(0x9000, 9, DIST_FLOAT32, 1)),
-                        Counts(even, &gap), kRank1Of4);
+                        Args(Cuda(0x1000, 2, DIST_FLOAT32, 1), Cuda(0x9000, 8, DIST_FLOAT32, 1)),
+                        Counts(even, &packed), kRank1Of4);
   ASSERT_TRUE(blocks.ok()) << blocks.status();
   EXPECT_FALSE(blocks->uniform);
 }

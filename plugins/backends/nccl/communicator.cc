@@ -222,12 +222,10 @@ ncclResult_t Communicator::LaunchVariable(const Launchable& op, cudaStream_t str
   const size_t elem = op.elem;
   const void* send = args.send.data;
   void* recv = args.recv.data;
-  // Equal, packed blocks are NCCL's own collectives, whose ring and tree
-  // algorithms beat a group of point-to-point calls.
-  if (blocks.uniform && op.kind == DIST_COLL_ALL_GATHER) {
-    return ncclAllGather(send, recv, blocks.recv_counts[0], dtype, comm_, stream);
-  }
-  if (blocks.uniform && op.kind == DIST_COLL_REDUCE_SCATTER) {
+  // Equal blocks: NCCL's own reduce-scatter (ring or tree) beats a group of
+  // reductions. (all_gather_v has no such shortcut: recv displacements are
+  // each rank's own, so no rank could tell that all took the same path.)
+  if (blocks.uniform) {
     return ncclReduceScatter(send, recv, blocks.recv_counts[0], dtype, op.redop, comm_, stream);
   }
   // Otherwise one group, so that NCCL runs its calls together (each call
@@ -323,20 +321,27 @@ absl::StatusOr<std::shared_ptr<WorkState>> Communicator::IssueVariable(
   if (!user_stream.ok()) return user_stream.status();
   if (aborting_.load(std::memory_order_acquire) || closed_.load()) return AbortStatus();
 
-  // With every block empty nothing is read or written, but the (empty)
-  // group still runs, so that all ranks pass the same calls.
+  // Refusals are INVALID_ARGUMENT: run_v's UNIMPLEMENTED would hand the
+  // call back to the core. A rank whose blocks are all empty makes no NCCL
+  // call, so its dtype does not matter (and is not checked).
+  const bool moves_data = blocks->uses_send || blocks->uses_recv;
   const dist_dtype_t dist_dtype = blocks->uses_send ? args.send.dtype : args.recv.dtype;
-  absl::StatusOr<ncclDataType_t> dtype = ToNcclDataType(dist_dtype);
-  if (!dtype.ok()) return dtype.status();
+  ncclDataType_t dtype = ncclInt8;
+  if (moves_data) {
+    absl::StatusOr<ncclDataType_t> mapped = ToNcclDataType(dist_dtype);
+    if (!mapped.ok()) return absl::InvalidArgumentError(mapped.status().message());
+    dtype = *mapped;
+  }
   ncclRedOp_t redop = ncclSum;
   if (kind == DIST_COLL_REDUCE_SCATTER) {
     absl::StatusOr<ncclRedOp_t> mapped = ToNcclRedOp(args.op);
-    if (!mapped.ok()) return mapped.status();
+    if (!mapped.ok()) return absl::InvalidArgumentError(mapped.status().message());
     redop = *mapped;
   }
-  return Enqueue(Launchable{kind, args, &*blocks, *dtype, dist_dtype_size(dist_dtype), redop},
-                 *user_stream, timeout > absl::ZeroDuration() ? timeout : settings_.timeout,
-                 absl::StrCat("nccl ", VariableName(kind), " on ", Where()));
+  return Enqueue(
+      Launchable{kind, args, &*blocks, dtype, moves_data ? dist_dtype_size(dist_dtype) : 1, redop},
+      *user_stream, timeout > absl::ZeroDuration() ? timeout : settings_.timeout,
+      absl::StrCat("nccl ", VariableName(kind), " on ", Where()));
 }
 
 absl::StatusOr<std::shared_ptr<WorkState>> Communicator::Enqueue(const Launchable& op,

@@ -275,7 +275,7 @@ absl::StatusOr<VariableBlocks> CheckVariableArgs(dist_collective_t kind, const d
     absl::Status status = CheckOverlap(kind, name, args, blocks, ctx.rank);
     if (!status.ok()) return status;
   }
-  if (kind != DIST_COLL_ALL_TO_ALL) {
+  if (kind == DIST_COLL_REDUCE_SCATTER) {
     const uint64_t n = blocks.recv_counts[0];
     blocks.uniform = n > 0;
     for (size_t r = 0; r < blocks.recv_counts.size(); ++r) {

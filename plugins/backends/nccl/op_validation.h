@@ -49,8 +49,9 @@ struct VariableBlocks {
   std::vector<uint64_t> recv_displs;
   bool uses_send = false;  // some block of send is not empty
   bool uses_recv = false;  // some block of recv is not empty
-  // Every rank's block has the same count and they are packed: NCCL's own
-  // all_gather or reduce_scatter fits (false when that count is 0).
+  // reduce_scatter_v only: every rank keeps the same number of elements
+  // (not 0), so NCCL's own reduce_scatter fits. Decided by the counts alone,
+  // which agree between ranks, so that every rank takes the same path.
   bool uniform = false;
 };
 
