@@ -60,13 +60,21 @@ absl::Status CheckBlocks(const char* op, const char* which, const dist_buffer_t&
   return absl::OkStatus();
 }
 
-absl::Status CheckHost(const char* op, const dist_buffer_t& send, const dist_buffer_t& recv) {
-  if (send.device.type != DIST_DEVICE_CPU || recv.device.type != DIST_DEVICE_CPU) {
-    return absl::UnimplementedError(
-        absl::StrCat(op,
-                     " takes host buffers in this version; for device buffers use the fixed-count "
-                     "collective or send/recv"));
-  }
+// Whether both buffers are host memory: the core's own fallbacks copy
+// blocks with the CPU, so device buffers need a backend's run_v.
+bool OnHost(const dist_buffer_t& send, const dist_buffer_t& recv) {
+  return send.device.type == DIST_DEVICE_CPU && recv.device.type == DIST_DEVICE_CPU;
+}
+
+absl::Status DeviceNeedsBackend(const char* op) {
+  return absl::UnimplementedError(
+      absl::StrCat(op,
+                   " on device buffers needs a backend that runs it natively (nccl does), and the "
+                   "group's backend for this device does not; use host buffers, the fixed-count "
+                   "collective or send/recv"));
+}
+
+absl::Status CheckDtypes(const char* op, const dist_buffer_t& send, const dist_buffer_t& recv) {
   if (send.dtype != recv.dtype) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": send is ", dist_dtype_name(send.dtype),
                                                    " but recv is ", dist_dtype_name(recv.dtype)));
@@ -124,7 +132,7 @@ absl::Status ProcessGroup::AllToAllV(const dist_buffer_t& send, const uint64_t* 
                                      const uint64_t* recv_counts, const uint64_t* recv_displs,
                                      const char* op) {
   if (rank_ < 0) return NotMemberError();
-  DIST_RETURN_IF_ERROR(CheckHost(op, send, recv));
+  DIST_RETURN_IF_ERROR(CheckDtypes(op, send, recv));
   if (send_counts == nullptr || recv_counts == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": the counts are NULL"));
   }
@@ -144,6 +152,7 @@ absl::Status ProcessGroup::AllToAllV(const dist_buffer_t& send, const uint64_t* 
           RunVariableOnBackend(op, DIST_COLL_ALL_TO_ALL, args, counts)) {
     return *done;
   }
+  if (!OnHost(send, recv)) return DeviceNeedsBackend(op);
   if (send_counts[rank_] > 0) {  // this rank's own block
     std::memmove(Block(recv, rd[rank_], send_counts[rank_]).data,
                  Block(send, sd[rank_], send_counts[rank_]).data,
@@ -189,7 +198,7 @@ absl::Status ProcessGroup::AllGatherV(const dist_buffer_t& send, const dist_buff
                                                    " elements but recv_counts[", rank_, "] is ",
                                                    recv_counts[rank_]));
   }
-  DIST_RETURN_IF_ERROR(CheckHost("all_gather_v", send, recv));
+  DIST_RETURN_IF_ERROR(CheckDtypes("all_gather_v", send, recv));
   const std::vector<uint64_t> rd = Displacements(recv_counts, recv_displs, world_size_);
   DIST_RETURN_IF_ERROR(CheckBlocks("all_gather_v", "recv", recv, recv_counts, rd, world_size_));
   const dist_op_args_t args = WholeBuffers(send, recv);
@@ -198,6 +207,7 @@ absl::Status ProcessGroup::AllGatherV(const dist_buffer_t& send, const dist_buff
           RunVariableOnBackend("all_gather_v", DIST_COLL_ALL_GATHER, args, counts)) {
     return *done;
   }
+  if (!OnHost(send, recv)) return DeviceNeedsBackend("all_gather_v");
   // Else every rank sends every other this rank's whole buffer.
   const std::vector<uint64_t> send_counts(world_size_, send.count);
   const std::vector<uint64_t> send_displs(world_size_, 0);
@@ -208,7 +218,7 @@ absl::Status ProcessGroup::AllGatherV(const dist_buffer_t& send, const dist_buff
 absl::Status ProcessGroup::ReduceScatterV(const dist_buffer_t& send, const dist_buffer_t& recv,
                                           const uint64_t* recv_counts, dist_reduce_op_t op) {
   if (rank_ < 0) return NotMemberError();
-  DIST_RETURN_IF_ERROR(CheckHost("reduce_scatter_v", send, recv));
+  DIST_RETURN_IF_ERROR(CheckDtypes("reduce_scatter_v", send, recv));
   if (recv_counts == nullptr) {
     return absl::InvalidArgumentError("reduce_scatter_v: recv_counts is NULL");
   }
@@ -227,6 +237,7 @@ absl::Status ProcessGroup::ReduceScatterV(const dist_buffer_t& send, const dist_
           RunVariableOnBackend("reduce_scatter_v", DIST_COLL_REDUCE_SCATTER, native, counts)) {
     return *done;
   }
+  if (!OnHost(send, recv)) return DeviceNeedsBackend("reduce_scatter_v");
   const size_t element = dist_dtype_size(send.dtype);
   std::vector<char> staging(total * element);
   if (total > 0) std::memcpy(staging.data(), send.data, staging.size());

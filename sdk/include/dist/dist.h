@@ -246,9 +246,10 @@ DIST_EXPORT dist_error_t* dist_split_group(dist_process_group_t* parent, int32_t
  * from the buffer's start, NULL: packed in rank order), as MPI's v calls and
  * torch's all_to_all_single with split sizes. Every backend has them (a
  * backend's own where it has them, as mpi does; else the core builds them
- * from sendrecv and all_reduce). In this version they take
- * host buffers and are blocking: `work` must be NULL (DIST_UNIMPLEMENTED
- * otherwise). Counts must agree between ranks: what rank i sends rank j is
+ * from sendrecv and all_reduce). They take host buffers, and device
+ * buffers where the group's backend for that device runs them itself (nccl;
+ * DIST_UNIMPLEMENTED otherwise), and are blocking in this version: `work`
+ * must be NULL (DIST_UNIMPLEMENTED otherwise). Counts must agree between ranks: what rank i sends rank j is
  * what rank j expects from rank i.
  *   all_to_all_v    send block j (send_counts[j] at send_displs[j]) goes to
  *                   rank j; recv block i (recv_counts[i] at recv_displs[i])
