@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +37,9 @@ struct Record {
   // Execute blocks until this is notified or the communicator is interrupted.
   absl::Notification release;
   std::atomic<bool> block{false};
+  std::atomic<bool> fast_barriers{false};  // RunNow takes barriers
+  std::atomic<int> ran_now{0};             // barriers run through RunNow
+  int split_after ABSL_GUARDED_BY(mu) = -1;
 };
 
 class RecordingTransport : public dist::Transport {
@@ -68,6 +72,23 @@ class RecordingTransport : public dist::Transport {
   }
 
   void Interrupt(const absl::Status&) override { record_->interrupts++; }
+
+  // The blocking fast path for barriers only (tag 3 declines it), counted.
+  std::optional<absl::Status> RunNow(const dist::Op& op, dist::OpContext&) override {
+    if (!record_->fast_barriers || op.kind != DIST_COLL_BARRIER || op.args.tag == 3) {
+      return std::nullopt;
+    }
+    record_->ran_now++;
+    return absl::OkStatus();
+  }
+
+  // Records how many operations had run when it ran.
+  absl::StatusOr<std::unique_ptr<dist::Transport>> Split(const int32_t*, size_t,
+                                                         const dist_comm_config_t&) override {
+    absl::MutexLock lock(&record_->mu);
+    record_->split_after = static_cast<int>(record_->ran.size());
+    return std::unique_ptr<dist::Transport>(new RecordingTransport(record_));
+  }
 
  private:
   std::shared_ptr<Record> record_;
@@ -234,6 +255,105 @@ TEST(RuntimeTest, DestroyWithStuckWorkRevokesAfterTheTimeout) {
   EXPECT_TRUE(done);
   EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
   EXPECT_NE(status.message().find("destroyed with work still pending"), std::string::npos);
+}
+
+// Whether `count` operations have started within a few seconds.
+bool RanAtLeast(Record& record, size_t count) {
+  for (int i = 0; i < 5000; ++i) {
+    {
+      absl::MutexLock lock(&record.mu);
+      if (record.ran.size() >= count) return true;
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return false;
+}
+
+TEST(RuntimeTest, ABlockingCallOnAnIdleCommunicatorTakesTheFastPath) {
+  auto record = std::make_shared<Record>();
+  record->fast_barriers = true;
+  auto comm = Make(record);
+  ASSERT_TRUE(comm->Run(DIST_COLL_BARRIER, Args(), absl::Seconds(5)).ok());
+  EXPECT_EQ(record->ran_now.load(), 1);
+  // Declined: Execute runs it, numbered after the one RunNow ran.
+  ASSERT_TRUE(comm->Run(DIST_COLL_BARRIER, Args(1, 3), absl::Seconds(5)).ok());
+  // A waiter willing to wait less than the operation may take: no fast path.
+  ASSERT_TRUE(comm->Run(DIST_COLL_BARRIER, Args(), absl::Seconds(1)).ok());
+  // Busy (an asynchronous operation runs on the worker): no fast path.
+  record->block = true;
+  auto running = *comm->Issue(DIST_COLL_ALL_REDUCE, Args());
+  ASSERT_TRUE(RanAtLeast(*record, 3));
+  std::thread releaser([&] {
+    absl::SleepFor(absl::Milliseconds(30));
+    record->release.Notify();
+  });
+  ASSERT_TRUE(comm->Run(DIST_COLL_BARRIER, Args(), absl::Seconds(5)).ok());
+  releaser.join();
+  EXPECT_TRUE(running->Wait(absl::Seconds(5)).ok());
+  EXPECT_EQ(record->ran_now.load(), 1);
+  absl::MutexLock lock(&record->mu);
+  ASSERT_EQ(record->ran.size(), 4u);
+  EXPECT_EQ(record->ran[0].seq, 1u);  // after the fast one, numbered 0
+  EXPECT_EQ(record->ran[3].kind, DIST_COLL_BARRIER);
+  EXPECT_EQ(record->ran[3].seq, 4u);
+}
+
+TEST(RuntimeTest, SendRecvRunsBothInIssueOrderNumberedPerPeerAndTag) {
+  auto record = std::make_shared<Record>();
+  auto comm = Make(record);
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(comm->RunSendRecv(Args(1, 4), Args(1, 4), absl::Seconds(5)).ok());
+  }
+  absl::MutexLock lock(&record->mu);
+  ASSERT_EQ(record->ran.size(), 6u);
+  for (int round = 0; round < 3; ++round) {
+    // Rank 0 sends to a higher rank first (SendRecvSendsFirst).
+    EXPECT_EQ(record->ran[2 * round].kind, DIST_COLL_SEND);
+    EXPECT_EQ(record->ran[2 * round + 1].kind, DIST_COLL_RECV);
+    EXPECT_EQ(record->ran[2 * round].seq, static_cast<uint64_t>(round));
+    EXPECT_EQ(record->ran[2 * round + 1].seq, static_cast<uint64_t>(round));
+  }
+}
+
+TEST(RuntimeTest, SplitRunsAfterTheOperationsIssuedBeforeIt) {
+  auto record = std::make_shared<Record>();
+  auto comm = Make(record);
+  record->block = true;
+  auto first = *comm->Issue(DIST_COLL_ALL_REDUCE, Args());
+  auto second = *comm->Issue(DIST_COLL_BARRIER, Args());  // queued behind it
+  std::thread releaser([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    record->release.Notify();
+  });
+  dist_comm_config_t child = Config();
+  child.group_name = "child";
+  const int32_t ranks[2] = {0, 1};
+  absl::StatusOr<std::unique_ptr<dist::BackendComm>> made = comm->Split(ranks, 2, child);
+  releaser.join();
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_TRUE(*made != nullptr);
+  EXPECT_TRUE(first->Wait(absl::Seconds(5)).ok());
+  EXPECT_TRUE(second->Wait(absl::Seconds(5)).ok());
+  absl::MutexLock lock(&record->mu);
+  EXPECT_EQ(record->split_after, 2);
+}
+
+TEST(RuntimeTest, SplitThatCannotStartWithinTheTimeoutIsWithdrawn) {
+  auto record = std::make_shared<Record>();
+  auto comm = Make(record, /*timeout_ms=*/100);
+  record->block = true;
+  dist_op_args_t patient = Args();
+  patient.timeout_ms = 5000;
+  auto stuck = *comm->Issue(DIST_COLL_ALL_REDUCE, patient);
+  const int32_t ranks[2] = {0, 1};
+  absl::StatusOr<std::unique_ptr<dist::BackendComm>> made = comm->Split(ranks, 2, Config());
+  EXPECT_EQ(made.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(made.status().message().find("could not start"), std::string::npos);
+  record->release.Notify();
+  EXPECT_TRUE(stuck->Wait(absl::Seconds(5)).ok());
+  absl::SleepFor(absl::Milliseconds(20));
+  absl::MutexLock lock(&record->mu);
+  EXPECT_EQ(record->split_after, -1);  // never ran
 }
 
 TEST(RuntimeTest, CallbacksRunOnceWithTheStatus) {

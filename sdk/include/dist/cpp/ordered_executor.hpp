@@ -87,6 +87,19 @@ class OrderedExecutor {
     return true;
   }
 
+  // Takes `task` out of the queue if it has not started; returns whether
+  // it did (a waiter that gives up on an operation that must not start
+  // later, because what it uses is the waiter's).
+  bool Withdraw(const Task* task) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      if (it->get() != task) continue;
+      queue_.erase(it);
+      return true;
+    }
+    return false;
+  }
+
   // Removes every queued operation, for the caller to complete (an abort).
   std::deque<std::shared_ptr<Task>> TakeQueued() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);

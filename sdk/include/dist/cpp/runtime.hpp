@@ -230,13 +230,11 @@ class RuntimeComm final : public BackendComm, private OpContext {
   void Abort(const std::string& reason) override {
     Revoke(absl::AbortedError(absl::StrCat(Prefix(), "communicator aborted: ", reason)));
   }
+  // comm_split is one of the backend's collectives too (MPI_Comm_split): it
+  // runs on the executor's turn, after every operation issued before it has
+  // started, as it does on the other ranks.
   absl::StatusOr<std::unique_ptr<BackendComm>> Split(const int32_t* ranks, size_t num_ranks,
-                                                     const dist_comm_config_t& config) override {
-    absl::StatusOr<std::unique_ptr<Transport>> child = transport_->Split(ranks, num_ranks, config);
-    if (!child.ok()) return child.status();
-    if (*child == nullptr) return std::unique_ptr<BackendComm>();
-    return std::unique_ptr<BackendComm>(new RuntimeComm(config, *std::move(child)));
-  }
+                                                     const dist_comm_config_t& config) override;
 
   // The revoke hook: every queued, in-flight and later operation fails with
   // `status`, a running one is interrupted. Thread-safe; the first status
@@ -609,6 +607,53 @@ inline absl::Status RuntimeComm::RunSendRecv(const dist_op_args_t& send, const d
     }
   }
   return BackendComm::RunSendRecv(send, recv, timeout);
+}
+
+inline absl::StatusOr<std::unique_ptr<BackendComm>> RuntimeComm::Split(
+    const int32_t* ranks, size_t num_ranks, const dist_comm_config_t& config) {
+  absl::StatusOr<std::unique_ptr<Transport>> child = absl::UnknownError("comm_split did not run");
+  auto split = [&] {
+    child = transport_->Split(ranks, num_ranks, config);
+    return child.status();
+  };
+  auto task = std::make_shared<FlightTask>();
+  task->bound = timeout_;
+  bool here = false;
+  {
+    absl::MutexLock lock(executor_->mutex());
+    here = executor_->Claim();
+    if (!here) {
+      // It captures this frame: it either runs before Split returns, or is
+      // withdrawn.
+      task->run = split;
+      executor_->Submit(task);
+    }
+  }
+  if (here) {
+    (void)split();
+    executor_->EndClaim();
+  } else {
+    // Runs it here if it is next (Help); the outcome is in `child`.
+    (void)Work(task, executor_, "comm_split").Wait(timeout_);
+    if (!task->completion.Done() && executor_->Withdraw(task.get())) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          Prefix(), "comm_split on group '", *group_, "' could not start within ",
+          absl::FormatDuration(timeout_),
+          ": operations issued before it still run; wait for them, or abort the communicator"));
+    }
+    // Started: the transport's own bounds end it; past them once more, a
+    // revoke cuts it short.
+    if (!task->completion.WaitFor(timeout_)) {
+      Revoke(absl::DeadlineExceededError(absl::StrCat(Prefix(), "comm_split on group '", *group_,
+                                                      "' did not finish within ",
+                                                      absl::FormatDuration(timeout_))));
+      while (!task->completion.WaitFor(absl::Milliseconds(10))) {
+      }
+    }
+  }
+  if (!child.ok()) return child.status();
+  if (*child == nullptr) return std::unique_ptr<BackendComm>();
+  return std::unique_ptr<BackendComm>(new RuntimeComm(config, *std::move(child)));
 }
 
 // The communicator for `transport`, as Backend::CreateComm returns it.
