@@ -249,8 +249,8 @@ DIST_EXPORT dist_error_t* dist_split_group(dist_process_group_t* parent, int32_t
  * from sendrecv and all_reduce). They take host buffers, and device
  * buffers where the group's backend for that device runs them itself (nccl;
  * DIST_UNIMPLEMENTED otherwise), and are blocking in this version: `work`
- * must be NULL (DIST_UNIMPLEMENTED otherwise). Counts must agree between ranks: what rank i sends rank j is
- * what rank j expects from rank i.
+ * must be NULL (DIST_UNIMPLEMENTED otherwise). Counts must agree between
+ * ranks: what rank i sends rank j is what rank j expects from rank i.
  *   all_to_all_v    send block j (send_counts[j] at send_displs[j]) goes to
  *                   rank j; recv block i (recv_counts[i] at recv_displs[i])
  *                   comes from rank i
